@@ -1,0 +1,105 @@
+//! The HTTP client the session commands use, and how it finds the server and its
+//! credential: `DROVER_URL` / `DROVER_TOKEN`, else what `up` wrote in `$DROVER_HOME`.
+
+use anyhow::{anyhow, bail, Context, Result};
+use drover_protocol::api::ErrorBody;
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::home::{self, ClientConfig};
+
+/// A configured API client.
+pub struct Client {
+    /// The server's base URL.
+    pub url: String,
+    /// The bearer token.
+    pub token: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// Resolves the server and credential.
+    pub fn from_env() -> Result<Client> {
+        let file = home::home().ok().and_then(|h| home::read_json::<ClientConfig>(&h.join("client.json")));
+        let url = std::env::var("DROVER_URL").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.url.clone()));
+        let token = std::env::var("DROVER_TOKEN").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.token.clone()));
+        let (Some(url), Some(token)) = (url, token) else {
+            let where_ = home::home().map(|h| h.display().to_string()).unwrap_or_else(|_| "$DROVER_HOME".into());
+            bail!("no server configured: run `drover up` (it writes {where_}/client.json), or set DROVER_URL and DROVER_TOKEN");
+        };
+        let http = reqwest::Client::builder().build().context("building the HTTP client")?;
+        Ok(Client { url: url.trim_end_matches('/').to_string(), token, http })
+    }
+
+    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, format!("{}{}", self.url, path)).bearer_auth(&self.token)
+    }
+
+    /// Sends a request and returns the raw response, turning failures into messages.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        let resp = req.send().await.map_err(|e| {
+            if e.is_connect() {
+                anyhow!("cannot reach the Drover server at {}: is `drover up` running?", self.url)
+            } else if e.is_timeout() {
+                anyhow!("the Drover server at {} did not answer in time", self.url)
+            } else {
+                anyhow!("request to {} failed: {e}", self.url)
+            }
+        })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        let msg = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or_else(|_| match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "the request is too large".to_string(),
+            _ => format!("the server answered {status}: {}", text.trim()),
+        });
+        bail!(msg)
+    }
+
+    /// GET, decoding JSON.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let resp = self.send(self.request(Method::GET, path)).await?;
+        resp.json().await.context("decoding the server's answer")
+    }
+
+    /// GET, raw.
+    pub async fn get_raw(&self, path: &str) -> Result<reqwest::Response> {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    /// POST JSON, decoding JSON.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        let resp = self.send(self.request(Method::POST, path).json(body)).await?;
+        resp.json().await.context("decoding the server's answer")
+    }
+
+    /// The WebSocket URL for `path`.
+    pub fn ws_url(&self, path: &str) -> String {
+        let base = if let Some(rest) = self.url.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = self.url.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            self.url.clone()
+        };
+        format!("{base}{path}")
+    }
+}
+
+/// Percent-encodes a path segment (ids are plain, but input is untrusted).
+pub fn seg(s: &str) -> String {
+    s.bytes()
+        .map(
+            |b| {
+                if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            },
+        )
+        .collect()
+}

@@ -1,0 +1,46 @@
+//! `drover device list|add`.
+
+use anyhow::Result;
+use drover_protocol::api::{AddDevice, DeviceCredential, DeviceView};
+
+use super::print_json;
+use crate::args::DeviceSub;
+use crate::client::Client;
+use crate::table;
+
+/// Runs a device management command.
+pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    match sub {
+        DeviceSub::List => {
+            let devices: Vec<DeviceView> = client.get("/api/v1/devices").await?;
+            if json {
+                return print_json(&devices);
+            }
+            let rows: Vec<Vec<String>> = devices
+                .iter()
+                .map(|d| {
+                    vec![
+                        d.name.clone(),
+                        if d.connected { "connected".into() } else { "offline".into() },
+                        d.slots.to_string(),
+                        d.live_sessions.to_string(),
+                        table::ago(d.last_contact_at.as_deref()),
+                    ]
+                })
+                .collect();
+            table::print(&["NAME", "STATUS", "SLOTS", "LIVE", "LAST CONTACT"], &rows);
+        }
+        DeviceSub::Add { name, slots } => {
+            let cred: DeviceCredential = client.post("/api/v1/devices", &AddDevice { name, slots: Some(slots) }).await?;
+            if json {
+                return print_json(&cred);
+            }
+            println!("Registered device `{}` ({} slots). Its credential (shown once):", cred.device.name, cred.device.slots);
+            println!("  {}", cred.token);
+            println!("On that machine run:");
+            println!("  drover device --server {} --token {} --name {}", client.url, cred.token, cred.device.name);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! Dispatch of the parsed command line.
+
+mod device;
+mod session;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::args::{Cli, Command};
+
+/// Runs the command; the exit code is what the process returns.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Up(args) => {
+            crate::init_logging("warn,drover_device=info");
+            crate::up::up(args).await?;
+        }
+        Command::Server(args) => {
+            crate::init_logging("warn");
+            crate::up::server(args).await?;
+        }
+        Command::Device(cmd) => match cmd.command {
+            Some(sub) => device::run(sub, cli.json).await?,
+            None => {
+                crate::init_logging("warn,drover_device=info");
+                crate::up::device(cmd.run).await?;
+            }
+        },
+        Command::Session(cmd) => return session::run(cmd, cli.json).await,
+        Command::Shim { .. } => unreachable!("handled before the runtime starts"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints `value` as pretty JSON.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! `drover session …`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use drover_protocol::api::{AskReply, EventView, InputReceipt, SendInput, SessionList, SessionView, StartSession};
+
+use super::print_json;
+use crate::args::SessionCmd;
+use crate::client::{seg, Client};
+use crate::table;
+
+/// Runs a session command.
+pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
+    let client = Client::from_env()?;
+    match cmd {
+        SessionCmd::Start { device, cwd, title, cols, rows, command } => {
+            use std::io::IsTerminal;
+            let size = if std::io::stdout().is_terminal() { crossterm::terminal::size().ok() } else { None };
+            let (tc, tr) = size.map(|(c, r)| (c as u32, r as u32)).unwrap_or((120, 40));
+            let req = StartSession { device, command, cwd, title, cols: Some(cols.unwrap_or(tc)), rows: Some(rows.unwrap_or(tr)) };
+            let s: SessionView = client.post("/api/v1/sessions", &req).await?;
+            if json {
+                print_json(&s)?;
+            } else {
+                println!("{}", s.id);
+            }
+            if s.outcome == drover_core::Outcome::Failed {
+                eprintln!("error: session {} failed: {}", s.id, table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded")));
+                return Ok(ExitCode::from(1));
+            }
+        }
+        SessionCmd::List { all, limit } => {
+            let list: SessionList = client.get(&format!("/api/v1/sessions?all={all}&limit={limit}")).await?;
+            if json {
+                print_json(&list.sessions)?;
+            } else {
+                print_list(&list.sessions);
+            }
+        }
+        SessionCmd::Show { id } => {
+            let s: SessionView = client.get(&format!("/api/v1/sessions/{}", seg(&id))).await?;
+            if json {
+                print_json(&s)?;
+            } else {
+                print_show(&s);
+            }
+        }
+        SessionCmd::Tail { id, lines, follow } => crate::tail::tail(&client, &id, lines, follow, json).await?,
+        SessionCmd::Attach { id, read_only } => return crate::attach::attach(&client, &id, read_only).await,
+        SessionCmd::Input { id, text } => {
+            let body = SendInput { text, timeout_secs: None, still_ms: None };
+            let r: InputReceipt = client.post(&format!("/api/v1/sessions/{}/input", seg(&id)), &body).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "sent to {} (recorded as {}{})",
+                    r.session,
+                    r.event,
+                    if r.bracketed_paste { ", as a bracketed paste" } else { "" }
+                );
+            }
+        }
+        SessionCmd::Ask { id, text, timeout, still_ms } => {
+            let body = SendInput { text, timeout_secs: Some(timeout), still_ms: Some(still_ms) };
+            let r: AskReply = client.post(&format!("/api/v1/sessions/{}/ask", seg(&id)), &body).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!("{}", table::sanitize_lines(&r.reply));
+                if !r.settled {
+                    eprintln!("warning: the screen had not gone still after {timeout} s; this is the reply so far");
+                }
+            }
+        }
+        SessionCmd::Stop { id } => {
+            let s: SessionView = client.post(&format!("/api/v1/sessions/{}/stop", seg(&id)), &serde_json::json!({})).await?;
+            if json {
+                print_json(&s)?;
+            } else {
+                println!("{} {}", s.id, s.outcome);
+            }
+        }
+        SessionCmd::Export { id, output } => {
+            let resp = client.get_raw(&format!("/api/v1/sessions/{}/export", seg(&id))).await?;
+            let bytes = resp.bytes().await.context("reading the recording")?;
+            match output {
+                Some(path) => std::fs::write(&path, &bytes).with_context(|| format!("writing {}", path.display()))?,
+                None => std::io::stdout().write_all(&bytes)?,
+            }
+        }
+        SessionCmd::Events { id } => {
+            let events: Vec<EventView> = client.get(&format!("/api/v1/sessions/{}/events", seg(&id))).await?;
+            if json {
+                print_json(&events)?;
+            } else {
+                let rows: Vec<Vec<String>> =
+                    events.iter().map(|e| vec![e.at.clone(), e.label.clone(), e.actor.clone(), e.detail.to_string()]).collect();
+                table::print(&["AT", "EVENT", "BY", "DETAIL"], &rows);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_list(sessions: &[SessionView]) {
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.to_string(),
+                s.outcome.to_string(),
+                s.device.clone(),
+                s.title.clone(),
+                s.attached.to_string(),
+                table::ago(Some(&s.created_at)),
+                s.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    table::print(&["SESSION", "STATE", "DEVICE", "TITLE", "ATTACHED", "CREATED", "EXIT"], &rows);
+}
+
+fn print_show(s: &SessionView) {
+    let lost = s.outcome == drover_core::Outcome::Lost;
+    let mut rows = vec![
+        ("Session", s.id.to_string()),
+        ("State", format!("{} — {}", s.outcome, s.outcome.explanation())),
+        ("Title", s.title.clone()),
+        ("Command", s.command.join(" ")),
+        ("Device", s.device.clone()),
+        ("Directory", s.cwd.clone()),
+        ("Sandbox", format!("{} ({})", s.sandbox, s.sandbox_state)),
+        ("Started by", s.started_by.clone()),
+        ("Started", s.started_at.clone().unwrap_or_else(|| "-".into())),
+        (if lost { "Lost at" } else { "Ended" }, s.ended_at.clone().unwrap_or_else(|| "-".into())),
+    ];
+    if !lost {
+        rows.push(("Duration", s.duration_secs.map(|d| format!("{d:.1}s")).unwrap_or_else(|| "-".into())));
+    }
+    rows.push(("Exit code", s.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into())));
+    rows.push(("Reason", s.reason.clone().unwrap_or_else(|| "-".into())));
+    rows.push(("Terminal", format!("{}x{}", s.cols, s.rows)));
+    rows.push(("Output", format!("{} bytes", s.output_bytes)));
+    rows.push(("Attached", s.attached.to_string()));
+    for (k, v) in rows {
+        println!("{k:<11} {}", table::sanitize(&v));
+    }
+}

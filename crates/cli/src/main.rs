@@ -1,0 +1,62 @@
+//! `drover`: one binary for every part of Drover — `up` (server and local device in one
+//! process), `server`, `device`, the session commands, and the hidden per-session `shim`.
+
+mod args;
+mod attach;
+mod client;
+mod commands;
+mod home;
+mod table;
+mod tail;
+mod up;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    if let args::Command::Shim { dir } = &cli.command {
+        // The shim builds its own single-threaded runtime and must not share one.
+        init_logging("warn");
+        return match drover_term::shim::run(drover_term::dir::SessionDir::new(dir)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("drover shim: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ")
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `default`).
+pub fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

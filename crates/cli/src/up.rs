@@ -1,0 +1,169 @@
+//! `drover up` (server + local device), `drover server`, and `drover device` (daemon).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use drover_device::DeviceConfig;
+use drover_server::{auth, AppState, ServerConfig};
+use drover_store::Store;
+
+use crate::args::{DeviceRunArgs, ServerArgs, UpArgs};
+use crate::home::{self, ClientConfig, DeviceCredentialFile, Running};
+
+struct Started {
+    url: String,
+    state: AppState,
+    listener: tokio::net::TcpListener,
+}
+
+async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
+    if !(0.0..=3600.0).contains(&args.stop_grace) {
+        bail!("--stop-grace must be between 0 and 3600 seconds");
+    }
+    let store = Store::open_sqlite(&home.join("drover.db")).await.with_context(|| format!("opening the database in {}", home.display()))?;
+    let owner = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "owner".into());
+    let (workspace, _) = store.bootstrap("default", &owner).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse { " (another program uses it: pass --listen 127.0.0.1:PORT)" } else { "" };
+        anyhow::anyhow!("cannot listen on {}: {e}{hint}", args.listen)
+    })?;
+    let addr = listener.local_addr()?;
+    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    let url = format!("http://{host}:{}", addr.port());
+    let config = ServerConfig { stop_grace: Duration::from_secs_f64(args.stop_grace), ..ServerConfig::default() };
+    Ok(Started { url, state: AppState::new(store, workspace, config), listener })
+}
+
+/// A member token for the CLI: the one in `client.json` if still valid, else a new one.
+async fn client_token(state: &AppState, home: &Path) -> Result<String> {
+    if let Some(c) = home::read_json::<ClientConfig>(&home.join("client.json")) {
+        if auth::token_valid(&state.store, &c.token).await {
+            return Ok(c.token);
+        }
+    }
+    let (ws, owner) = state.store.bootstrap("default", "owner").await?;
+    Ok(auth::issue_member_token(&state.store, ws, owner, "drover up (local CLI)").await?)
+}
+
+/// `drover up`.
+pub async fn up(args: UpArgs) -> Result<()> {
+    let home = home::home()?;
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let _lock = home::lock(&home)?;
+    let started = start_server(&home, &args.server).await?;
+    let state = started.state.clone();
+    let name = args.name.clone().unwrap_or_else(|| drover_core::names::device_name_from_host(&hostname()));
+    drover_core::names::check_device_name(&name)?;
+    if !(1..=1000).contains(&args.slots) {
+        bail!("--slots must be between 1 and 1000");
+    }
+    let device = state.store.upsert_device(state.workspace, &name, args.slots).await?;
+    let device_token = match home::read_json::<DeviceCredentialFile>(&home.join("device.json")) {
+        Some(f) if f.name == name && auth::token_valid(&state.store, &f.token).await => f.token,
+        _ => {
+            state.store.revoke_device_tokens(device.id).await?;
+            auth::issue_device_token(&state.store, state.workspace, device.id, "drover up (local device)").await?
+        }
+    };
+    home::write_private_json(&home.join("device.json"), &DeviceCredentialFile { name: name.clone(), token: device_token.clone() })?;
+    let token = client_token(&state, &home).await?;
+    home::write_private_json(&home.join("client.json"), &ClientConfig { url: started.url.clone(), token })?;
+    home::write_private_json(&home.join("up.json"), &Running { pid: std::process::id(), url: started.url.clone() })?;
+
+    let url = started.url.clone();
+    let server = tokio::spawn(drover_server::serve(started.state, started.listener));
+    let device_config = DeviceConfig {
+        server_url: url.clone(),
+        token: device_token,
+        name: name.clone(),
+        slots: args.slots,
+        home: home.join("device"),
+        shim_exe: std::env::current_exe().context("finding the drover binary")?,
+        heartbeat: drover_device::HEARTBEAT,
+        default_cwd: default_cwd(),
+    };
+    let device_task = tokio::spawn(drover_device::run(device_config));
+    println!("Drover is running at {url}");
+    println!("  home:   {}", home.display());
+    println!("  device: {name} ({} slots)", args.slots);
+    println!("  try:    drover session start --device {name} -- bash");
+    wait_for(server, device_task).await
+}
+
+async fn wait_for(
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    device: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Result<()> {
+    tokio::select! {
+        r = server => r.context("server task")?.context("the server stopped"),
+        r = device => r.context("device task")?.context("the device daemon stopped"),
+        _ = shutdown_signal() => {
+            eprintln!("drover: shutting down; running sessions keep running and are re-adopted on the next start");
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// `drover server`.
+pub async fn server(args: ServerArgs) -> Result<()> {
+    let home = home::home()?;
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let _lock = home::lock(&home)?;
+    let started = start_server(&home, &args).await?;
+    let token = client_token(&started.state, &home).await?;
+    home::write_private_json(&home.join("client.json"), &ClientConfig { url: started.url.clone(), token })?;
+    home::write_private_json(&home.join("up.json"), &Running { pid: std::process::id(), url: started.url.clone() })?;
+    println!("Drover server is running at {}", started.url);
+    println!("  register a device: drover device add NAME   (prints its token)");
+    println!("  then on that machine: drover device --server {} --token TOKEN --name NAME", started.url);
+    let url = started.url.clone();
+    tokio::select! {
+        r = drover_server::serve(started.state, started.listener) => r.with_context(|| format!("serving {url}")),
+        _ = shutdown_signal() => Ok(()),
+    }
+}
+
+/// `drover device --server URL --token T`.
+pub async fn device(args: DeviceRunArgs) -> Result<()> {
+    let (Some(server), Some(token)) = (args.server, args.token) else {
+        bail!("`drover device` needs --server URL and --token TOKEN (from `drover device add NAME` on the server), or a subcommand such as `drover device list`");
+    };
+    let name = args.name.unwrap_or_else(|| drover_core::names::device_name_from_host(&hostname()));
+    drover_core::names::check_device_name(&name)?;
+    let home = home::home()?.join("device-daemon");
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let _lock = home::lock(&home)?;
+    let config = DeviceConfig {
+        server_url: server.trim_end_matches('/').to_string(),
+        token,
+        name: name.clone(),
+        slots: args.slots,
+        home,
+        shim_exe: std::env::current_exe().context("finding the drover binary")?,
+        heartbeat: drover_device::HEARTBEAT,
+        default_cwd: default_cwd(),
+    };
+    println!("Drover device `{name}` connecting to {server}");
+    tokio::select! {
+        r = drover_device::run(config) => r.context("the device daemon stopped"),
+        _ = shutdown_signal() => Ok(()),
+    }
+}
+
+fn default_cwd() -> PathBuf {
+    dirs::home_dir().filter(|h| h.is_dir()).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "local".into())
+}

@@ -1,0 +1,17 @@
+//! Drover's domain: the vocabulary of DESIGN.md as plain types, the state machines
+//! (a run's outcome, a sandbox's lifecycle), the permission rules and the small pure
+//! functions the edges share (how audited input is encoded, how names are checked).
+//!
+//! Nothing in this crate does I/O or is async; every rule is unit-tested here.
+
+pub mod activity;
+pub mod ids;
+pub mod input;
+pub mod names;
+pub mod outcome;
+pub mod permissions;
+pub mod sandbox;
+
+pub use ids::{DeviceId, EventId, IdError, MemberId, SandboxId, SessionId, TokenId, WorkspaceId};
+pub use outcome::{ExitStatus, Outcome, RunEnd};
+pub use sandbox::SandboxState;

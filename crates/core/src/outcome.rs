@@ -1,0 +1,312 @@
+//! A run's outcome (seed 001 "Sandbox state vs. a run's outcome") and the state machine
+//! that decides it from what was observed: started, exited (how), stopped (by whom),
+//! failed to start, lost.
+
+use serde::{Deserialize, Serialize};
+
+/// A session run's outcome: Drover's answer to "did this run finish its work?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The session is being set up.
+    Starting,
+    /// The session is live right now.
+    Running,
+    /// The work was handed off.
+    Completed,
+    /// Deliberately stopped before finishing; not a failure.
+    Released,
+    /// The process ended on its own without handing the stage off.
+    Incomplete,
+    /// The process ended badly, or could not start.
+    Failed,
+    /// Contact with the device or the process was lost.
+    Lost,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the seed lists them.
+    pub const ALL: [Outcome; 7] =
+        [Outcome::Starting, Outcome::Running, Outcome::Completed, Outcome::Released, Outcome::Incomplete, Outcome::Failed, Outcome::Lost];
+
+    /// The lowercase word used in the API, the CLI and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Starting => "starting",
+            Outcome::Running => "running",
+            Outcome::Completed => "completed",
+            Outcome::Released => "released",
+            Outcome::Incomplete => "incomplete",
+            Outcome::Failed => "failed",
+            Outcome::Lost => "lost",
+        }
+    }
+
+    /// Parses the lowercase word.
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// True while the run has not ended (starting or running).
+    pub fn is_live(self) -> bool {
+        match self {
+            Outcome::Starting | Outcome::Running => true,
+            Outcome::Completed | Outcome::Released | Outcome::Incomplete | Outcome::Failed | Outcome::Lost => false,
+        }
+    }
+
+    /// The one-line explanation shown when hovering the badge.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Outcome::Starting => "The session is being set up.",
+            Outcome::Running => "The session is live right now.",
+            Outcome::Completed => "The work was handed off.",
+            Outcome::Released => "The session was deliberately stopped before finishing — not a failure.",
+            Outcome::Incomplete => "The agent's process ended on its own without handing the stage off.",
+            Outcome::Failed => "The process ended badly.",
+            Outcome::Lost => "Contact with the device or the process was lost.",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a process ended, as the shim observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    /// The exit code, when the process exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, when it was killed by one.
+    pub signal: Option<i32>,
+}
+
+impl ExitStatus {
+    /// A normal exit with `code`.
+    pub fn code(code: i32) -> Self {
+        ExitStatus { code: Some(code), signal: None }
+    }
+
+    /// Death by `signal`.
+    pub fn signal(signal: i32) -> Self {
+        ExitStatus { code: None, signal: Some(signal) }
+    }
+
+    /// The shell convention: the code, or 128 + signal.
+    pub fn shell_code(self) -> i32 {
+        match (self.code, self.signal) {
+            (Some(c), _) => c,
+            (None, Some(s)) => 128 + s,
+            (None, None) => -1,
+        }
+    }
+
+    /// True for exit code 0.
+    pub fn success(self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// Why a run ended, as reported by whoever saw it end. The outcome follows from this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunEnd {
+    /// The process exited; `stop_requested` says whether an operator's Stop preceded it.
+    Exited {
+        /// How the process ended.
+        status: ExitStatus,
+        /// A Stop was requested before the process ended.
+        stop_requested: bool,
+    },
+    /// The process could not be started (command not found, bad directory…).
+    StartFailed {
+        /// What went wrong, for a person.
+        reason: String,
+    },
+    /// The process is gone without a record of how it ended.
+    Lost {
+        /// What was observed, for a person.
+        reason: String,
+    },
+}
+
+/// A transition of a run that is not allowed from its current outcome.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("session is {from}; it cannot be {action}")]
+pub struct TransitionError {
+    /// The outcome the run had.
+    pub from: Outcome,
+    /// What was attempted, in words.
+    pub action: &'static str,
+}
+
+/// The result of ending a run: its final outcome, the reason to record and the activity
+/// label ("session ended" / "session killed").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// The final outcome.
+    pub outcome: Outcome,
+    /// The exit code to record, if the process exited.
+    pub exit_code: Option<i32>,
+    /// Free text: why the session ended.
+    pub reason: String,
+    /// True when an operator's Stop ended the process ("session killed").
+    pub killed: bool,
+}
+
+/// The run's state machine: `starting → running → ended`, or `starting → ended`.
+pub fn on_started(from: Outcome) -> Result<Outcome, TransitionError> {
+    match from {
+        Outcome::Starting => Ok(Outcome::Running),
+        other => Err(TransitionError { from: other, action: "started" }),
+    }
+}
+
+/// Ends a live run: decides the outcome and reason from how it ended.
+pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
+    if !from.is_live() {
+        return Err(TransitionError { from, action: "ended again" });
+    }
+    Ok(match end {
+        RunEnd::Exited { status, stop_requested: true } => Ending {
+            outcome: Outcome::Released,
+            exit_code: status.code.or(status.signal.map(|s| 128 + s)),
+            reason: format!("stopped by an operator ({})", describe_exit(*status)),
+            killed: true,
+        },
+        RunEnd::Exited { status, stop_requested: false } if status.success() => Ending {
+            outcome: Outcome::Incomplete,
+            exit_code: Some(0),
+            reason: "the process exited on its own with code 0 without handing off".to_string(),
+            killed: false,
+        },
+        RunEnd::Exited { status, stop_requested: false } => Ending {
+            outcome: Outcome::Failed,
+            exit_code: Some(status.shell_code()),
+            reason: format!("the process {}", describe_exit(*status)),
+            killed: false,
+        },
+        RunEnd::StartFailed { reason } => {
+            Ending { outcome: Outcome::Failed, exit_code: None, reason: format!("could not start: {reason}"), killed: false }
+        }
+        RunEnd::Lost { reason } => Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false },
+    })
+}
+
+/// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
+pub fn describe_exit(status: ExitStatus) -> String {
+    match (status.code, status.signal) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}{}", signal_name(s).map(|n| format!(" ({n})")).unwrap_or_default()),
+        (None, None) => "ended with an unknown status".to_string(),
+    }
+}
+
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+            assert!(!o.explanation().is_empty());
+        }
+        assert_eq!(Outcome::parse("Running"), None);
+    }
+
+    #[test]
+    fn only_starting_and_running_are_live() {
+        let live: Vec<_> = Outcome::ALL.into_iter().filter(|o| o.is_live()).collect();
+        assert_eq!(live, vec![Outcome::Starting, Outcome::Running]);
+    }
+
+    #[test]
+    fn start_moves_starting_to_running_only() {
+        assert_eq!(on_started(Outcome::Starting), Ok(Outcome::Running));
+        for o in Outcome::ALL.into_iter().filter(|o| *o != Outcome::Starting) {
+            assert!(on_started(o).is_err(), "{o}");
+        }
+    }
+
+    #[test]
+    fn exit_zero_without_hand_off_is_incomplete() {
+        let e = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
+        assert_eq!(e.outcome, Outcome::Incomplete);
+        assert_eq!(e.exit_code, Some(0));
+        assert!(!e.killed);
+    }
+
+    #[test]
+    fn non_zero_exit_is_failed_with_the_code() {
+        let e = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(3), stop_requested: false }).unwrap();
+        assert_eq!(e.outcome, Outcome::Failed);
+        assert_eq!(e.exit_code, Some(3));
+        assert_eq!(e.reason, "the process exited with code 3");
+    }
+
+    #[test]
+    fn death_by_signal_is_failed_with_shell_code() {
+        let e = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::signal(11), stop_requested: false }).unwrap();
+        assert_eq!(e.outcome, Outcome::Failed);
+        assert_eq!(e.exit_code, Some(139));
+        assert!(e.reason.contains("SIGSEGV"));
+    }
+
+    #[test]
+    fn stop_is_released_and_killed_whatever_the_exit() {
+        for status in [ExitStatus::signal(15), ExitStatus::signal(9), ExitStatus::code(0), ExitStatus::code(1)] {
+            let e = on_end(Outcome::Running, &RunEnd::Exited { status, stop_requested: true }).unwrap();
+            assert_eq!(e.outcome, Outcome::Released);
+            assert!(e.killed);
+            assert!(e.reason.starts_with("stopped by an operator"));
+        }
+    }
+
+    #[test]
+    fn start_failure_is_failed_with_reason() {
+        let e = on_end(Outcome::Starting, &RunEnd::StartFailed { reason: "command not found: nope".into() }).unwrap();
+        assert_eq!(e.outcome, Outcome::Failed);
+        assert_eq!(e.exit_code, None);
+        assert_eq!(e.reason, "could not start: command not found: nope");
+    }
+
+    #[test]
+    fn lost_keeps_the_reason() {
+        let e = on_end(Outcome::Running, &RunEnd::Lost { reason: "process gone".into() }).unwrap();
+        assert_eq!(e.outcome, Outcome::Lost);
+        assert_eq!(e.reason, "process gone");
+    }
+
+    #[test]
+    fn an_ended_run_cannot_end_again() {
+        for o in Outcome::ALL.into_iter().filter(|o| !o.is_live()) {
+            let err = on_end(o, &RunEnd::Lost { reason: String::new() }).unwrap_err();
+            assert_eq!(err.from, o);
+        }
+    }
+
+    #[test]
+    fn shell_code_convention() {
+        assert_eq!(ExitStatus::code(2).shell_code(), 2);
+        assert_eq!(ExitStatus::signal(9).shell_code(), 137);
+        assert_eq!(ExitStatus { code: None, signal: None }.shell_code(), -1);
+    }
+}

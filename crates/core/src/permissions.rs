@@ -1,0 +1,137 @@
+//! The permission matrix of DESIGN.md, as a pure function of who asks and what for.
+
+use serde::{Deserialize, Serialize};
+
+/// A member's role in a workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Full control, including roles.
+    Owner,
+    /// Administers devices, sessions and settings.
+    Admin,
+    /// Works with tasks and agents they operate.
+    Member,
+}
+
+impl Role {
+    /// The lowercase word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+
+    /// Parses the lowercase word.
+    pub fn parse(s: &str) -> Option<Role> {
+        [Role::Owner, Role::Admin, Role::Member].into_iter().find(|r| r.as_str() == s)
+    }
+
+    fn is_admin(self) -> bool {
+        match self {
+            Role::Owner | Role::Admin => true,
+            Role::Member => false,
+        }
+    }
+}
+
+/// Who is calling, as far as permissions care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// A human member with a role; `operates_agent` says whether they are the operator of
+    /// the session's agent (or, for a task-free session, the person who started it).
+    Member {
+        /// The member's role.
+        role: Role,
+        /// True when they operate the session's agent.
+        operates_agent: bool,
+        /// True when they are the stage's pinned assignee.
+        pinned_assignee: bool,
+    },
+    /// An agent calling with its own session's token; `own_session` says whether the
+    /// target is that same session.
+    Agent {
+        /// True when acting on its own session/stage.
+        own_session: bool,
+    },
+    /// A device daemon (only speaks the device protocol).
+    Device,
+}
+
+/// Something a caller may want to do to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Open the live terminal, type, Send box, scrollback, Stop.
+    DropIn,
+    /// See a session in lists and its summary.
+    View,
+    /// Finish session.
+    Finish,
+    /// Mark done, Abandon.
+    Retire,
+    /// Hand off a stage, comment, file/resolve a blocker, ask a human.
+    AgentReport,
+}
+
+/// Whether `caller` may perform `action`.
+pub fn allowed(caller: Caller, action: Action) -> bool {
+    match (caller, action) {
+        (Caller::Member { .. }, Action::View) => true,
+        (Caller::Member { role, operates_agent, .. }, Action::DropIn) => role.is_admin() || operates_agent,
+        (Caller::Member { role, pinned_assignee, .. }, Action::Finish) => role.is_admin() || pinned_assignee,
+        (Caller::Member { role, .. }, Action::Retire) => role.is_admin(),
+        (Caller::Member { .. }, Action::AgentReport) => false,
+        (Caller::Agent { own_session }, Action::AgentReport) => own_session,
+        (Caller::Agent { .. }, Action::DropIn | Action::View | Action::Finish | Action::Retire) => false,
+        (Caller::Device, _) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(role: Role, operates_agent: bool) -> Caller {
+        Caller::Member { role, operates_agent, pinned_assignee: false }
+    }
+
+    #[test]
+    fn drop_in_is_admins_and_the_operator() {
+        assert!(allowed(member(Role::Owner, false), Action::DropIn));
+        assert!(allowed(member(Role::Admin, false), Action::DropIn));
+        assert!(allowed(member(Role::Member, true), Action::DropIn));
+        assert!(!allowed(member(Role::Member, false), Action::DropIn));
+    }
+
+    #[test]
+    fn agents_never_drop_in_even_on_their_own_session() {
+        assert!(!allowed(Caller::Agent { own_session: true }, Action::DropIn));
+        assert!(allowed(Caller::Agent { own_session: true }, Action::AgentReport));
+        assert!(!allowed(Caller::Agent { own_session: false }, Action::AgentReport));
+    }
+
+    #[test]
+    fn retire_is_admins_only_finish_also_assignee() {
+        assert!(!allowed(member(Role::Member, true), Action::Retire));
+        assert!(allowed(member(Role::Admin, false), Action::Retire));
+        let assignee = Caller::Member { role: Role::Member, operates_agent: false, pinned_assignee: true };
+        assert!(allowed(assignee, Action::Finish));
+        assert!(!allowed(member(Role::Member, false), Action::Finish));
+    }
+
+    #[test]
+    fn devices_act_only_through_the_device_protocol() {
+        for a in [Action::DropIn, Action::View, Action::Finish, Action::Retire, Action::AgentReport] {
+            assert!(!allowed(Caller::Device, a));
+        }
+    }
+
+    #[test]
+    fn roles_round_trip() {
+        for r in [Role::Owner, Role::Admin, Role::Member] {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The device daemon's settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default heartbeat interval (DESIGN.md: every 15 s).
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// What the device daemon needs to run.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// The server's base URL (`http://host:port`).
+    pub server_url: String,
+    /// The device's credential.
+    pub token: String,
+    /// The device's name.
+    pub name: String,
+    /// Sessions it may run at once.
+    pub slots: u32,
+    /// Where session directories live (`<home>/sessions/<id>/`).
+    pub home: PathBuf,
+    /// The program to run as `<exe> shim <dir>` (normally the `drover` binary itself).
+    pub shim_exe: PathBuf,
+    /// How often to send a heartbeat.
+    pub heartbeat: Duration,
+    /// Default working directory for sessions that do not name one.
+    pub default_cwd: PathBuf,
+}
+
+impl DeviceConfig {
+    /// The directory holding one directory per session.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    /// The WebSocket URL to connect to.
+    pub fn connect_url(&self) -> String {
+        let base = self.server_url.trim_end_matches('/');
+        let ws = if let Some(rest) = base.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = base.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            base.to_string()
+        };
+        format!("{ws}/api/v1/device/connect")
+    }
+}

@@ -1,0 +1,12 @@
+//! The device daemon: one per machine. It opens a WebSocket to the server (so it works
+//! behind NAT), starts a shim per session, forwards each session's output by offset,
+//! carries input and commands to the shims, and on start re-adopts every shim that is
+//! still running — the shims, not the daemon, own the sessions.
+
+mod config;
+mod link;
+mod session;
+mod spawn;
+
+pub use config::{DeviceConfig, HEARTBEAT};
+pub use link::run;

@@ -1,0 +1,242 @@
+//! The device's connection to the server: connect (with jittered, capped backoff), say
+//! hello, resume every session from the offset the server holds, then carry messages
+//! both ways until the link drops — and start over.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drover_core::SessionId;
+use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
+use drover_protocol::shim::{SessionSpec, ShimRequest};
+use drover_protocol::PROTOCOL_VERSION;
+use drover_term::dir::SessionDir;
+use futures_util::{SinkExt, StreamExt};
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::config::DeviceConfig;
+use crate::session::{spawn_session, Registry, SessionCmd, Uplink};
+use crate::spawn;
+
+/// First reconnect delay.
+const RECONNECT_DELAY: Duration = Duration::from_millis(200);
+/// Longest reconnect delay.
+const RECONNECT_DELAY_CAP: Duration = Duration::from_secs(10);
+/// How long the server has to answer the hello.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+/// Messages queued for the server before senders wait.
+const UPLINK_QUEUE: usize = 512;
+
+/// Why one connection ended.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("cannot connect to {url}: {source}")]
+    Connect { url: String, source: Box<tokio_tungstenite::tungstenite::Error> },
+    #[error("the server refused this device: {0}")]
+    Refused(String),
+    #[error("the server did not answer the hello")]
+    NoWelcome,
+    #[error("connection lost: {0}")]
+    Lost(String),
+}
+
+/// Runs the device daemon until the process ends: re-adopts existing sessions, then
+/// keeps a connection to the server.
+pub async fn run(config: DeviceConfig) -> std::io::Result<()> {
+    std::fs::create_dir_all(config.sessions_dir())?;
+    let registry: Registry = Arc::new(Mutex::new(Default::default()));
+    adopt_existing(&config, &registry).await;
+    let mut delay = RECONNECT_DELAY;
+    loop {
+        match connect_once(&config, &registry).await {
+            Ok(()) => delay = RECONNECT_DELAY,
+            Err(LinkError::Refused(reason)) => {
+                tracing::error!("{}", LinkError::Refused(reason));
+                delay = RECONNECT_DELAY_CAP;
+            }
+            Err(e) => tracing::warn!("{e}; reconnecting"),
+        }
+        let jitter = rand::thread_rng().gen_range(0..=delay.as_millis() as u64 / 4);
+        tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
+        delay = (delay * 2).min(RECONNECT_DELAY_CAP);
+    }
+}
+
+/// Finds session directories left by an earlier daemon and re-adopts their shims.
+async fn adopt_existing(config: &DeviceConfig, registry: &Registry) {
+    let Ok(entries) = std::fs::read_dir(config.sessions_dir()) else { return };
+    for entry in entries.flatten() {
+        let Some(id) = entry.file_name().to_str().and_then(|n| n.parse::<SessionId>().ok()) else { continue };
+        let dir = SessionDir::new(entry.path());
+        if !dir.spec().exists() {
+            continue;
+        }
+        let shim = spawn::connect_existing(&dir).await;
+        tracing::info!(session = %id, adopted = shim.is_some(), "found session from an earlier run");
+        spawn_session(registry.clone(), id, dir, shim);
+    }
+}
+
+async fn connect_once(config: &DeviceConfig, registry: &Registry) -> Result<(), LinkError> {
+    let url = config.connect_url();
+    let mut request = url.as_str().into_client_request().map_err(|e| LinkError::Connect { url: url.clone(), source: Box::new(e) })?;
+    let auth = format!("Bearer {}", config.token)
+        .parse()
+        .map_err(|_| LinkError::Refused("the device token is not a valid header value".into()))?;
+    request.headers_mut().insert("authorization", auth);
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| match e {
+        tokio_tungstenite::tungstenite::Error::Http(resp) if resp.status() == 401 || resp.status() == 403 => {
+            LinkError::Refused(format!("HTTP {} (is the device token valid?)", resp.status()))
+        }
+        e => LinkError::Connect { url: url.clone(), source: Box::new(e) },
+    })?;
+    let (mut sink, mut stream) = ws.split();
+    let (up_tx, mut up_rx) = mpsc::channel::<Message>(UPLINK_QUEUE);
+    let writer = tokio::spawn(async move {
+        while let Some(m) = up_rx.recv().await {
+            if sink.send(m).await.is_err() {
+                return;
+            }
+        }
+    });
+    let result = converse(config, registry, &up_tx, &mut stream).await;
+    writer.abort();
+    result
+}
+
+type WsStream =
+    futures_util::stream::SplitStream<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>>;
+
+async fn converse(config: &DeviceConfig, registry: &Registry, up: &Uplink, stream: &mut WsStream) -> Result<(), LinkError> {
+    let sessions: Vec<_> = registry.lock().expect("registry lock").values().map(|h| h.report()).collect();
+    let hello = DeviceMessage::Hello { version: PROTOCOL_VERSION, name: config.name.clone(), slots: config.slots, sessions };
+    send(up, &hello).await;
+    let welcome = tokio::time::timeout(WELCOME_TIMEOUT, stream.next()).await.map_err(|_| LinkError::NoWelcome)?;
+    let (resume, release) = match welcome {
+        Some(Ok(Message::Text(t))) => match serde_json::from_str::<ServerMessage>(&t) {
+            Ok(ServerMessage::Welcome { resume, release, .. }) => (resume, release),
+            Ok(ServerMessage::Refused { reason }) => return Err(LinkError::Refused(reason)),
+            _ => return Err(LinkError::NoWelcome),
+        },
+        _ => return Err(LinkError::NoWelcome),
+    };
+    tracing::info!(server = %config.server_url, sessions = resume.len(), "connected");
+    let resumed: HashSet<SessionId> = resume.iter().map(|(s, _)| *s).collect();
+    let handles: Vec<_> = registry.lock().expect("registry lock").iter().map(|(id, h)| (*id, h.clone())).collect();
+    for (id, handle) in handles {
+        let cmd = match resume.iter().find(|(s, _)| *s == id) {
+            Some((_, from)) => SessionCmd::Resume { from: *from, uplink: up.clone() },
+            None if release.contains(&id) || !resumed.contains(&id) => SessionCmd::Release,
+            None => continue,
+        };
+        let _ = handle.tx.send(cmd).await;
+    }
+    let heartbeat = {
+        let up = up.clone();
+        let every = config.heartbeat;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                send(&up, &DeviceMessage::Heartbeat).await;
+            }
+        })
+    };
+    let result = loop {
+        let msg = match stream.next().await {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => break Err(LinkError::Lost(e.to_string())),
+            None => break Err(LinkError::Lost("the server closed the connection".into())),
+        };
+        match msg {
+            Message::Text(t) => match serde_json::from_str::<ServerMessage>(&t) {
+                Ok(m) => dispatch(config, registry, up, m).await,
+                Err(e) => tracing::warn!("undecodable message from the server: {e}"),
+            },
+            Message::Binary(b) => match DeviceBinary::decode(&b) {
+                Ok(DeviceBinary::Input { session, data }) => {
+                    if let Some(h) = handle(registry, session) {
+                        let _ = h.tx.send(SessionCmd::Input(data)).await;
+                    }
+                }
+                Ok(_) | Err(_) => tracing::warn!("unexpected binary frame from the server"),
+            },
+            Message::Close(_) => break Err(LinkError::Lost("the server closed the connection".into())),
+            _ => {}
+        }
+    };
+    heartbeat.abort();
+    result
+}
+
+fn handle(registry: &Registry, id: SessionId) -> Option<crate::session::SessionHandle> {
+    registry.lock().expect("registry lock").get(&id).cloned()
+}
+
+async fn send(up: &Uplink, msg: &DeviceMessage) {
+    let _ = up.send(Message::Text(serde_json::to_string(msg).expect("serialises").into())).await;
+}
+
+async fn dispatch(config: &DeviceConfig, registry: &Registry, up: &Uplink, msg: ServerMessage) {
+    let (session, cmd) = match msg {
+        ServerMessage::Start { spec } => {
+            start_session(config, registry, up, spec).await;
+            return;
+        }
+        ServerMessage::SendText { session, req, text } => (session, SessionCmd::Shim(ShimRequest::SendText { req, text })),
+        ServerMessage::Resize { session, cols, rows } => (session, SessionCmd::Shim(ShimRequest::Resize { cols, rows })),
+        ServerMessage::Stop { session, grace_ms } => (session, SessionCmd::Shim(ShimRequest::Stop { grace_ms })),
+        ServerMessage::Snapshot { session, req } => (session, SessionCmd::Shim(ShimRequest::Snapshot { req })),
+        ServerMessage::Viewers { session, interactive } => (session, SessionCmd::Shim(ShimRequest::Viewers { interactive })),
+        ServerMessage::Release { session } => (session, SessionCmd::Release),
+        ServerMessage::Ack { .. } | ServerMessage::Welcome { .. } | ServerMessage::Refused { .. } => return,
+    };
+    match handle(registry, session) {
+        Some(h) => {
+            let _ = h.tx.send(cmd).await;
+        }
+        None => {
+            let req = match cmd {
+                SessionCmd::Shim(ShimRequest::SendText { req, .. }) => Some(req),
+                _ => None,
+            };
+            let reason = format!("session {session} is not on this device");
+            send(up, &DeviceMessage::Failed { session, req, reason }).await;
+        }
+    }
+}
+
+async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, mut spec: SessionSpec) {
+    let id = spec.session;
+    if handle(registry, id).is_some() {
+        return;
+    }
+    if spec.cwd.is_empty() {
+        spec.cwd = config.default_cwd.display().to_string();
+    }
+    let dir = SessionDir::new(config.sessions_dir().join(id.to_string()));
+    match prepare_and_start(config, &dir, &spec).await {
+        Ok(stream) => {
+            let h = spawn_session(registry.clone(), id, dir, Some(stream));
+            let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
+        }
+        Err(e) => {
+            let end = drover_core::RunEnd::StartFailed { reason: format!("the device could not start the session: {e}") };
+            let ended_at = chrono::Utc::now().to_rfc3339();
+            send(up, &DeviceMessage::Ended { session: id, end, ended_at, final_offset: 0 }).await;
+            let _ = std::fs::remove_dir_all(dir.root());
+        }
+    }
+}
+
+async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, spec: &SessionSpec) -> std::io::Result<tokio::net::UnixStream> {
+    std::fs::create_dir_all(dir.root())?;
+    drover_term::dir::write_atomic(&dir.spec(), &serde_json::to_vec_pretty(spec).expect("spec serialises"))?;
+    spawn::start_shim(Path::new(&config.shim_exe), dir)?;
+    spawn::connect_new(dir).await
+}

@@ -1,0 +1,324 @@
+//! One session on this device: the link to its shim (or, when the shim is gone, its
+//! files), forwarding output by offset and carrying commands in.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use drover_core::{RunEnd, SessionId};
+use drover_protocol::device::{DeviceBinary, DeviceMessage, SessionReport};
+use drover_protocol::frame::{read_frame, write_frame};
+use drover_protocol::shim::{ShimEvent, ShimExit, ShimFrame, ShimRequest};
+use drover_term::dir::SessionDir;
+use drover_term::recording::RecordingReader;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Output read from files per frame when the shim is gone.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// The sending side of the current server connection.
+pub type Uplink = mpsc::Sender<Message>;
+
+/// What the link asks of a session.
+pub enum SessionCmd {
+    /// A (new) server connection holds output up to `from`: send everything after it.
+    Resume {
+        /// Offset the server holds.
+        from: u64,
+        /// Where to send.
+        uplink: Uplink,
+    },
+    /// Keystrokes.
+    Input(Vec<u8>),
+    /// A shim request (audited text, resize, stop, snapshot, viewers).
+    Shim(ShimRequest),
+    /// The server holds everything: stop if still running, clean up and end.
+    Release,
+}
+
+/// How the link reaches a session task.
+#[derive(Clone)]
+pub struct SessionHandle {
+    /// Commands in.
+    pub tx: mpsc::Sender<SessionCmd>,
+    report: Arc<Mutex<SessionReport>>,
+}
+
+impl SessionHandle {
+    /// The session's state for the device's hello.
+    pub fn report(&self) -> SessionReport {
+        self.report.lock().expect("report lock").clone()
+    }
+}
+
+/// Sessions on this device.
+pub type Registry = Arc<Mutex<HashMap<SessionId, SessionHandle>>>;
+
+/// Starts the task for a session whose shim is `shim` (None: the shim is gone).
+pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: Option<UnixStream>) -> SessionHandle {
+    let (tx, rx) = mpsc::channel(256);
+    let report = Arc::new(Mutex::new(SessionReport { session: id, written: 0, running: shim.is_some() }));
+    let handle = SessionHandle { tx, report: report.clone() };
+    registry.lock().expect("registry lock").insert(id, handle.clone());
+    let cwd = std::fs::read(dir.spec())
+        .ok()
+        .and_then(|b| serde_json::from_slice::<drover_protocol::shim::SessionSpec>(&b).ok())
+        .map(|s| s.cwd)
+        .unwrap_or_default();
+    let task = SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, cwd, ended_sent: false };
+    tokio::spawn(async move {
+        task.run(shim, rx).await;
+        registry.lock().expect("registry lock").remove(&id);
+    });
+    handle
+}
+
+struct SessionTask {
+    id: SessionId,
+    dir: SessionDir,
+    report: Arc<Mutex<SessionReport>>,
+    uplink: Option<Uplink>,
+    expected: u64,
+    exit: Option<ShimExit>,
+    pid: Option<u32>,
+    cwd: String,
+    ended_sent: bool,
+}
+
+impl SessionTask {
+    async fn run(mut self, shim: Option<UnixStream>, mut rx: mpsc::Receiver<SessionCmd>) {
+        let mut link = match shim {
+            Some(s) => self.open(s).await,
+            None => None,
+        };
+        if link.is_none() {
+            self.collect_exit();
+        }
+        loop {
+            let frame = async {
+                match link.as_mut() {
+                    Some((rd, _)) => read_frame(rd).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cmd = rx.recv() => {
+                    let Some(cmd) = cmd else { return };
+                    if self.command(cmd, &mut link).await {
+                        return;
+                    }
+                }
+                frame = frame => match frame {
+                    Ok(Some(f)) => self.on_shim_frame(&f).await,
+                    Ok(None) | Err(_) => {
+                        link = None;
+                        self.collect_exit();
+                        self.replay_files().await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Reads the shim's hello; None if the shim does not answer properly.
+    async fn open(&mut self, s: UnixStream) -> Option<(OwnedReadHalf, OwnedWriteHalf)> {
+        let (mut rd, wr) = s.into_split();
+        let frame = read_frame(&mut rd).await.ok()??;
+        match ShimFrame::decode_from_shim(&frame).ok()? {
+            ShimFrame::Event(ShimEvent::Hello { pid, written, exit, .. }) => {
+                self.pid = pid;
+                self.exit = exit;
+                let mut r = self.report.lock().expect("report lock");
+                r.written = written;
+                r.running = self.exit.is_none();
+                Some((rd, wr))
+            }
+            _ => None,
+        }
+    }
+
+    fn collect_exit(&mut self) {
+        if self.exit.is_none() {
+            self.exit = self.dir.read_exit();
+        }
+        let written = std::fs::metadata(self.dir.output()).map(|m| m.len()).unwrap_or(0);
+        let mut r = self.report.lock().expect("report lock");
+        r.written = written;
+        r.running = false;
+    }
+
+    /// Handles a command; true when the task should end.
+    async fn command(&mut self, cmd: SessionCmd, link: &mut Option<(OwnedReadHalf, OwnedWriteHalf)>) -> bool {
+        match cmd {
+            SessionCmd::Resume { from, uplink } => {
+                self.uplink = Some(uplink);
+                self.expected = from;
+                self.ended_sent = false;
+                match link.as_mut() {
+                    Some((_, wr)) => {
+                        if let (Some(pid), None) = (self.pid, &self.exit) {
+                            let cwd = self.cwd.clone();
+                            self.send(DeviceMessage::Started { session: self.id, pid, cwd }).await;
+                        }
+                        let req = ShimFrame::Request(ShimRequest::Subscribe { from_offset: from }).encode();
+                        if write_frame(wr, &[&req]).await.is_err() {
+                            *link = None;
+                            self.collect_exit();
+                            self.replay_files().await;
+                        }
+                    }
+                    None => self.replay_files().await,
+                }
+                false
+            }
+            SessionCmd::Input(bytes) => {
+                if let Some((_, wr)) = link.as_mut() {
+                    let _ = write_frame(wr, &[&ShimFrame::Input(bytes).encode()]).await;
+                }
+                false
+            }
+            SessionCmd::Shim(req) => {
+                let text_req = match &req {
+                    ShimRequest::SendText { req, .. } => Some(*req),
+                    _ => None,
+                };
+                let sent = match link.as_mut() {
+                    Some((_, wr)) => write_frame(wr, &[&ShimFrame::Request(req).encode()]).await.is_ok(),
+                    None => false,
+                };
+                if !sent {
+                    let reason = "the session's process has ended".to_string();
+                    self.send(DeviceMessage::Failed { session: self.id, req: text_req, reason }).await;
+                }
+                false
+            }
+            SessionCmd::Release => {
+                if let Some((_, wr)) = link.as_mut() {
+                    if self.exit.is_none() {
+                        let stop = ShimFrame::Request(ShimRequest::Stop { grace_ms: 2000 }).encode();
+                        let _ = write_frame(wr, &[&stop]).await;
+                    }
+                    let _ = write_frame(wr, &[&ShimFrame::Request(ShimRequest::Release).encode()]).await;
+                }
+                if self.exit.is_some() || link.is_none() {
+                    let _ = std::fs::remove_dir_all(self.dir.root());
+                }
+                true
+            }
+        }
+    }
+
+    async fn on_shim_frame(&mut self, frame: &[u8]) {
+        let Ok(frame) = ShimFrame::decode_from_shim(frame) else {
+            tracing::warn!(session = %self.id, "undecodable frame from shim");
+            return;
+        };
+        let id = self.id;
+        match frame {
+            ShimFrame::Output { offset, t_micros, data } => self.output(offset, t_micros, data).await,
+            ShimFrame::Snapshot(snapshot) => {
+                self.send_binary(DeviceBinary::Snapshot { session: id, snapshot }).await;
+            }
+            ShimFrame::Event(ev) => {
+                let msg = match ev {
+                    ShimEvent::Hello { .. } => return,
+                    ShimEvent::Delivered { req, bracketed_paste, offset, t_micros } => {
+                        DeviceMessage::Delivered { session: id, req, bracketed_paste, offset, t_micros }
+                    }
+                    ShimEvent::NotDelivered { req, reason } => DeviceMessage::Failed { session: id, req: Some(req), reason },
+                    ShimEvent::Resized { t_micros, cols, rows } => DeviceMessage::Resized { session: id, t_micros, cols, rows },
+                    ShimEvent::RecordingError { message } => DeviceMessage::RecordingError { session: id, message },
+                    ShimEvent::Exited(exit) => {
+                        self.exit = Some(exit);
+                        self.report.lock().expect("report lock").running = false;
+                        self.send_end().await;
+                        return;
+                    }
+                };
+                self.send(msg).await;
+            }
+            ShimFrame::Input(_) | ShimFrame::Request(_) => {}
+        }
+    }
+
+    /// Forwards output, dropping what the server already has and trimming overlaps.
+    async fn output(&mut self, offset: u64, t_micros: u64, mut data: Vec<u8>) {
+        let end = offset + data.len() as u64;
+        if end <= self.expected {
+            return;
+        }
+        let offset = if offset < self.expected {
+            data.drain(..(self.expected - offset) as usize);
+            self.expected
+        } else {
+            offset
+        };
+        self.expected = offset + data.len() as u64;
+        {
+            let mut r = self.report.lock().expect("report lock");
+            r.written = r.written.max(self.expected);
+        }
+        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
+    }
+
+    /// With the shim gone: sends what the files hold after `expected`, then the end.
+    async fn replay_files(&mut self) {
+        if self.uplink.is_none() {
+            return;
+        }
+        if let Ok(reader) = RecordingReader::open(&self.dir.output(), &self.dir.index()) {
+            while let Ok(Some(chunk)) = reader.read_chunk(self.expected, FILE_CHUNK) {
+                let before = self.expected;
+                self.output(chunk.offset, chunk.t_micros, chunk.data).await;
+                if self.expected == before || self.uplink.is_none() {
+                    break;
+                }
+            }
+        }
+        self.send_end().await;
+    }
+
+    async fn send_end(&mut self) {
+        if self.ended_sent || self.uplink.is_none() {
+            return;
+        }
+        let (end, ended_at, final_offset) = match &self.exit {
+            Some(exit) => {
+                let end = match (&exit.start_error, exit.status) {
+                    (Some(reason), _) => RunEnd::StartFailed { reason: reason.clone() },
+                    (None, Some(status)) => RunEnd::Exited { status, stop_requested: exit.stop_requested },
+                    (None, None) => RunEnd::Lost { reason: "the session's process ended without an exit status".into() },
+                };
+                (end, exit.ended_at.clone(), exit.final_offset.max(self.expected))
+            }
+            None => (
+                RunEnd::Lost {
+                    reason: "the session's process was gone when the device looked for it (the machine may have restarted)".into(),
+                },
+                chrono::Utc::now().to_rfc3339(),
+                self.expected,
+            ),
+        };
+        self.ended_sent = true;
+        self.send(DeviceMessage::Ended { session: self.id, end, ended_at, final_offset }).await;
+    }
+
+    async fn send(&mut self, msg: DeviceMessage) {
+        let text = serde_json::to_string(&msg).expect("device messages serialise");
+        self.push(Message::Text(text.into())).await;
+    }
+
+    async fn send_binary(&mut self, frame: DeviceBinary) {
+        self.push(Message::Binary(frame.encode().into())).await;
+    }
+
+    async fn push(&mut self, msg: Message) {
+        if let Some(up) = &self.uplink {
+            if up.send(msg).await.is_err() {
+                self.uplink = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Starting a shim as a process of its own session (so it outlives the daemon) and
+//! connecting to its socket.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use drover_term::dir::SessionDir;
+use tokio::net::UnixStream;
+
+/// How long a new shim has to open its socket.
+const SHIM_READY: Duration = Duration::from_secs(10);
+
+/// Starts `<exe> shim <dir>` detached: its own session, no terminal, log to `shim.log`.
+pub fn start_shim(exe: &Path, dir: &SessionDir) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.log())?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("shim").arg(dir.root()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    // Reap the shim if it ends while this daemon lives; if the daemon dies first, init does.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
+/// Connects to a shim's socket, waiting up to [`SHIM_READY`] for it to appear.
+pub async fn connect_new(dir: &SessionDir) -> std::io::Result<UnixStream> {
+    let deadline = Instant::now() + SHIM_READY;
+    loop {
+        match UnixStream::connect(dir.socket()).await {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Connects to the socket of a shim that should already be running.
+pub async fn connect_existing(dir: &SessionDir) -> Option<UnixStream> {
+    UnixStream::connect(dir.socket()).await.ok()
+}

@@ -1,0 +1,304 @@
+//! Device daemon ⇄ server, over a WebSocket that the device opens to
+//! `/api/v1/device/connect` with its bearer token (so devices work behind NAT).
+//!
+//! Text frames carry JSON: [`DeviceMessage`] up, [`ServerMessage`] down. Binary frames
+//! carry terminal bytes, tagged:
+//!
+//! | tag | direction | body |
+//! |---|---|---|
+//! | 1 `OUTPUT` | device → server | `16-byte session uuid, u64 offset, u64 t_micros, bytes` |
+//! | 2 `SNAPSHOT` | device → server | `16-byte session uuid, u64 req, u64 offset, u16 cols, u16 rows, bytes` |
+//! | 3 `INPUT` | server → device | `16-byte session uuid, keystroke bytes` |
+//!
+//! The server acknowledges output by offset ([`ServerMessage::Ack`]) only after it is
+//! stored durably. On every (re)connection the server's [`ServerMessage::Welcome`] says,
+//! per live session, the offset it holds; the device resumes each stream from there.
+
+use drover_core::{RunEnd, SessionId};
+use serde::{Deserialize, Serialize};
+
+use crate::frame::{FrameError, Reader};
+use crate::shim::{SessionSpec, Snapshot};
+
+const OUTPUT: u8 = 1;
+const SNAPSHOT: u8 = 2;
+const INPUT: u8 = 3;
+
+/// A session as the device reports it in its hello.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionReport {
+    /// The session.
+    pub session: SessionId,
+    /// Bytes of output its shim has recorded.
+    pub written: u64,
+    /// Whether its program is still running.
+    pub running: bool,
+}
+
+/// JSON messages from the device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DeviceMessage {
+    /// First message: who the device is and what it runs.
+    Hello {
+        /// [`crate::PROTOCOL_VERSION`].
+        version: u32,
+        /// The device's name.
+        name: String,
+        /// How many sessions it may run at once.
+        slots: u32,
+        /// Sessions it knows about (running, or ended but not yet released).
+        sessions: Vec<SessionReport>,
+    },
+    /// A session's program started.
+    Started {
+        /// The session.
+        session: SessionId,
+        /// Its process (group) id.
+        pid: u32,
+        /// The working directory it started in.
+        cwd: String,
+    },
+    /// A session ended; all its output up to `final_offset` was sent before this.
+    Ended {
+        /// The session.
+        session: SessionId,
+        /// How it ended.
+        end: RunEnd,
+        /// When (RFC 3339); the device's clock.
+        ended_at: String,
+        /// Total output length.
+        final_offset: u64,
+    },
+    /// Audited text was written to the session's terminal.
+    Delivered {
+        /// The session.
+        session: SessionId,
+        /// The request id.
+        req: u64,
+        /// Whether it went as a bracketed paste.
+        bracketed_paste: bool,
+        /// Output offset at that moment.
+        offset: u64,
+        /// µs since the session started.
+        t_micros: u64,
+    },
+    /// Audited text or a command could not be carried out.
+    Failed {
+        /// The session.
+        session: SessionId,
+        /// The request id, if the command had one.
+        req: Option<u64>,
+        /// Why.
+        reason: String,
+    },
+    /// The terminal was resized.
+    Resized {
+        /// The session.
+        session: SessionId,
+        /// µs since start.
+        t_micros: u64,
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// A session's recording could not be written on the device.
+    RecordingError {
+        /// The session.
+        session: SessionId,
+        /// What failed.
+        message: String,
+    },
+    /// Still here.
+    Heartbeat,
+}
+
+/// JSON messages from the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// Accepted; resume each listed session's output from the given offset.
+    Welcome {
+        /// The device's name as registered.
+        name: String,
+        /// (session, offset the server holds) for each session it expects output from.
+        resume: Vec<(SessionId, u64)>,
+        /// Sessions the server no longer considers live: stop them and clean up.
+        release: Vec<SessionId>,
+    },
+    /// Output up to `offset` is stored durably.
+    Ack {
+        /// The session.
+        session: SessionId,
+        /// Bytes stored.
+        offset: u64,
+    },
+    /// Start a session.
+    Start {
+        /// What to run.
+        spec: SessionSpec,
+    },
+    /// Send audited text.
+    SendText {
+        /// The session.
+        session: SessionId,
+        /// Request id for the reply.
+        req: u64,
+        /// The text.
+        text: String,
+    },
+    /// Resize a session's terminal.
+    Resize {
+        /// The session.
+        session: SessionId,
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// Stop a session (process group SIGTERM, SIGKILL after the grace).
+    Stop {
+        /// The session.
+        session: SessionId,
+        /// Grace before SIGKILL.
+        grace_ms: u64,
+    },
+    /// Ask for a screen snapshot.
+    Snapshot {
+        /// The session.
+        session: SessionId,
+        /// Request id.
+        req: u64,
+    },
+    /// How many interactive viewers a session has.
+    Viewers {
+        /// The session.
+        session: SessionId,
+        /// Viewers that can type.
+        interactive: u32,
+    },
+    /// The server holds the whole ended session; the device may clean it up.
+    Release {
+        /// The session.
+        session: SessionId,
+    },
+    /// The connection is refused; the device should not retry until the cause is fixed.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A binary frame on the device link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceBinary {
+    /// Terminal output from a session.
+    Output {
+        /// The session.
+        session: SessionId,
+        /// Offset of the first byte.
+        offset: u64,
+        /// µs since start.
+        t_micros: u64,
+        /// Bytes.
+        data: Vec<u8>,
+    },
+    /// A snapshot answering a request.
+    Snapshot {
+        /// The session.
+        session: SessionId,
+        /// The snapshot.
+        snapshot: Snapshot,
+    },
+    /// Keystrokes for a session.
+    Input {
+        /// The session.
+        session: SessionId,
+        /// Bytes.
+        data: Vec<u8>,
+    },
+}
+
+impl DeviceBinary {
+    /// Encodes the frame.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            DeviceBinary::Output { session, offset, t_micros, data } => {
+                let mut v = Vec::with_capacity(33 + data.len());
+                v.push(OUTPUT);
+                v.extend_from_slice(session.uuid().as_bytes());
+                v.extend_from_slice(&offset.to_be_bytes());
+                v.extend_from_slice(&t_micros.to_be_bytes());
+                v.extend_from_slice(data);
+                v
+            }
+            DeviceBinary::Snapshot { session, snapshot: s } => {
+                let mut v = vec![SNAPSHOT];
+                v.extend_from_slice(session.uuid().as_bytes());
+                v.extend_from_slice(&s.req.to_be_bytes());
+                v.extend_from_slice(&s.offset.to_be_bytes());
+                v.extend_from_slice(&s.cols.to_be_bytes());
+                v.extend_from_slice(&s.rows.to_be_bytes());
+                v.extend_from_slice(&s.data);
+                v
+            }
+            DeviceBinary::Input { session, data } => {
+                let mut v = vec![INPUT];
+                v.extend_from_slice(session.uuid().as_bytes());
+                v.extend_from_slice(data);
+                v
+            }
+        }
+    }
+
+    /// Decodes a binary frame.
+    pub fn decode(buf: &[u8]) -> Result<DeviceBinary, FrameError> {
+        let mut r = Reader::new(buf);
+        let tag = r.u8().map_err(|_| FrameError::Empty)?;
+        let session = SessionId::from_uuid(r.uuid()?);
+        match tag {
+            OUTPUT => Ok(DeviceBinary::Output { session, offset: r.u64()?, t_micros: r.u64()?, data: r.rest().to_vec() }),
+            SNAPSHOT => Ok(DeviceBinary::Snapshot {
+                session,
+                snapshot: Snapshot { req: r.u64()?, offset: r.u64()?, cols: r.u16()?, rows: r.u16()?, data: r.rest().to_vec() },
+            }),
+            INPUT => Ok(DeviceBinary::Input { session, data: r.rest().to_vec() }),
+            tag => Err(FrameError::UnknownTag(tag)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_round_trip() {
+        let s = SessionId::new();
+        let frames = [
+            DeviceBinary::Output { session: s, offset: 1, t_micros: 2, data: vec![0, 255] },
+            DeviceBinary::Snapshot { session: s, snapshot: Snapshot { req: 1, offset: 2, cols: 80, rows: 24, data: b"x".to_vec() } },
+            DeviceBinary::Input { session: s, data: b"ls\r".to_vec() },
+        ];
+        for f in frames {
+            assert_eq!(DeviceBinary::decode(&f.encode()).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn malformed_binary_is_an_error() {
+        for buf in [&b""[..], &[1, 2, 3], &[7; 40]] {
+            assert!(DeviceBinary::decode(buf).is_err());
+        }
+    }
+
+    #[test]
+    fn json_messages_are_tagged() {
+        let m = DeviceMessage::Heartbeat;
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"type":"heartbeat"}"#);
+        let back: ServerMessage =
+            serde_json::from_str(r#"{"type":"ack","session":"ses_0190b8c2d7e87c3d8a0a2d9f3e4b5c6d","offset":5}"#).unwrap();
+        assert!(matches!(back, ServerMessage::Ack { offset: 5, .. }));
+    }
+}

@@ -1,0 +1,24 @@
+//! The messages Drover's processes exchange, and how they are framed.
+//!
+//! Three links, each documented in its module:
+//! - [`shim`]: device daemon ⇄ per-session shim, over a unix socket, length-prefixed frames;
+//! - [`device`]: device daemon ⇄ server, over a WebSocket the device opens;
+//! - [`viewer`]: viewer (CLI `attach`, browser) ⇄ server, over a WebSocket.
+//!
+//! [`api`] holds the JSON bodies of the HTTP API, shared by the server and the CLI.
+//!
+//! Terminal bytes always travel in binary frames and carry their **offset** in the
+//! session's output stream, so every hop can resume from the last acknowledged offset.
+//! Control messages are JSON. Everything a peer sends is untrusted: decoders return
+//! [`FrameError`], never panic.
+
+pub mod api;
+pub mod device;
+pub mod frame;
+pub mod shim;
+pub mod viewer;
+
+pub use frame::FrameError;
+
+/// The protocol version a device announces in its hello; the server refuses others.
+pub const PROTOCOL_VERSION: u32 = 1;

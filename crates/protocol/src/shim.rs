@@ -1,0 +1,302 @@
+//! Device daemon ⇄ shim, over the session's unix socket (`shim.sock` in its directory).
+//!
+//! Each frame's payload starts with a tag byte:
+//!
+//! | tag | direction | body |
+//! |---|---|---|
+//! | 1 `OUTPUT` | shim → device | `u64 offset, u64 t_micros, bytes` |
+//! | 2 `INPUT` | device → shim | keystroke bytes, written to the PTY as they are |
+//! | 3 `CONTROL` | both | a JSON [`ShimRequest`] or [`ShimEvent`] |
+//! | 4 `SNAPSHOT` | shim → device | `u64 req, u64 offset, u16 cols, u16 rows, bytes` |
+//!
+//! `offset` is the position of the first byte in the session's output stream and
+//! `t_micros` the time it was read, in microseconds since the session started. The shim
+//! appends output to its recording before it sends it, so a device that reconnects
+//! asks for everything from the offset the server last acknowledged.
+
+use drover_core::{ExitStatus, SessionId};
+use serde::{Deserialize, Serialize};
+
+use crate::frame::{FrameError, Reader};
+
+const OUTPUT: u8 = 1;
+const INPUT: u8 = 2;
+const CONTROL: u8 = 3;
+const SNAPSHOT: u8 = 4;
+
+/// What the shim needs to start the program: written by the device as `spec.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSpec {
+    /// The session this shim runs.
+    pub session: SessionId,
+    /// Program and arguments (no shell involved).
+    pub command: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Terminal columns.
+    pub cols: u16,
+    /// Terminal rows.
+    pub rows: u16,
+}
+
+/// How a shim's program ended (also written as `exit.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShimExit {
+    /// The exit status, when the program ran.
+    pub status: Option<ExitStatus>,
+    /// Why it could not start, when it did not.
+    pub start_error: Option<String>,
+    /// A Stop was requested before it ended.
+    pub stop_requested: bool,
+    /// When it ended (RFC 3339, UTC).
+    pub ended_at: String,
+    /// The length of the output stream at the end.
+    pub final_offset: u64,
+}
+
+/// Control requests the device sends to the shim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ShimRequest {
+    /// Send output from `from_offset` on (replaying from the recording first).
+    Subscribe {
+        /// First offset wanted.
+        from_offset: u64,
+    },
+    /// Resize the terminal.
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// Audited text: encode (bracketed paste if enabled), write, press Enter, mark.
+    SendText {
+        /// Request id echoed in [`ShimEvent::Delivered`].
+        req: u64,
+        /// The text.
+        text: String,
+    },
+    /// SIGTERM the process group, then SIGKILL after `grace_ms`.
+    Stop {
+        /// Grace period before SIGKILL.
+        grace_ms: u64,
+    },
+    /// Ask for a screen snapshot (answered with a `SNAPSHOT` frame).
+    Snapshot {
+        /// Request id.
+        req: u64,
+    },
+    /// How many interactive viewers are attached; with none, the shim answers terminal queries.
+    Viewers {
+        /// Count of viewers that can type.
+        interactive: u32,
+    },
+    /// The device holds everything up to the end; a finished shim may exit.
+    Release,
+}
+
+/// Control events the shim sends to the device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ShimEvent {
+    /// First message on every connection: the shim's state.
+    Hello {
+        /// The session.
+        session: SessionId,
+        /// The program's process id (its process group id), if it started.
+        pid: Option<u32>,
+        /// Current size.
+        cols: u16,
+        /// Current size.
+        rows: u16,
+        /// Bytes of output recorded so far.
+        written: u64,
+        /// When the program started (RFC 3339).
+        started_at: String,
+        /// Set once the program has ended.
+        exit: Option<ShimExit>,
+    },
+    /// Audited text was written to the PTY.
+    Delivered {
+        /// The request id.
+        req: u64,
+        /// Whether it went as a bracketed paste.
+        bracketed_paste: bool,
+        /// Output offset at the moment it was written.
+        offset: u64,
+        /// Time of writing, µs since start.
+        t_micros: u64,
+    },
+    /// Audited text could not be written.
+    NotDelivered {
+        /// The request id.
+        req: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The terminal was resized.
+    Resized {
+        /// µs since start.
+        t_micros: u64,
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// The program ended; all output up to `final_offset` has been sent before this.
+    Exited(ShimExit),
+    /// The recording could not be written (e.g. disk full); the program keeps running.
+    RecordingError {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// One decoded frame on the shim link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShimFrame {
+    /// Terminal output.
+    Output {
+        /// Offset of the first byte.
+        offset: u64,
+        /// µs since start.
+        t_micros: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Keystrokes.
+    Input(Vec<u8>),
+    /// A request to the shim.
+    Request(ShimRequest),
+    /// An event from the shim.
+    Event(ShimEvent),
+    /// A screen snapshot.
+    Snapshot(Snapshot),
+}
+
+/// A screen snapshot: escape sequences that redraw the screen as of `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The request it answers.
+    pub req: u64,
+    /// Output offset the screen reflects.
+    pub offset: u64,
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// The redraw sequence.
+    pub data: Vec<u8>,
+}
+
+/// The header of an output frame (the data follows it in the same frame).
+pub fn output_header(offset: u64, t_micros: u64) -> [u8; 17] {
+    let mut h = [0u8; 17];
+    h[0] = OUTPUT;
+    h[1..9].copy_from_slice(&offset.to_be_bytes());
+    h[9..17].copy_from_slice(&t_micros.to_be_bytes());
+    h
+}
+
+impl ShimFrame {
+    /// Encodes the frame's payload.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            ShimFrame::Output { offset, t_micros, data } => {
+                let mut v = output_header(*offset, *t_micros).to_vec();
+                v.extend_from_slice(data);
+                v
+            }
+            ShimFrame::Input(data) => {
+                let mut v = vec![INPUT];
+                v.extend_from_slice(data);
+                v
+            }
+            ShimFrame::Request(r) => control(r),
+            ShimFrame::Event(e) => control(e),
+            ShimFrame::Snapshot(s) => {
+                let mut v = vec![SNAPSHOT];
+                v.extend_from_slice(&s.req.to_be_bytes());
+                v.extend_from_slice(&s.offset.to_be_bytes());
+                v.extend_from_slice(&s.cols.to_be_bytes());
+                v.extend_from_slice(&s.rows.to_be_bytes());
+                v.extend_from_slice(&s.data);
+                v
+            }
+        }
+    }
+
+    /// Decodes a payload sent by the shim.
+    pub fn decode_from_shim(buf: &[u8]) -> Result<ShimFrame, FrameError> {
+        let mut r = Reader::new(buf);
+        match r.u8().map_err(|_| FrameError::Empty)? {
+            OUTPUT => Ok(ShimFrame::Output { offset: r.u64()?, t_micros: r.u64()?, data: r.rest().to_vec() }),
+            CONTROL => Ok(ShimFrame::Event(serde_json::from_slice(r.rest())?)),
+            SNAPSHOT => Ok(ShimFrame::Snapshot(Snapshot {
+                req: r.u64()?,
+                offset: r.u64()?,
+                cols: r.u16()?,
+                rows: r.u16()?,
+                data: r.rest().to_vec(),
+            })),
+            tag => Err(FrameError::UnknownTag(tag)),
+        }
+    }
+
+    /// Decodes a payload sent by the device.
+    pub fn decode_from_device(buf: &[u8]) -> Result<ShimFrame, FrameError> {
+        let mut r = Reader::new(buf);
+        match r.u8().map_err(|_| FrameError::Empty)? {
+            INPUT => Ok(ShimFrame::Input(r.rest().to_vec())),
+            CONTROL => Ok(ShimFrame::Request(serde_json::from_slice(r.rest())?)),
+            tag => Err(FrameError::UnknownTag(tag)),
+        }
+    }
+}
+
+fn control<T: Serialize>(msg: &T) -> Vec<u8> {
+    let mut v = vec![CONTROL];
+    serde_json::to_writer(&mut v, msg).expect("control messages serialise");
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shim_frames_round_trip() {
+        let frames = [
+            ShimFrame::Output { offset: 7, t_micros: 9, data: b"\x1b[31mhi\xff".to_vec() },
+            ShimFrame::Event(ShimEvent::Resized { t_micros: 1, cols: 80, rows: 24 }),
+            ShimFrame::Snapshot(Snapshot { req: 1, offset: 2, cols: 3, rows: 4, data: b"x".to_vec() }),
+        ];
+        for f in frames {
+            assert_eq!(ShimFrame::decode_from_shim(&f.encode()).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn device_frames_round_trip() {
+        let frames = [
+            ShimFrame::Input(b"\x03".to_vec()),
+            ShimFrame::Request(ShimRequest::SendText { req: 4, text: "a\nb".into() }),
+            ShimFrame::Request(ShimRequest::Subscribe { from_offset: 99 }),
+        ];
+        for f in frames {
+            assert_eq!(ShimFrame::decode_from_device(&f.encode()).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for buf in [&b""[..], &[1, 0, 0], &[9], &[3, b'{'], &[4, 0, 0, 0, 0, 0, 0, 0, 1]] {
+            assert!(ShimFrame::decode_from_shim(buf).is_err(), "{buf:?}");
+        }
+        assert!(ShimFrame::decode_from_device(&[1, 0]).is_err());
+    }
+}

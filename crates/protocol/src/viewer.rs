@@ -1,0 +1,65 @@
+//! Viewer (CLI `attach`, browser) ⇄ server, over the WebSocket at
+//! `/api/v1/sessions/{id}/terminal` (`?read_only=true` to only watch;
+//! `?cols=C&rows=R` to resize the session to the viewer's window on join).
+//!
+//! Server → viewer: binary frames are terminal bytes to write as they are (the first is
+//! a screen snapshot, later ones follow on from it; a `resync` event is followed by a
+//! fresh snapshot); text frames are JSON [`ViewerEvent`]s.
+//! Viewer → server: binary frames are keystrokes (ignored for read-only viewers); text
+//! frames are JSON [`ViewerCommand`]s.
+
+use drover_core::{Outcome, SessionId};
+use serde::{Deserialize, Serialize};
+
+/// Events the server sends a viewer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ViewerEvent {
+    /// First message.
+    Hello {
+        /// The session.
+        session: SessionId,
+        /// Terminal size.
+        cols: u16,
+        /// Terminal size.
+        rows: u16,
+        /// Whether typing is ignored.
+        read_only: bool,
+    },
+    /// The terminal was resized (by another viewer).
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// The viewer fell behind; a fresh snapshot follows.
+    Resync,
+    /// The session ended; the socket closes after this.
+    Ended {
+        /// The outcome.
+        outcome: Outcome,
+        /// Exit code, if any.
+        exit_code: Option<i32>,
+        /// Why it ended.
+        reason: Option<String>,
+    },
+    /// Something went wrong for this viewer.
+    Error {
+        /// What, for a person.
+        message: String,
+    },
+}
+
+/// Commands a viewer sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ViewerCommand {
+    /// The viewer's window changed size.
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+}

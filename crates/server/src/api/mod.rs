@@ -1,0 +1,56 @@
+//! The HTTP API under `/api/v1`: routes, and a JSON extractor whose rejections are
+//! [`ApiError`]s (so a malformed body gets a JSON error that says what was wrong).
+
+pub mod devices;
+pub mod events;
+pub mod sessions;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+use crate::{device_link, viewer, ApiError, AppState};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// The API's router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/health", get(|| async { "ok" }))
+        .route("/api/v1/devices", get(devices::list).post(devices::add))
+        .route("/api/v1/device/connect", get(device_link::connect))
+        .route("/api/v1/sessions", get(sessions::list).post(sessions::start))
+        .route("/api/v1/sessions/{id}", get(sessions::show))
+        .route("/api/v1/sessions/{id}/input", post(sessions::input))
+        .route("/api/v1/sessions/{id}/ask", post(sessions::ask))
+        .route("/api/v1/sessions/{id}/stop", post(sessions::stop))
+        .route("/api/v1/sessions/{id}/text", get(sessions::text))
+        .route("/api/v1/sessions/{id}/output", get(sessions::output))
+        .route("/api/v1/sessions/{id}/export", get(sessions::export))
+        .route("/api/v1/sessions/{id}/events", get(events::for_session))
+        .route("/api/v1/sessions/{id}/terminal", get(viewer::terminal))
+        .route("/api/v1/events", get(events::list))
+        .fallback(|| async { ApiError::NotFound("no such API route; see /api/v1".into()) })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// A JSON body; malformed or oversized bodies become JSON errors.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(JsonRejection::BytesRejection(e)) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::TooLarge(format!("the request body is over {} bytes", MAX_BODY)))
+            }
+            Err(e) => Err(ApiError::BadRequest(format!("invalid request body: {}", e.body_text()))),
+        }
+    }
+}

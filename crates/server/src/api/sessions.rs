@@ -1,0 +1,397 @@
+//! Session routes: start, list, show, audited input, ask, stop, text, output, export.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use drover_core::activity::EventKind;
+use drover_core::{names, Outcome, SessionId};
+use drover_protocol::api::{AskReply, InputReceipt, SendInput, SessionList, SessionText, SessionView, StartSession};
+use drover_protocol::device::ServerMessage;
+use drover_protocol::shim::SessionSpec;
+use drover_store::{Mark, NewEvent, NewSession, SessionRow};
+use serde::Deserialize;
+
+use super::ApiJson;
+use crate::auth::Caller;
+use crate::devices::Delivery;
+use crate::{render, ApiError, AppState};
+
+/// Default terminal size for new sessions.
+const DEFAULT_SIZE: (u32, u32) = (120, 40);
+/// Most output returned by one `output` call.
+const OUTPUT_PAGE: usize = 1024 * 1024;
+
+/// Loads a session the caller may see, with errors that say what to do.
+pub async fn load_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
+    let sid: SessionId = id.trim().parse().map_err(|e: drover_core::IdError| ApiError::BadRequest(e.to_string()))?;
+    match state.store.session(sid).await? {
+        Some(row) if row.workspace == caller.0.workspace() => Ok(row),
+        _ => Err(ApiError::NotFound(format!("no session {sid}: `drover session list --all` shows the sessions there are"))),
+    }
+}
+
+fn view(state: &AppState, r: SessionRow) -> SessionView {
+    let duration_secs = match (r.outcome, &r.started_at, &r.ended_at) {
+        (Outcome::Lost, _, _) => None,
+        (_, Some(s), Some(e)) => {
+            drover_store::parse_time(s).zip(drover_store::parse_time(e)).map(|(s, e)| (e - s).num_milliseconds() as f64 / 1000.0)
+        }
+        _ => None,
+    };
+    let hub = state.hubs.get(r.id);
+    let (cols, rows) = hub.as_ref().map(|h| h.size()).unwrap_or((r.cols, r.rows));
+    SessionView {
+        id: r.id,
+        sandbox: r.sandbox,
+        sandbox_state: r.sandbox_state,
+        title: if r.title.is_empty() { r.command.join(" ") } else { r.title },
+        device: r.device_name,
+        command: r.command,
+        cwd: r.cwd,
+        outcome: r.outcome,
+        exit_code: r.exit_code,
+        reason: r.reason,
+        created_at: r.created_at,
+        started_at: r.started_at,
+        ended_at: r.ended_at,
+        duration_secs,
+        cols,
+        rows,
+        output_bytes: r.output_bytes,
+        attached: hub.map(|h| h.attached()).unwrap_or(0),
+        started_by: r.created_by,
+    }
+}
+
+/// Paging of the session list.
+#[derive(Debug, Deserialize)]
+pub struct ListParams {
+    /// Include ended sessions.
+    #[serde(default)]
+    pub all: bool,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/sessions`.
+pub async fn list(State(state): State<AppState>, caller: Caller, Query(p): Query<ListParams>) -> Result<Json<SessionList>, ApiError> {
+    caller.member_name()?;
+    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+    let rows = state.store.list_sessions(caller.0.workspace(), p.all, limit).await?;
+    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| view(&state, r)).collect() }))
+}
+
+/// `GET /api/v1/sessions/{id}`.
+pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
+    let row = load_session(&state, &caller, &id).await?;
+    Ok(Json(view(&state, row)))
+}
+
+/// `POST /api/v1/sessions`: starts a task-free session and waits briefly for it to start.
+pub async fn start(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<StartSession>,
+) -> Result<impl IntoResponse, ApiError> {
+    let who = caller.member_name()?;
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(ApiError::BadRequest(
+            "no command given: put it after `--`, e.g. `drover session start --device NAME -- claude`".into(),
+        ));
+    }
+    if req.command.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::BadRequest("the command contains a NUL byte".into()));
+    }
+    let title = req.title.unwrap_or_default();
+    names::check_title(&title).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let (cols, rows) = names::check_size(req.cols.unwrap_or(DEFAULT_SIZE.0), req.rows.unwrap_or(DEFAULT_SIZE.1))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let ws = caller.0.workspace();
+    let device = state.store.device_by_name(ws, &req.device).await?.ok_or_else(|| {
+        ApiError::NotFound(format!("no device named `{}`: `drover device list` shows the registered devices", req.device))
+    })?;
+    if !state.devices.is_connected(device.id) {
+        return Err(ApiError::Conflict(format!(
+            "device `{}` is not connected: start its daemon (`drover up` or `drover device`) or pick another device",
+            device.name
+        )));
+    }
+    if device.live_sessions >= device.slots {
+        return Err(ApiError::Conflict(format!(
+            "device `{}` has no free slot ({} of {} in use): stop a session or give the device more slots",
+            device.name, device.live_sessions, device.slots
+        )));
+    }
+    let cwd = req.cwd.unwrap_or_default();
+    let new =
+        NewSession { workspace: ws, device: device.id, command: req.command.clone(), cwd: cwd.clone(), title, cols, rows, created_by: who };
+    let id = state.store.create_session(&new).await?;
+    let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
+    if state.devices.send(device.id, &ServerMessage::Start { spec }).await.is_err() {
+        let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
+        crate::ingest::end_session(&state, device.id, &device.name, id, &end, &drover_store::now(), 0).await?;
+    }
+    let deadline = Instant::now() + state.config.start_wait;
+    loop {
+        let row = state.store.session(id).await?.expect("session just created");
+        if row.outcome != Outcome::Starting || Instant::now() >= deadline {
+            return Ok((StatusCode::CREATED, Json(view(&state, row))));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends audited text; returns once the device confirms it was written.
+async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Result<(SessionRow, InputReceipt), ApiError> {
+    let who = caller.member_name()?;
+    let row = load_session(state, caller, id).await?;
+    drover_core::input::validate(text).map_err(|e| match e {
+        drover_core::input::InputError::TooLong { .. } => ApiError::TooLarge(e.to_string()),
+        _ => ApiError::BadRequest(e.to_string()),
+    })?;
+    if !row.outcome.is_live() {
+        return Err(ApiError::Conflict(format!("session {} has ended ({}); input cannot be delivered", row.id, row.outcome)));
+    }
+    let delivery = state
+        .devices
+        .send_text(row.device, row.id, text.to_string(), state.config.input_timeout)
+        .await
+        .map_err(|_| ApiError::Conflict(format!("device `{}` is not connected; the input was not sent", row.device_name)))?;
+    let (bracketed_paste, offset, t_micros) = match delivery {
+        Some(Delivery::Delivered { bracketed_paste, offset, t_micros }) => (bracketed_paste, offset, t_micros),
+        Some(Delivery::Failed(reason)) => return Err(ApiError::Conflict(format!("the input was not delivered: {reason}"))),
+        None => {
+            return Err(ApiError::Timeout(format!(
+                "device `{}` did not confirm delivery within {:?}; the input may or may not have arrived",
+                row.device_name, state.config.input_timeout
+            )))
+        }
+    };
+    let label: String = text.chars().take(500).collect();
+    let _ = state.store.add_mark(row.id, &Mark { t_micros, kind: "m".into(), data: format!("input ({who}): {label}") }).await;
+    let event = NewEvent {
+        workspace: row.workspace,
+        session: Some(row.id),
+        kind: EventKind::InputSent,
+        actor: who,
+        detail: serde_json::json!({ "text": text, "bracketed_paste": bracketed_paste, "offset": offset }),
+    };
+    let event = state.store.record_event(&event).await?;
+    Ok((row.clone(), InputReceipt { session: row.id, event: event.to_string(), bracketed_paste, offset }))
+}
+
+/// `POST /api/v1/sessions/{id}/input`: the audited Send path.
+pub async fn input(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<SendInput>,
+) -> Result<Json<InputReceipt>, ApiError> {
+    let (_, receipt) = deliver(&state, &caller, &id, &req.text).await?;
+    Ok(Json(receipt))
+}
+
+/// `POST /api/v1/sessions/{id}/ask`: input, then wait for the screen to go still and
+/// return what the program printed in reply.
+pub async fn ask(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<SendInput>,
+) -> Result<Json<AskReply>, ApiError> {
+    let timeout = match req.timeout_secs {
+        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Duration::from_secs_f64(s),
+        Some(_) => return Err(ApiError::BadRequest("timeout must be between 0 and 3600 seconds".into())),
+        None => state.config.ask_timeout,
+    };
+    let still = req.still_ms.map(Duration::from_millis).unwrap_or(state.config.ask_still).min(timeout);
+    let (row, receipt) = deliver(&state, &caller, &id, &req.text).await?;
+    let hub = state.hubs.get(row.id);
+    let deadline = Instant::now() + timeout;
+    let mut settled = false;
+    if let Some(hub) = &hub {
+        hub.touch();
+        let mut changed = hub.changed.subscribe();
+        loop {
+            if hub.ended().is_some() {
+                settled = true;
+                break;
+            }
+            let since = hub.since_output();
+            if since >= still {
+                settled = true;
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let wait = (still - since).min(deadline - now);
+            let _ = tokio::time::timeout(wait, changed.changed()).await;
+        }
+    }
+    // Let the store catch up with what the hub has seen.
+    let want = hub.as_ref().map(|h| h.latest()).unwrap_or(0);
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let stored = state.store.session(row.id).await?.map(|r| r.output_bytes).unwrap_or(0);
+        if stored >= want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut lines, partial, _, _) = render::text(&state.store, row.id, receipt.offset).await?;
+    if !partial.is_empty() {
+        lines.push(partial);
+    }
+    strip_echo(&mut lines, &req.text);
+    let outcome = state.store.session(row.id).await?.map(|r| r.outcome).unwrap_or(row.outcome);
+    Ok(Json(AskReply { receipt, reply: lines.join("\n"), settled, outcome }))
+}
+
+/// Drops the program's echo of the sent text from the start of its reply.
+fn strip_echo(lines: &mut Vec<String>, sent: &str) {
+    let sent: Vec<&str> = sent.lines().map(str::trim_end).collect();
+    let echoed = lines.iter().zip(&sent).take_while(|(l, s)| l.trim_end().ends_with(*s)).count();
+    if echoed == sent.len() {
+        lines.drain(..echoed);
+    }
+}
+
+/// `POST /api/v1/sessions/{id}/stop`: SIGTERM the group, SIGKILL after the grace;
+/// waits for the end and returns the session (outcome `released`).
+pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
+    let who = caller.member_name()?;
+    let row = load_session(&state, &caller, &id).await?;
+    if !row.outcome.is_live() {
+        return Err(ApiError::Conflict(format!("session {} has already ended ({})", row.id, row.outcome)));
+    }
+    state.store.mark_stop_requested(row.id, &who).await?;
+    let grace_ms = state.config.stop_grace.as_millis() as u64;
+    if state.devices.send(row.device, &ServerMessage::Stop { session: row.id, grace_ms }).await.is_err() {
+        return Err(ApiError::Conflict(format!("device `{}` is not connected, so the session cannot be stopped now", row.device_name)));
+    }
+    let deadline = Instant::now() + state.config.stop_grace + Duration::from_secs(5);
+    loop {
+        let now = state.store.session(row.id).await?.expect("session exists");
+        if !now.outcome.is_live() || Instant::now() >= deadline {
+            return Ok(Json(view(&state, now)));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Parameters of `text`.
+#[derive(Debug, Deserialize)]
+pub struct TextParams {
+    /// Only the last N lines.
+    pub lines: Option<usize>,
+    /// Only complete lines (for following): leave out an unfinished last line.
+    #[serde(default)]
+    pub complete: bool,
+}
+
+/// `GET /api/v1/sessions/{id}/text`: what the run printed, as plain text.
+pub async fn text(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(p): Query<TextParams>,
+) -> Result<Json<SessionText>, ApiError> {
+    let row = load_session(&state, &caller, &id).await?;
+    let (mut lines, partial, complete_at, end) = render::text(&state.store, row.id, 0).await?;
+    let offset = if p.complete {
+        complete_at
+    } else {
+        if !partial.is_empty() {
+            lines.push(partial);
+        }
+        end
+    };
+    if let Some(n) = p.lines {
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+    }
+    Ok(Json(SessionText { lines, offset, outcome: row.outcome }))
+}
+
+/// Parameters of `output`.
+#[derive(Debug, Deserialize)]
+pub struct OutputParams {
+    /// First offset wanted.
+    #[serde(default)]
+    pub from: u64,
+    /// Wait up to this many milliseconds for output when there is none yet (max 30000).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// `GET /api/v1/sessions/{id}/output`: raw stored output from an offset (long-poll).
+/// Headers: `x-drover-offset` (offset after the bytes), `x-drover-outcome`.
+pub async fn output(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(p): Query<OutputParams>,
+) -> Result<impl IntoResponse, ApiError> {
+    let row = load_session(&state, &caller, &id).await?;
+    let deadline = Instant::now() + Duration::from_millis(p.wait_ms.min(30_000));
+    loop {
+        let chunks = state.store.read_output(row.id, p.from, OUTPUT_PAGE).await?;
+        let outcome = state.store.session(row.id).await?.map(|r| r.outcome).unwrap_or(row.outcome);
+        if !chunks.is_empty() || !outcome.is_live() || Instant::now() >= deadline {
+            let mut body = Vec::new();
+            let mut end = p.from;
+            for c in chunks {
+                end = c.offset + c.data.len() as u64;
+                body.extend_from_slice(&c.data);
+            }
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            headers.insert("x-drover-offset", HeaderValue::from(end));
+            headers.insert("x-drover-outcome", HeaderValue::from_static(outcome.as_str()));
+            return Ok((headers, body));
+        }
+        let mut changed = state.hubs.get(row.id).map(|h| h.changed.subscribe());
+        let wait = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(250));
+        match changed.as_mut() {
+            Some(rx) => {
+                let _ = tokio::time::timeout(wait, rx.changed()).await;
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+            None => tokio::time::sleep(wait).await,
+        }
+    }
+}
+
+/// `GET /api/v1/sessions/{id}/export`: the recording as asciicast v3.
+pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+    let row = load_session(&state, &caller, &id).await?;
+    let cast = render::asciicast(&state.store, &row).await?;
+    let disposition = format!("attachment; filename=\"{}.cast\"", row.id);
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/x-asciicast")),
+            (header::CONTENT_DISPOSITION, HeaderValue::from_str(&disposition).expect("ascii")),
+        ],
+        cast,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_echo;
+
+    #[test]
+    fn echo_of_the_sent_text_is_removed() {
+        let mut lines = vec!["$ hello".to_string(), "world".to_string()];
+        strip_echo(&mut lines, "hello");
+        assert_eq!(lines, ["world"]);
+        let mut lines = vec!["different".to_string()];
+        strip_echo(&mut lines, "hello");
+        assert_eq!(lines, ["different"]);
+    }
+}

@@ -1,0 +1,177 @@
+//! The WebSocket a device daemon opens to `/api/v1/device/connect`.
+//!
+//! Hello → Welcome (with, per live session, the offset the server holds, so the device
+//! resumes each stream exactly there) → messages both ways. Output goes to the session's
+//! hub at once (live viewers) and to the ingest task (durable, then acknowledged).
+
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket};
+use axum::extract::{State, WebSocketUpgrade};
+use axum::response::Response;
+use bytes::Bytes;
+use drover_core::{DeviceId, RunEnd, WorkspaceId};
+use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
+use drover_protocol::PROTOCOL_VERSION;
+use drover_store::{OutputChunk, Principal};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::auth::Caller;
+use crate::devices::Delivery;
+use crate::ingest::{self, Item};
+use crate::{ApiError, AppState};
+
+/// How long a device has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Messages queued for a device before senders wait.
+const DOWNLINK_QUEUE: usize = 1024;
+
+/// `GET /api/v1/device/connect` (WebSocket), device credentials only.
+pub async fn connect(State(state): State<AppState>, caller: Caller, ws: WebSocketUpgrade) -> Result<Response, ApiError> {
+    let Principal::Device { workspace, id, name } = caller.0 else {
+        return Err(ApiError::Forbidden("only a device credential can open the device link".into()));
+    };
+    Ok(ws.max_message_size(32 << 20).on_upgrade(move |socket| async move {
+        if let Err(e) = run(state, workspace, id, name.clone(), socket).await {
+            tracing::warn!(device = %name, "device link ended: {e}");
+        }
+    }))
+}
+
+async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: String, socket: WebSocket) -> Result<(), String> {
+    let (mut sink, mut stream) = socket.split();
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, stream.next()).await.map_err(|_| "no hello".to_string())?;
+    let Some(Ok(Message::Text(text))) = hello else { return Err("the first message was not a hello".into()) };
+    let Ok(DeviceMessage::Hello { version, name: said, slots, sessions }) = serde_json::from_str::<DeviceMessage>(&text) else {
+        return Err("the first message was not a hello".into());
+    };
+    let refuse = |reason: String| ServerMessage::Refused { reason };
+    let refusal = if version != PROTOCOL_VERSION {
+        Some(refuse(format!(
+            "protocol version {version} is not supported (this server speaks {PROTOCOL_VERSION}); upgrade drover on one side"
+        )))
+    } else if said != name {
+        Some(refuse(format!("this credential belongs to device `{name}`, not `{said}`")))
+    } else {
+        None
+    };
+    if let Some(msg) = refusal {
+        let _ = sink.send(Message::Text(serde_json::to_string(&msg).expect("serialises").into())).await;
+        return Err("refused".into());
+    }
+    state.store.upsert_device(workspace, &name, slots.max(1)).await.map_err(|e| e.to_string())?;
+    state.store.touch_device(device).await.map_err(|e| e.to_string())?;
+
+    // What the server expects, against what the device reports.
+    let live = state.store.live_sessions_on(device).await.map_err(|e| e.to_string())?;
+    let mut resume = Vec::new();
+    for row in &live {
+        if sessions.iter().any(|r| r.session == row.id) {
+            resume.push((row.id, row.output_bytes));
+            state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+        } else {
+            let end = RunEnd::Lost { reason: "the device came back online without reporting this session".into() };
+            let _ = ingest::end_session(&state, device, &name, row.id, &end, &drover_store::now(), row.output_bytes).await;
+        }
+    }
+    let release = sessions.iter().map(|r| r.session).filter(|s| !resume.iter().any(|(id, _)| id == s)).collect();
+    let welcome = ServerMessage::Welcome { name: name.clone(), resume, release };
+    sink.send(Message::Text(serde_json::to_string(&welcome).expect("serialises").into())).await.map_err(|e| e.to_string())?;
+
+    let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
+    let epoch = state.devices.connect(device, down_tx);
+    tracing::info!(device = %name, "device connected");
+    let writer = tokio::spawn(async move {
+        while let Some(m) = down_rx.recv().await {
+            if sink.send(m).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
+    let ingest = tokio::spawn(ingest::run(state.clone(), device, name.clone(), ingest_rx));
+    let result = read_loop(&state, device, &mut stream, &ingest_tx).await;
+    state.devices.disconnect(device, epoch);
+    drop(ingest_tx);
+    let _ = ingest.await;
+    writer.abort();
+    tracing::info!(device = %name, "device disconnected");
+    result
+}
+
+async fn read_loop(
+    state: &AppState,
+    device: DeviceId,
+    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+    ingest: &mpsc::Sender<Item>,
+) -> Result<(), String> {
+    while let Some(msg) = stream.next().await {
+        let msg = msg.map_err(|e| e.to_string())?;
+        match msg {
+            Message::Binary(b) => match DeviceBinary::decode(&b) {
+                Ok(DeviceBinary::Output { session, offset, t_micros, data }) => {
+                    if let Some(hub) = state.hubs.get(session) {
+                        hub.publish(offset, Bytes::from(data.clone()));
+                    }
+                    let chunk = OutputChunk { session, offset, t_micros, data };
+                    ingest.send(Item::Output(chunk)).await.map_err(|_| "ingest stopped")?;
+                }
+                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(snapshot),
+                Ok(DeviceBinary::Input { .. }) | Err(_) => return Err("unexpected binary frame".into()),
+            },
+            Message::Text(t) => match serde_json::from_str::<DeviceMessage>(&t) {
+                Ok(m) => message(state, device, m, ingest).await?,
+                Err(e) => return Err(format!("undecodable message: {e}")),
+            },
+            Message::Close(_) => return Ok(()),
+            Message::Ping(_) | Message::Pong(_) => {}
+        }
+    }
+    Ok(())
+}
+
+async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &mpsc::Sender<Item>) -> Result<(), String> {
+    match m {
+        DeviceMessage::Hello { .. } => return Err("a second hello".into()),
+        DeviceMessage::Started { session, pid, cwd } => {
+            if let Ok(Some(row)) = state.store.session(session).await {
+                if row.device == device {
+                    let _ = state.store.mark_running(session, pid, &cwd).await;
+                    state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
+                }
+            }
+        }
+        DeviceMessage::Ended { session, end, ended_at, final_offset } => {
+            ingest.send(Item::Ended { session, end, ended_at, final_offset }).await.map_err(|_| "ingest stopped")?;
+        }
+        DeviceMessage::Resized { session, t_micros, cols, rows } => {
+            ingest.send(Item::Resized { session, t_micros, cols, rows }).await.map_err(|_| "ingest stopped")?;
+        }
+        DeviceMessage::Delivered { req, bracketed_paste, offset, t_micros, .. } => {
+            state.devices.delivered(req, Delivery::Delivered { bracketed_paste, offset, t_micros });
+        }
+        DeviceMessage::Failed { req, reason, session } => match req {
+            Some(req) => state.devices.delivered(req, Delivery::Failed(reason)),
+            None => tracing::warn!(%session, "device: {reason}"),
+        },
+        DeviceMessage::RecordingError { session, message } => {
+            let row = state.store.session(session).await.ok().flatten();
+            if let Some(row) = row {
+                let event = drover_store::NewEvent {
+                    workspace: row.workspace,
+                    session: Some(session),
+                    kind: drover_core::activity::EventKind::RecordingError,
+                    actor: format!("device {}", row.device_name),
+                    detail: serde_json::json!({ "message": message }),
+                };
+                let _ = state.store.record_event(&event).await;
+            }
+        }
+        DeviceMessage::Heartbeat => {
+            let _ = state.store.touch_device(device).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! Output hubs: one per live session, fanning its terminal out to viewers.
+//!
+//! Every viewer has a bounded queue. Publishing never waits: a viewer whose queue is
+//! full is marked lagging and skipped, and its task re-syncs it from a fresh snapshot
+//! plus the bytes after it (kept in a small ring). So a slow or stalled viewer never
+//! slows the program or the other viewers, and a late joiner starts from a snapshot
+//! instead of a replay. Offsets make the hand-over exact: a viewer gets bytes from its
+//! snapshot's offset on, once.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use drover_core::SessionId;
+use drover_protocol::viewer::ViewerEvent;
+use tokio::sync::{mpsc, watch, Notify};
+
+/// Recent output kept per live session for re-syncing viewers.
+const RING_BYTES: usize = 1024 * 1024;
+/// Frames queued per viewer before it is considered lagging.
+pub const VIEWER_QUEUE: usize = 256;
+
+/// What a viewer's task is handed.
+#[derive(Debug)]
+pub enum ViewerOut {
+    /// Terminal bytes.
+    Bytes(Bytes),
+    /// A JSON event.
+    Event(ViewerEvent),
+}
+
+struct Slot {
+    tx: mpsc::Sender<ViewerOut>,
+    lag: Arc<Notify>,
+    next: u64,
+    lagging: bool,
+    interactive: bool,
+}
+
+struct Inner {
+    latest: u64,
+    ring: VecDeque<(u64, Bytes)>,
+    ring_bytes: usize,
+    viewers: HashMap<u64, Slot>,
+    next_viewer: u64,
+    size: (u16, u16),
+    last_output: Instant,
+    ended: Option<ViewerEvent>,
+}
+
+/// One live session's hub.
+pub struct Hub {
+    inner: Mutex<Inner>,
+    /// Bumped (to the latest offset) whenever output arrives or the session ends.
+    pub changed: watch::Sender<u64>,
+}
+
+/// A viewer's registration.
+pub struct Joined {
+    /// Its id in the hub.
+    pub id: u64,
+    /// Notified when the viewer must re-sync (at once on join).
+    pub lag: Arc<Notify>,
+    /// Its queue.
+    pub rx: mpsc::Receiver<ViewerOut>,
+}
+
+impl Hub {
+    fn new(latest: u64, size: (u16, u16)) -> Hub {
+        Hub {
+            inner: Mutex::new(Inner {
+                latest,
+                ring: VecDeque::new(),
+                ring_bytes: 0,
+                viewers: HashMap::new(),
+                next_viewer: 0,
+                size,
+                last_output: Instant::now(),
+                ended: None,
+            }),
+            changed: watch::channel(latest).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("hub lock")
+    }
+
+    /// Fans out output at `offset`. Never waits.
+    pub fn publish(&self, offset: u64, data: Bytes) {
+        let end = offset + data.len() as u64;
+        {
+            let mut g = self.lock();
+            if end <= g.latest {
+                return;
+            }
+            g.latest = end;
+            g.last_output = Instant::now();
+            g.ring_bytes += data.len();
+            g.ring.push_back((offset, data.clone()));
+            while g.ring_bytes > RING_BYTES && g.ring.len() > 1 {
+                let (_, old) = g.ring.pop_front().expect("non-empty");
+                g.ring_bytes -= old.len();
+            }
+            for slot in g.viewers.values_mut() {
+                if slot.lagging || end <= slot.next {
+                    continue;
+                }
+                let piece = if offset < slot.next { data.slice((slot.next - offset) as usize..) } else { data.clone() };
+                slot.next = end;
+                if slot.tx.try_send(ViewerOut::Bytes(piece)).is_err() {
+                    slot.lagging = true;
+                    slot.lag.notify_one();
+                }
+            }
+        }
+        self.changed.send_replace(end);
+    }
+
+    /// Adds a viewer; it starts lagging, so its task fetches a snapshot first.
+    pub fn join(&self, interactive: bool) -> Joined {
+        let (tx, rx) = mpsc::channel(VIEWER_QUEUE);
+        let lag = Arc::new(Notify::new());
+        lag.notify_one();
+        let mut g = self.lock();
+        let id = g.next_viewer;
+        g.next_viewer += 1;
+        g.viewers.insert(id, Slot { tx, lag: lag.clone(), next: 0, lagging: true, interactive });
+        Joined { id, lag, rx }
+    }
+
+    /// Removes a viewer.
+    pub fn leave(&self, id: u64) {
+        self.lock().viewers.remove(&id);
+    }
+
+    /// Resumes a lagging viewer from a snapshot taken at `offset`: returns the bytes after
+    /// the snapshot that the viewer must write next, or None when the ring no longer
+    /// reaches back to `offset` (take a newer snapshot).
+    pub fn resync(&self, id: u64, offset: u64) -> Option<Vec<Bytes>> {
+        let mut g = self.lock();
+        let ring_start = g.ring.front().map(|(o, _)| *o).unwrap_or(g.latest);
+        if offset < ring_start && offset < g.latest {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (o, data) in &g.ring {
+            let end = o + data.len() as u64;
+            if end <= offset {
+                continue;
+            }
+            out.push(if *o < offset { data.slice((offset - o) as usize..) } else { data.clone() });
+        }
+        let next = g.latest.max(offset);
+        let slot = g.viewers.get_mut(&id)?;
+        slot.next = next;
+        slot.lagging = false;
+        Some(out)
+    }
+
+    /// The highest offset received.
+    pub fn latest(&self) -> u64 {
+        self.lock().latest
+    }
+
+    /// Time since the last output.
+    pub fn since_output(&self) -> std::time::Duration {
+        self.lock().last_output.elapsed()
+    }
+
+    /// Counts the output arrival as "now" (used when input is sent, for stillness).
+    pub fn touch(&self) {
+        self.lock().last_output = Instant::now();
+    }
+
+    /// Current terminal size.
+    pub fn size(&self) -> (u16, u16) {
+        self.lock().size
+    }
+
+    /// Records a new size and tells the other viewers.
+    pub fn resized(&self, cols: u16, rows: u16, by: Option<u64>) {
+        let mut g = self.lock();
+        g.size = (cols, rows);
+        for (id, slot) in g.viewers.iter() {
+            if Some(*id) != by {
+                let _ = slot.tx.try_send(ViewerOut::Event(ViewerEvent::Resize { cols, rows }));
+            }
+        }
+    }
+
+    /// Interactive viewers attached.
+    pub fn interactive(&self) -> u32 {
+        self.lock().viewers.values().filter(|s| s.interactive).count() as u32
+    }
+
+    /// All viewers attached.
+    pub fn attached(&self) -> u32 {
+        self.lock().viewers.len() as u32
+    }
+
+    /// The session ended: tell every viewer and drop their queues.
+    pub fn end(&self, event: ViewerEvent) {
+        let latest = {
+            let mut g = self.lock();
+            for slot in g.viewers.values() {
+                let _ = slot.tx.try_send(ViewerOut::Event(event.clone()));
+            }
+            g.viewers.clear();
+            g.ended = Some(event);
+            g.latest
+        };
+        self.changed.send_replace(latest);
+    }
+
+    /// The end event, once the session has ended.
+    pub fn ended(&self) -> Option<ViewerEvent> {
+        self.lock().ended.clone()
+    }
+}
+
+/// All live hubs.
+#[derive(Default)]
+pub struct Hubs {
+    hubs: Mutex<HashMap<SessionId, Arc<Hub>>>,
+}
+
+impl Hubs {
+    /// The hub of `session`, created with `latest`/`size` if there is none.
+    pub fn get_or_create(&self, session: SessionId, latest: u64, size: (u16, u16)) -> Arc<Hub> {
+        self.hubs.lock().expect("hubs").entry(session).or_insert_with(|| Arc::new(Hub::new(latest, size))).clone()
+    }
+
+    /// The hub of `session`, if it has one.
+    pub fn get(&self, session: SessionId) -> Option<Arc<Hub>> {
+        self.hubs.lock().expect("hubs").get(&session).cloned()
+    }
+
+    /// Removes the hub of an ended session.
+    pub fn remove(&self, session: SessionId) -> Option<Arc<Hub>> {
+        self.hubs.lock().expect("hubs").remove(&session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn joiner_resyncs_from_snapshot_offset_then_gets_live_bytes_once() {
+        let hub = Hub::new(0, (80, 24));
+        hub.publish(0, b("hello "));
+        let mut j = hub.join(true);
+        hub.publish(6, b("world"));
+        // Lagging viewers get nothing until they resync.
+        assert!(j.rx.try_recv().is_err());
+        let after = hub.resync(j.id, 3).unwrap();
+        let text: Vec<u8> = after.iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(text, b"lo world");
+        hub.publish(6, b("world!!"));
+        match j.rx.try_recv().unwrap() {
+            ViewerOut::Bytes(x) => assert_eq!(&x[..], b"!!"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_marks_the_viewer_lagging_without_blocking_others() {
+        let hub = Hub::new(0, (80, 24));
+        let slow = hub.join(true);
+        hub.resync(slow.id, 0).unwrap();
+        let mut fast = hub.join(false);
+        hub.resync(fast.id, 0).unwrap();
+        for i in 0..(VIEWER_QUEUE as u64 + 10) {
+            hub.publish(i, b("x"));
+            while fast.rx.try_recv().is_ok() {}
+        }
+        assert!(hub.lock().viewers[&slow.id].lagging);
+        assert!(!hub.lock().viewers[&fast.id].lagging);
+        assert_eq!(hub.latest(), VIEWER_QUEUE as u64 + 10);
+    }
+
+    #[tokio::test]
+    async fn resync_refuses_offsets_older_than_the_ring() {
+        let hub = Hub::new(0, (80, 24));
+        let big = Bytes::from(vec![b'x'; RING_BYTES]);
+        hub.publish(0, big.clone());
+        hub.publish(RING_BYTES as u64, big);
+        let j = hub.join(false);
+        assert!(hub.resync(j.id, 10).is_none());
+        assert!(hub.resync(j.id, RING_BYTES as u64).is_some());
+    }
+
+    #[tokio::test]
+    async fn end_reaches_viewers() {
+        let hub = Hub::new(0, (80, 24));
+        let mut j = hub.join(false);
+        hub.end(ViewerEvent::Resync);
+        assert!(matches!(j.rx.recv().await, Some(ViewerOut::Event(ViewerEvent::Resync))));
+        assert!(j.rx.recv().await.is_none());
+        assert!(hub.ended().is_some());
+    }
+}

@@ -1,0 +1,154 @@
+//! Stores what a device sends, in order: output is batched into one transaction at a
+//! time and acknowledged by offset only after the commit; events that must follow their
+//! output (a session's end, a resize) are applied after the output before them is stored.
+
+use std::time::{Duration, Instant};
+
+use drover_core::outcome::on_end;
+use drover_core::{DeviceId, Outcome, RunEnd, SessionId};
+use drover_protocol::device::ServerMessage;
+use drover_protocol::viewer::ViewerEvent;
+use drover_store::{Mark, OutputChunk};
+use tokio::sync::mpsc;
+
+use crate::AppState;
+
+/// Longest a batch waits for more output before it is written.
+const BATCH_WINDOW: Duration = Duration::from_millis(10);
+/// Largest batch.
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Items queued before the device link waits.
+pub const INGEST_QUEUE: usize = 1024;
+
+/// What the device link hands the ingest task.
+#[derive(Debug)]
+pub enum Item {
+    /// Output to store.
+    Output(OutputChunk),
+    /// The terminal was resized.
+    Resized {
+        /// The session.
+        session: SessionId,
+        /// µs since start.
+        t_micros: u64,
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+    /// A session ended.
+    Ended {
+        /// The session.
+        session: SessionId,
+        /// How.
+        end: RunEnd,
+        /// When.
+        ended_at: String,
+        /// Output length at the end.
+        final_offset: u64,
+    },
+}
+
+/// Runs until the device link drops its sender.
+pub async fn run(state: AppState, device: DeviceId, device_name: String, mut rx: mpsc::Receiver<Item>) {
+    let mut pending: Option<Item> = None;
+    loop {
+        let first = match pending.take() {
+            Some(i) => i,
+            None => match rx.recv().await {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        let Item::Output(chunk) = first else {
+            apply(&state, device, &device_name, first).await;
+            continue;
+        };
+        let mut batch = vec![chunk];
+        let mut bytes = batch[0].data.len();
+        let deadline = Instant::now() + BATCH_WINDOW;
+        while bytes < BATCH_BYTES {
+            match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
+                Ok(Some(Item::Output(c))) => {
+                    bytes += c.data.len();
+                    batch.push(c);
+                }
+                Ok(Some(other)) => {
+                    pending = Some(other);
+                    break;
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        store_batch(&state, device, batch).await;
+    }
+}
+
+async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>) {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match state.store.append_output(batch.clone()).await {
+            Ok(held) => {
+                for (session, offset) in held {
+                    let _ = state.devices.send(device, &ServerMessage::Ack { session, offset }).await;
+                }
+                return;
+            }
+            Err(e) => {
+                // Nothing is acknowledged, so nothing is lost: the device still holds it.
+                tracing::error!("storing output failed, retrying: {e}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item) {
+    match item {
+        Item::Output(_) => unreachable!("output is batched"),
+        Item::Resized { session, t_micros, cols, rows } => {
+            let mark = Mark { t_micros, kind: "r".into(), data: format!("{cols}x{rows}") };
+            if let Err(e) = state.store.add_mark(session, &mark).await {
+                tracing::warn!("recording resize: {e}");
+            }
+        }
+        Item::Ended { session, end, ended_at, final_offset } => {
+            if let Err(e) = end_session(state, device, device_name, session, &end, &ended_at, final_offset).await {
+                tracing::error!(%session, "recording the end failed: {e}");
+                return;
+            }
+            let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
+        }
+    }
+}
+
+/// Applies a reported end: decides the outcome, stores it with its event, tells viewers.
+pub async fn end_session(
+    state: &AppState,
+    device: DeviceId,
+    device_name: &str,
+    session: SessionId,
+    end: &RunEnd,
+    ended_at: &str,
+    final_offset: u64,
+) -> Result<(), drover_store::StoreError> {
+    let Some(row) = state.store.session(session).await? else { return Ok(()) };
+    if row.device != device {
+        return Ok(());
+    }
+    let Ok(ending) = on_end(row.outcome, end) else {
+        return Ok(());
+    };
+    let actor = match (&ending.killed, &row.stop_requested_by) {
+        (true, Some(by)) => by.clone(),
+        _ => format!("device {device_name}"),
+    };
+    let ended_at = drover_store::parse_time(ended_at).map(drover_store::format_time).unwrap_or_else(drover_store::now);
+    state.store.end_session(session, &ending, &ended_at, final_offset, &actor).await?;
+    if let Some(hub) = state.hubs.remove(session) {
+        hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
+    }
+    debug_assert!(ending.outcome != Outcome::Running);
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! Drover's server: the HTTP/WebSocket API under `/api/v1`, the device links, and the
+//! per-session output hubs that fan a session's terminal out to its viewers.
+//!
+//! State that matters after a restart lives in the store; in memory are only the live
+//! links (connected devices, attached viewers) and each live session's recent output.
+
+pub mod api;
+pub mod auth;
+mod device_link;
+mod devices;
+mod error;
+mod hub;
+mod ingest;
+mod render;
+mod state;
+mod viewer;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use error::ApiError;
+pub use state::AppState;
+
+/// Timings and limits of the server; every timer is here so tests can shorten them.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Grace between SIGTERM and SIGKILL on Stop.
+    pub stop_grace: Duration,
+    /// How long `POST /sessions` waits for the program to start.
+    pub start_wait: Duration,
+    /// How long to wait for a device to answer a snapshot request.
+    pub snapshot_timeout: Duration,
+    /// How long to wait for a device to confirm audited input.
+    pub input_timeout: Duration,
+    /// Default stillness window for ask.
+    pub ask_still: Duration,
+    /// Default timeout for ask.
+    pub ask_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            stop_grace: Duration::from_secs(5),
+            start_wait: Duration::from_secs(10),
+            snapshot_timeout: Duration::from_secs(3),
+            input_timeout: Duration::from_secs(10),
+            ask_still: Duration::from_millis(1500),
+            ask_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Serves the API on `listener` until the process ends.
+pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    let app = api::router(state);
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+}

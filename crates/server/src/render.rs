@@ -1,0 +1,109 @@
+//! Turning a stored output stream into things people read: plain text, a screen
+//! snapshot (for viewers when the device cannot answer), and an asciicast v3 file.
+
+use drover_core::SessionId;
+use drover_protocol::shim::Snapshot;
+use drover_store::{OutputChunk, SessionRow, Store, StoreError};
+use drover_term::asciicast::{CastWriter, Event, Header};
+use drover_term::text::TextRenderer;
+
+/// Bytes read from the store per query.
+const PAGE: usize = 4 * 1024 * 1024;
+
+/// Calls `f` with every stored chunk of `session` from `from`, in order.
+async fn each_chunk(store: &Store, session: SessionId, mut from: u64, mut f: impl FnMut(OutputChunk)) -> Result<u64, StoreError> {
+    loop {
+        let chunks = store.read_output(session, from, PAGE).await?;
+        if chunks.is_empty() {
+            return Ok(from);
+        }
+        for c in chunks {
+            from = c.offset + c.data.len() as u64;
+            f(c);
+        }
+    }
+}
+
+/// What the stored output renders to as plain text: (complete lines, the unfinished
+/// last line, offset just after the last complete line, offset rendered to).
+pub async fn text(store: &Store, session: SessionId, from: u64) -> Result<(Vec<String>, String, u64, u64), StoreError> {
+    let mut r = TextRenderer::new();
+    let mut lines = Vec::new();
+    let mut complete_at = from;
+    let end = each_chunk(store, session, from, |c| {
+        let before = lines.len();
+        r.feed(&c.data, &mut lines);
+        if lines.len() > before {
+            if let Some(i) = c.data.iter().rposition(|b| *b == b'\n') {
+                complete_at = c.offset + i as u64 + 1;
+            }
+        }
+    })
+    .await?;
+    Ok((lines, r.partial(), complete_at, end))
+}
+
+/// A snapshot rebuilt by replaying the stored output (when the device cannot answer).
+pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
+    let mut parser = vt100::Parser::new(rows, cols, 0);
+    let offset = each_chunk(store, session, 0, |c| parser.process(&c.data)).await?;
+    let screen = parser.screen();
+    let mut data = Vec::new();
+    if screen.alternate_screen() {
+        data.extend_from_slice(b"\x1b[?1049h");
+    }
+    data.extend_from_slice(b"\x1b[0m\x1b[H\x1b[2J");
+    data.extend(screen.state_formatted());
+    data.extend(screen.cursor_state_formatted());
+    Ok(Snapshot { req: 0, offset, cols, rows, data })
+}
+
+/// The session's recording as an asciicast v3 file.
+pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, StoreError> {
+    let header = Header {
+        cols: row.cols,
+        rows: row.rows,
+        timestamp: row.started_at.as_deref().or(Some(&row.created_at)).and_then(drover_store::parse_time).map(|t| t.timestamp()),
+        command: Some(row.command.join(" ")),
+        title: Some(row.title.clone()).filter(|t| !t.is_empty()),
+    };
+    let mut marks = store.marks(row.id).await?.into_iter().peekable();
+    let mut w = CastWriter::new(Vec::new(), &header).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut last_t = 0;
+    let mut failed = None;
+    let mut emit = |w: &mut CastWriter<Vec<u8>>, e: Event| {
+        if let Err(err) = w.event(e) {
+            failed = Some(err.to_string());
+        }
+    };
+    let mut chunks = Vec::new();
+    each_chunk(store, row.id, 0, |c| chunks.push(c)).await?;
+    for c in chunks {
+        while let Some(m) = marks.next_if(|m| m.t_micros <= c.t_micros) {
+            emit(&mut w, mark_event(m));
+        }
+        last_t = last_t.max(c.t_micros);
+        emit(&mut w, Event::Output { t_micros: c.t_micros, data: c.data });
+    }
+    for m in marks {
+        last_t = last_t.max(m.t_micros);
+        emit(&mut w, mark_event(m));
+    }
+    if let (Some(code), false) = (row.exit_code, row.outcome.is_live()) {
+        emit(&mut w, Event::Exit { t_micros: last_t, status: code });
+    }
+    if let Some(e) = failed {
+        return Err(StoreError::Corrupt(e));
+    }
+    w.into_inner().map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn mark_event(m: drover_store::Mark) -> Event {
+    match m.kind.as_str() {
+        "r" => {
+            let (c, r) = m.data.split_once('x').unwrap_or(("80", "24"));
+            Event::Resize { t_micros: m.t_micros, cols: c.parse().unwrap_or(80), rows: r.parse().unwrap_or(24) }
+        }
+        _ => Event::Marker { t_micros: m.t_micros, label: m.data },
+    }
+}

@@ -1,0 +1,32 @@
+//! The state every handler shares.
+
+use std::sync::Arc;
+
+use drover_core::WorkspaceId;
+use drover_store::Store;
+
+use crate::devices::Devices;
+use crate::hub::Hubs;
+use crate::ServerConfig;
+
+/// Shared server state; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// Connected devices.
+    pub(crate) devices: Arc<Devices>,
+    /// Live sessions' output hubs.
+    pub(crate) hubs: Arc<Hubs>,
+    /// Timings and limits.
+    pub config: Arc<ServerConfig>,
+    /// The workspace this server serves by default.
+    pub workspace: WorkspaceId,
+}
+
+impl AppState {
+    /// New state over `store`.
+    pub fn new(store: Store, workspace: WorkspaceId, config: ServerConfig) -> AppState {
+        AppState { store, devices: Arc::new(Devices::default()), hubs: Arc::new(Hubs::default()), config: Arc::new(config), workspace }
+    }
+}

@@ -1,0 +1,173 @@
+//! The live terminal WebSocket (`/api/v1/sessions/{id}/terminal`): a snapshot first,
+//! then live bytes; keystrokes and resizes back. Keystrokes typed here are not audited.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket};
+use axum::extract::{Path, Query, State, WebSocketUpgrade};
+use axum::response::Response;
+use drover_core::{DeviceId, SessionId};
+use drover_protocol::device::ServerMessage;
+use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+
+use crate::api::sessions::load_session;
+use crate::auth::Caller;
+use crate::hub::{Hub, Joined, ViewerOut};
+use crate::{render, ApiError, AppState};
+
+/// Snapshot attempts before falling back to replaying the stored stream.
+const SNAPSHOT_TRIES: usize = 3;
+
+/// Query parameters of the terminal socket.
+#[derive(Debug, Deserialize)]
+pub struct TerminalParams {
+    /// Only watch: keystrokes and resizes are ignored.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Resize the session to these columns on join.
+    pub cols: Option<u32>,
+    /// Resize the session to these rows on join.
+    pub rows: Option<u32>,
+}
+
+/// `GET /api/v1/sessions/{id}/terminal` (WebSocket).
+pub async fn terminal(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(params): Query<TerminalParams>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    caller.member_name()?;
+    let row = load_session(&state, &caller, &id).await?;
+    if !row.outcome.is_live() {
+        return Err(ApiError::Conflict(format!(
+            "session {} has ended ({}); it can no longer be attached — use `drover session tail {}` or `export` to see what it printed",
+            row.id, row.outcome, row.id
+        )));
+    }
+    let size = match (params.cols, params.rows) {
+        (Some(c), Some(r)) if !params.read_only => {
+            Some(drover_core::names::check_size(c, r).map_err(|e| ApiError::BadRequest(e.to_string()))?)
+        }
+        _ => None,
+    };
+    let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+    let device = row.device;
+    Ok(ws.on_upgrade(move |socket| async move {
+        let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only };
+        viewer.run(socket, size).await;
+    }))
+}
+
+struct Viewer {
+    state: AppState,
+    hub: Arc<Hub>,
+    session: SessionId,
+    device: DeviceId,
+    interactive: bool,
+}
+
+impl Viewer {
+    async fn run(self, socket: WebSocket, size: Option<(u16, u16)>) {
+        let (mut sink, mut stream) = socket.split();
+        if let Some((cols, rows)) = size {
+            self.resize(cols, rows, None).await;
+        }
+        let (cols, rows) = self.hub.size();
+        let hello = ViewerEvent::Hello { session: self.session, cols, rows, read_only: !self.interactive };
+        if send_event(&mut sink, &hello).await.is_err() {
+            return;
+        }
+        let Joined { id, lag, mut rx } = self.hub.join(self.interactive);
+        self.viewers_changed().await;
+        let mut first = true;
+        loop {
+            tokio::select! {
+                _ = lag.notified() => {
+                    while rx.try_recv().is_ok() {}
+                    if !first && send_event(&mut sink, &ViewerEvent::Resync).await.is_err() { break; }
+                    first = false;
+                    if self.resync(id, &mut sink).await.is_err() { break; }
+                }
+                out = rx.recv() => match out {
+                    Some(ViewerOut::Bytes(b)) => if sink.send(Message::Binary(b)).await.is_err() { break },
+                    Some(ViewerOut::Event(e)) => {
+                        let ended = matches!(e, ViewerEvent::Ended { .. });
+                        if send_event(&mut sink, &e).await.is_err() || ended { break; }
+                    }
+                    None => {
+                        if let Some(e) = self.hub.ended() { let _ = send_event(&mut sink, &e).await; }
+                        break;
+                    }
+                },
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Binary(b))) => {
+                        if self.interactive {
+                            let _ = self.state.devices.send_input(self.device, self.session, b.to_vec()).await;
+                        }
+                    }
+                    Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerCommand>(&t) {
+                        Ok(ViewerCommand::Resize { cols, rows }) if self.interactive => {
+                            if let Ok((c, r)) = drover_core::names::check_size(cols.into(), rows.into()) {
+                                self.resize(c, r, Some(id)).await;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            let _ = send_event(&mut sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
+                        }
+                    },
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                },
+            }
+        }
+        self.hub.leave(id);
+        self.viewers_changed().await;
+        let _ = sink.close().await;
+    }
+
+    /// Sends a fresh snapshot and the bytes after it.
+    async fn resync(&self, id: u64, sink: &mut futures_util::stream::SplitSink<WebSocket, Message>) -> Result<(), axum::Error> {
+        let timeout = self.state.config.snapshot_timeout;
+        for _ in 0..SNAPSHOT_TRIES {
+            let Some(snap) = self.state.devices.snapshot(self.device, self.session, timeout).await else { break };
+            if let Some(after) = self.hub.resync(id, snap.offset) {
+                sink.send(Message::Binary(snap.data.into())).await?;
+                for b in after {
+                    sink.send(Message::Binary(b)).await?;
+                }
+                return Ok(());
+            }
+        }
+        let (cols, rows) = self.hub.size();
+        match render::replay_snapshot(&self.state.store, self.session, cols, rows).await {
+            Ok(snap) => {
+                let after = self.hub.resync(id, snap.offset).unwrap_or_default();
+                sink.send(Message::Binary(snap.data.into())).await?;
+                for b in after {
+                    sink.send(Message::Binary(b)).await?;
+                }
+            }
+            Err(e) => tracing::warn!("replaying a snapshot: {e}"),
+        }
+        Ok(())
+    }
+
+    async fn resize(&self, cols: u16, rows: u16, by: Option<u64>) {
+        self.hub.resized(cols, rows, by);
+        let _ = self.state.devices.send(self.device, &ServerMessage::Resize { session: self.session, cols, rows }).await;
+    }
+
+    async fn viewers_changed(&self) {
+        let interactive = self.hub.interactive();
+        let _ = self.state.devices.send(self.device, &ServerMessage::Viewers { session: self.session, interactive }).await;
+    }
+}
+
+async fn send_event(sink: &mut futures_util::stream::SplitSink<WebSocket, Message>, e: &ViewerEvent) -> Result<(), axum::Error> {
+    sink.send(Message::Text(serde_json::to_string(e).expect("serialises").into())).await
+}

@@ -1,0 +1,100 @@
+//! Devices: registration, slots and last contact.
+
+use drover_core::{DeviceId, WorkspaceId};
+use sqlx::Row;
+
+use crate::{now, parse_id, Result, Store};
+
+/// A device as stored, with its live session count.
+#[derive(Debug, Clone)]
+pub struct DeviceRow {
+    /// Its id.
+    pub id: DeviceId,
+    /// Its name.
+    pub name: String,
+    /// Sessions it may run at once.
+    pub slots: u32,
+    /// When it last reported in.
+    pub last_contact_at: Option<String>,
+    /// Sessions starting or running on it.
+    pub live_sessions: u32,
+}
+
+fn device_row(row: &sqlx::sqlite::SqliteRow) -> Result<DeviceRow> {
+    Ok(DeviceRow {
+        id: parse_id(row.get("id"))?,
+        name: row.get("name"),
+        slots: row.get::<i64, _>("slots") as u32,
+        last_contact_at: row.get("last_contact_at"),
+        live_sessions: row.get::<i64, _>("live") as u32,
+    })
+}
+
+const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at,
+    (SELECT COUNT(*) FROM sessions s WHERE s.device_id = d.id AND s.outcome IN ('starting', 'running')) AS live
+    FROM devices d";
+
+impl Store {
+    /// Registers the device `name` (or updates its slots) and returns it.
+    pub async fn upsert_device(&self, workspace: WorkspaceId, name: &str, slots: u32) -> Result<DeviceRow> {
+        sqlx::query(
+            "INSERT INTO devices (id, workspace_id, name, slots, created_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (workspace_id, name) DO UPDATE SET slots = excluded.slots",
+        )
+        .bind(DeviceId::new().to_string())
+        .bind(workspace.to_string())
+        .bind(name)
+        .bind(slots as i64)
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        self.device_by_name(workspace, name).await.map(|d| d.expect("device just written"))
+    }
+
+    /// The device called `name`.
+    pub async fn device_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<DeviceRow>> {
+        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = ? AND d.name = ?"))
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(device_row).transpose()
+    }
+
+    /// All devices of a workspace, by name.
+    pub async fn list_devices(&self, workspace: WorkspaceId) -> Result<Vec<DeviceRow>> {
+        let rows = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = ? ORDER BY d.name"))
+            .bind(workspace.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(device_row).collect()
+    }
+
+    /// Records that the device reported in now (a one-column update).
+    pub async fn touch_device(&self, id: DeviceId) -> Result<String> {
+        let at = now();
+        sqlx::query("UPDATE devices SET last_contact_at = ? WHERE id = ?").bind(&at).bind(id.to_string()).execute(&self.pool).await?;
+        Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::store;
+
+    #[tokio::test]
+    async fn upsert_keeps_the_id_and_updates_slots() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "o").await.unwrap();
+        let a = s.upsert_device(ws, "box", 2).await.unwrap();
+        let b = s.upsert_device(ws, "box", 5).await.unwrap();
+        assert_eq!(a.id, b.id);
+        assert_eq!(b.slots, 5);
+        assert!(b.last_contact_at.is_none());
+        s.touch_device(a.id).await.unwrap();
+        let list = s.list_devices(ws).await.unwrap();
+        assert_eq!(list.len(), 1);
+        assert!(list[0].last_contact_at.is_some());
+        assert_eq!(list[0].live_sessions, 0);
+    }
+}

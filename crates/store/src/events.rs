@@ -1,0 +1,98 @@
+//! The activity record: append-only, numbered, read back in order.
+
+use drover_core::activity::EventKind;
+use drover_core::{EventId, SessionId, WorkspaceId};
+use sqlx::{Row, SqliteConnection};
+
+use crate::{now, Result, Store};
+
+/// An event to record.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// The session it concerns, if any.
+    pub session: Option<SessionId>,
+    /// What happened.
+    pub kind: EventKind,
+    /// Who did it.
+    pub actor: String,
+    /// Details (JSON object).
+    pub detail: serde_json::Value,
+}
+
+/// A recorded event.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    /// Sequence number: the order of the record.
+    pub seq: i64,
+    /// Its id.
+    pub id: String,
+    /// The session it concerns.
+    pub session: Option<String>,
+    /// Kind identifier.
+    pub kind: String,
+    /// Who did it.
+    pub actor: String,
+    /// Details.
+    pub detail: serde_json::Value,
+    /// When.
+    pub at: String,
+}
+
+/// Inserts an event inside an open transaction; returns its id.
+pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<EventId> {
+    let id = EventId::new();
+    sqlx::query("INSERT INTO events (id, workspace_id, session_id, kind, actor, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(id.to_string())
+        .bind(e.workspace.to_string())
+        .bind(e.session.map(|s| s.to_string()))
+        .bind(e.kind.as_str())
+        .bind(&e.actor)
+        .bind(e.detail.to_string())
+        .bind(now())
+        .execute(&mut *conn)
+        .await?;
+    Ok(id)
+}
+
+impl Store {
+    /// Records one event durably.
+    pub async fn record_event(&self, e: &NewEvent) -> Result<EventId> {
+        let mut conn = self.pool.acquire().await?;
+        insert(&mut conn, e).await
+    }
+
+    /// Events of a workspace (or of one session) after `after_seq`, oldest first.
+    pub async fn list_events(
+        &self,
+        workspace: WorkspaceId,
+        session: Option<SessionId>,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<EventRow>> {
+        let rows = sqlx::query(
+            "SELECT seq, id, session_id, kind, actor, detail, at FROM events
+             WHERE workspace_id = ? AND seq > ? AND (? IS NULL OR session_id = ?) ORDER BY seq LIMIT ?",
+        )
+        .bind(workspace.to_string())
+        .bind(after_seq)
+        .bind(session.map(|s| s.to_string()))
+        .bind(session.map(|s| s.to_string()))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| EventRow {
+                seq: r.get("seq"),
+                id: r.get("id"),
+                session: r.get("session_id"),
+                kind: r.get("kind"),
+                actor: r.get("actor"),
+                detail: serde_json::from_str(r.get::<&str, _>("detail")).unwrap_or(serde_json::Value::Null),
+                at: r.get("at"),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,99 @@
+//! Drover's persistence. One [`Store`] type holds every query, so no SQL leaks into the
+//! server; today it runs on SQLite (WAL, `synchronous=FULL`: a commit is on disk before
+//! anything is acknowledged), and the same surface is what a PostgreSQL backend implements.
+
+mod credentials;
+mod devices;
+mod events;
+mod output;
+mod sessions;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
+
+pub use credentials::{Principal, TokenKind};
+pub use devices::DeviceRow;
+pub use events::{EventRow, NewEvent};
+pub use output::{Mark, OutputChunk};
+pub use sessions::{NewSession, SessionRow};
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database reported an error.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be read back (a bug or a hand-edited database).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// A uniqueness rule was broken (e.g. a device name already taken).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Result of store operations.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The database.
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the SQLite database at `path` and migrates it.
+    pub async fn open_sqlite(path: &Path) -> Result<Store> {
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(Store { pool })
+    }
+
+    /// Closes the pool, waiting for connections to finish.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Now, in the stored time format.
+pub fn now() -> String {
+    format_time(chrono::Utc::now())
+}
+
+/// Formats a time the way the store keeps it (fixed-width RFC 3339, UTC, microseconds).
+pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// Parses a stored or reported RFC 3339 time.
+pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+fn parse_id<T: FromStr<Err = drover_core::IdError>>(s: &str) -> Result<T> {
+    s.parse().map_err(|e: drover_core::IdError| StoreError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A store in a fresh temporary directory.
+    pub async fn store() -> (Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("t.db")).await.unwrap();
+        (store, dir)
+    }
+}

@@ -1,0 +1,312 @@
+//! Sessions (runs) and their sandboxes.
+
+use drover_core::activity::{ending_kind, EventKind};
+use drover_core::outcome::Ending;
+use drover_core::{DeviceId, Outcome, SandboxId, SandboxState, SessionId, WorkspaceId};
+use sqlx::Row;
+
+use crate::events::{insert, NewEvent};
+use crate::{now, parse_id, Result, Store, StoreError};
+
+/// A session to create (with its task-free "Remote" sandbox).
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// The device it runs on.
+    pub device: DeviceId,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// The sandbox's title.
+    pub title: String,
+    /// Terminal size.
+    pub cols: u16,
+    /// Terminal size.
+    pub rows: u16,
+    /// Who started it (the activity's actor).
+    pub created_by: String,
+}
+
+/// A session as stored, with its sandbox and device.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    /// Its id.
+    pub id: SessionId,
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// Its sandbox.
+    pub sandbox: SandboxId,
+    /// The sandbox's state.
+    pub sandbox_state: SandboxState,
+    /// The sandbox's title.
+    pub title: String,
+    /// The device.
+    pub device: DeviceId,
+    /// The device's name.
+    pub device_name: String,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Terminal size.
+    pub cols: u16,
+    /// Terminal size.
+    pub rows: u16,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Why it ended.
+    pub reason: Option<String>,
+    /// Who started it.
+    pub created_by: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When its program started.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub ended_at: Option<String>,
+    /// Output stored.
+    pub output_bytes: u64,
+    /// Output length reported at the end.
+    pub final_offset: Option<u64>,
+    /// Who asked for a Stop.
+    pub stop_requested_by: Option<String>,
+}
+
+const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name
+    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id";
+
+fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+    let outcome: String = r.get("outcome");
+    let state: String = r.get("sandbox_state");
+    let command: String = r.get("command");
+    Ok(SessionRow {
+        id: parse_id(r.get("id"))?,
+        workspace: parse_id(r.get("workspace_id"))?,
+        sandbox: parse_id(r.get("sandbox_id"))?,
+        sandbox_state: SandboxState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("sandbox state {state}")))?,
+        title: r.get("title"),
+        device: parse_id(r.get("device_id"))?,
+        device_name: r.get("device_name"),
+        command: serde_json::from_str(&command).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        cwd: r.get("cwd"),
+        cols: r.get::<i64, _>("cols") as u16,
+        rows: r.get::<i64, _>("rows") as u16,
+        outcome: Outcome::parse(&outcome).ok_or_else(|| StoreError::Corrupt(format!("outcome {outcome}")))?,
+        exit_code: r.get::<Option<i64>, _>("exit_code").map(|c| c as i32),
+        reason: r.get("reason"),
+        created_by: r.get("created_by"),
+        created_at: r.get("created_at"),
+        started_at: r.get("started_at"),
+        ended_at: r.get("ended_at"),
+        output_bytes: r.get::<i64, _>("output_bytes") as u64,
+        final_offset: r.get::<Option<i64>, _>("final_offset").map(|c| c as u64),
+        stop_requested_by: r.get("stop_requested_by"),
+    })
+}
+
+impl Store {
+    /// Creates a session in state `starting` with an active Remote sandbox, and records
+    /// "session started", in one transaction.
+    pub async fn create_session(&self, s: &NewSession) -> Result<SessionId> {
+        let (id, sandbox, at) = (SessionId::new(), SandboxId::new(), now());
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at) VALUES (?, ?, ?, 'remote', ?, ?, 'active', ?, ?)")
+            .bind(sandbox.to_string())
+            .bind(s.workspace.to_string())
+            .bind(s.device.to_string())
+            .bind(&s.title)
+            .bind(&s.cwd)
+            .bind(&at)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(s.workspace.to_string())
+        .bind(sandbox.to_string())
+        .bind(s.device.to_string())
+        .bind(serde_json::to_string(&s.command).expect("strings serialise"))
+        .bind(&s.cwd)
+        .bind(s.cols as i64)
+        .bind(s.rows as i64)
+        .bind(&s.created_by)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        let detail = serde_json::json!({ "command": s.command, "cwd": s.cwd, "title": s.title });
+        insert(
+            &mut tx,
+            &NewEvent { workspace: s.workspace, session: Some(id), kind: EventKind::SessionStarted, actor: s.created_by.clone(), detail },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// One session.
+    pub async fn session(&self, id: SessionId) -> Result<Option<SessionRow>> {
+        let row = sqlx::query(&format!("{SESSION_SELECT} WHERE s.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(session_row).transpose()
+    }
+
+    /// Sessions of a workspace, newest first; only live ones unless `all`.
+    pub async fn list_sessions(&self, workspace: WorkspaceId, all: bool, limit: i64) -> Result<Vec<SessionRow>> {
+        let filter = if all { "" } else { "AND s.outcome IN ('starting', 'running')" };
+        let rows =
+            sqlx::query(&format!("{SESSION_SELECT} WHERE s.workspace_id = ? {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT ?"))
+                .bind(workspace.to_string())
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    /// Live sessions on a device (uses the partial index).
+    pub async fn live_sessions_on(&self, device: DeviceId) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.device_id = ? AND s.outcome IN ('starting', 'running')"))
+            .bind(device.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    /// `starting → running`; false if the session was not starting.
+    pub async fn mark_running(&self, id: SessionId, pid: u32, cwd: &str) -> Result<bool> {
+        let done =
+            sqlx::query("UPDATE sessions SET outcome = 'running', pid = ?, cwd = ?, started_at = ? WHERE id = ? AND outcome = 'starting'")
+                .bind(pid as i64)
+                .bind(cwd)
+                .bind(now())
+                .bind(id.to_string())
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Notes who asked for a Stop (the outcome is decided when the process ends).
+    pub async fn mark_stop_requested(&self, id: SessionId, by: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET stop_requested_by = ? WHERE id = ? AND stop_requested_by IS NULL")
+            .bind(by)
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the terminal's current size.
+    pub async fn set_size(&self, id: SessionId, cols: u16, rows: u16) -> Result<()> {
+        sqlx::query("UPDATE sessions SET cols = ?, rows = ? WHERE id = ?")
+            .bind(cols as i64)
+            .bind(rows as i64)
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a live session: outcome, exit code, reason, end time; stops its Remote
+    /// sandbox; records "session ended/killed/connection lost" — in one transaction.
+    /// Returns false (and changes nothing) if the session had already ended.
+    pub async fn end_session(&self, id: SessionId, ending: &Ending, ended_at: &str, final_offset: u64, actor: &str) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome FROM sessions WHERE id = ?")
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(false) };
+        let outcome: String = row.get("outcome");
+        if !Outcome::parse(&outcome).is_some_and(Outcome::is_live) {
+            return Ok(false);
+        }
+        let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
+        sqlx::query("UPDATE sessions SET outcome = ?, exit_code = ?, reason = ?, ended_at = ?, final_offset = ? WHERE id = ?")
+            .bind(ending.outcome.as_str())
+            .bind(ending.exit_code.map(i64::from))
+            .bind(&ending.reason)
+            .bind(ended_at)
+            .bind(final_offset as i64)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = ? WHERE id = ? AND kind = 'remote' AND state = 'active'")
+            .bind(now())
+            .bind(row.get::<String, _>("sandbox_id"))
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
+        let kind = ending_kind(ending.outcome, ending.killed);
+        insert(&mut tx, &NewEvent { workspace, session: Some(id), kind, actor: actor.to_string(), detail }).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+    use crate::OutputChunk;
+    use drover_core::outcome::{on_end, RunEnd};
+    use drover_core::ExitStatus;
+
+    async fn session(s: &Store) -> (WorkspaceId, SessionId) {
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 4).await.unwrap();
+        let new = NewSession {
+            workspace: ws,
+            device: dev.id,
+            command: vec!["cat".into()],
+            cwd: "/".into(),
+            title: "t".into(),
+            cols: 80,
+            rows: 24,
+            created_by: "alice".into(),
+        };
+        (ws, s.create_session(&new).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn lifecycle_records_outcome_sandbox_state_and_events() {
+        let (s, _d) = store().await;
+        let (ws, id) = session(&s).await;
+        assert_eq!(s.live_sessions_on(s.session(id).await.unwrap().unwrap().device).await.unwrap().len(), 1);
+        assert!(s.mark_running(id, 42, "/").await.unwrap());
+        assert!(!s.mark_running(id, 42, "/").await.unwrap());
+        let ending = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
+        assert!(s.end_session(id, &ending, &now(), 0, "device box").await.unwrap());
+        assert!(!s.end_session(id, &ending, &now(), 0, "device box").await.unwrap());
+        let row = s.session(id).await.unwrap().unwrap();
+        assert_eq!(row.outcome, Outcome::Incomplete);
+        assert_eq!(row.sandbox_state, SandboxState::Stopped);
+        assert_eq!(row.exit_code, Some(0));
+        let events = s.list_events(ws, Some(id), 0, 10).await.unwrap();
+        let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["session_started", "session_ended"]);
+        assert!(s.list_sessions(ws, false, 10).await.unwrap().is_empty());
+        assert_eq!(s.list_sessions(ws, true, 10).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn output_is_appended_by_offset_without_doubling() {
+        let (s, _d) = store().await;
+        let (_, id) = session(&s).await;
+        let c = |offset: u64, data: &[u8]| OutputChunk { session: id, offset, t_micros: offset, data: data.to_vec() };
+        let held = s.append_output(vec![c(0, b"hello "), c(6, b"world")]).await.unwrap();
+        assert_eq!(held[&id], 11);
+        // A resend overlapping what is held is trimmed, not stored twice.
+        let held = s.append_output(vec![c(3, b"lo world!"), c(0, b"he")]).await.unwrap();
+        assert_eq!(held[&id], 12);
+        let all: Vec<u8> = s.read_output(id, 0, 1 << 20).await.unwrap().into_iter().flat_map(|c| c.data).collect();
+        assert_eq!(all, b"hello world!");
+        let tail: Vec<u8> = s.read_output(id, 8, 1 << 20).await.unwrap().into_iter().flat_map(|c| c.data).collect();
+        assert_eq!(tail, b"rld!");
+        assert_eq!(s.session(id).await.unwrap().unwrap().output_bytes, 12);
+    }
+}

@@ -1,0 +1,83 @@
+//! The files of one session on its device. The shim writes them; the device daemon reads
+//! them to re-adopt a running shim or to collect what a finished one left behind.
+
+use std::path::{Path, PathBuf};
+
+/// A session's directory on the device (`<device home>/sessions/<session id>/`).
+#[derive(Debug, Clone)]
+pub struct SessionDir {
+    root: PathBuf,
+}
+
+impl SessionDir {
+    /// Wraps the directory at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        SessionDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What to run (`spec.json`, written by the device before starting the shim).
+    pub fn spec(&self) -> PathBuf {
+        self.root.join("spec.json")
+    }
+
+    /// The raw output stream (`output.raw`): byte N is offset N.
+    pub fn output(&self) -> PathBuf {
+        self.root.join("output.raw")
+    }
+
+    /// The timing index (`output.idx`): 16-byte records `(offset_end, t_micros)`.
+    pub fn index(&self) -> PathBuf {
+        self.root.join("output.idx")
+    }
+
+    /// How the program ended (`exit.json`), written once, atomically.
+    pub fn exit(&self) -> PathBuf {
+        self.root.join("exit.json")
+    }
+
+    /// The shim's unix socket.
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("shim.sock")
+    }
+
+    /// The shim's process id.
+    pub fn shim_pid(&self) -> PathBuf {
+        self.root.join("shim.pid")
+    }
+
+    /// The program's process (group) id.
+    pub fn child_pid(&self) -> PathBuf {
+        self.root.join("child.pid")
+    }
+
+    /// The shim's own log.
+    pub fn log(&self) -> PathBuf {
+        self.root.join("shim.log")
+    }
+
+    /// Reads `exit.json`, if the program has ended.
+    pub fn read_exit(&self) -> Option<drover_protocol::shim::ShimExit> {
+        let bytes = std::fs::read(self.exit()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Writes `exit.json` atomically (temporary file, fsync, rename).
+    pub fn write_exit(&self, exit: &drover_protocol::shim::ShimExit) -> std::io::Result<()> {
+        write_atomic(&self.exit(), &serde_json::to_vec_pretty(exit).expect("exit serialises"))
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,168 @@
+//! A session's output stream on disk. `output.raw` holds every byte the program printed,
+//! byte N at offset N; `output.idx` holds one 16-byte record per read from the PTY:
+//! `(u64 offset_end, u64 t_micros)`, big-endian, so a range can be replayed with its
+//! timing. The writer appends the bytes before anyone is shown them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Size of one index record.
+pub const INDEX_RECORD: usize = 16;
+
+/// Appends output to a session's recording.
+pub struct RecordingWriter {
+    raw: File,
+    idx: File,
+    len: u64,
+}
+
+impl RecordingWriter {
+    /// Opens (creating or continuing) the recording at `raw` and `idx`.
+    pub fn open(raw: &Path, idx: &Path) -> io::Result<Self> {
+        let raw = OpenOptions::new().create(true).append(true).open(raw)?;
+        let idx = OpenOptions::new().create(true).append(true).open(idx)?;
+        let len = raw.metadata()?.len();
+        Ok(RecordingWriter { raw, idx, len })
+    }
+
+    /// Bytes recorded so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing was recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `data`, read at `t_micros`. On error nothing is counted as recorded.
+    pub fn append(&mut self, data: &[u8], t_micros: u64) -> io::Result<()> {
+        self.raw.write_all(data)?;
+        let end = self.len + data.len() as u64;
+        let mut rec = [0u8; INDEX_RECORD];
+        rec[..8].copy_from_slice(&end.to_be_bytes());
+        rec[8..].copy_from_slice(&t_micros.to_be_bytes());
+        self.idx.write_all(&rec)?;
+        self.len = end;
+        Ok(())
+    }
+
+    /// Forces what was written to stable storage.
+    pub fn sync(&self) -> io::Result<()> {
+        self.raw.sync_data()?;
+        self.idx.sync_data()
+    }
+}
+
+/// One piece of output read back: where it starts, when it was read, the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// Offset of the first byte.
+    pub offset: u64,
+    /// µs since the session started.
+    pub t_micros: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// Reads a recording back by offset.
+pub struct RecordingReader {
+    raw: File,
+    idx: File,
+}
+
+impl RecordingReader {
+    /// Opens the recording files.
+    pub fn open(raw: &Path, idx: &Path) -> io::Result<Self> {
+        Ok(RecordingReader { raw: File::open(raw)?, idx: File::open(idx)? })
+    }
+
+    /// Reads up to `max` bytes starting at `from`, as is (no timing).
+    pub fn read_raw(&self, from: u64, max: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; max];
+        let mut filled = 0;
+        while filled < max {
+            let n = self.raw.read_at(&mut buf[filled..], from + filled as u64)?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    }
+
+    fn record(&self, i: u64) -> io::Result<Option<(u64, u64)>> {
+        let mut rec = [0u8; INDEX_RECORD];
+        match self.idx.read_exact_at(&mut rec, i * INDEX_RECORD as u64) {
+            Ok(()) => Ok(Some((u64::from_be_bytes(rec[..8].try_into().expect("8")), u64::from_be_bytes(rec[8..].try_into().expect("8"))))),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The time at which the byte at `offset` was read (binary search of the index);
+    /// `None` when the index does not cover it.
+    pub fn time_of(&self, offset: u64) -> io::Result<Option<u64>> {
+        let n = self.idx.metadata()?.len() / INDEX_RECORD as u64;
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.record(mid)? {
+                Some((end, _)) if end <= offset => lo = mid + 1,
+                Some(_) => hi = mid,
+                None => hi = mid,
+            }
+        }
+        Ok(self.record(lo)?.map(|(_, t)| t))
+    }
+
+    /// Reads `[from, from + max)` (clipped to what is recorded) as one chunk carrying the
+    /// time of its first byte; `None` when nothing is recorded at `from`.
+    pub fn read_chunk(&self, from: u64, max: usize) -> io::Result<Option<Chunk>> {
+        let data = self.read_raw(from, max)?;
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let t_micros = self.time_of(from)?.unwrap_or(0);
+        Ok(Some(Chunk { offset: from, t_micros, data }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_and_read_back_by_offset_with_timing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        w.append(b"hello ", 10).unwrap();
+        w.append(b"world", 20).unwrap();
+        w.sync().unwrap();
+        assert_eq!(w.len(), 11);
+        let r = RecordingReader::open(&raw, &idx).unwrap();
+        assert_eq!(r.read_chunk(0, 100).unwrap().unwrap(), Chunk { offset: 0, t_micros: 10, data: b"hello world".to_vec() });
+        let c = r.read_chunk(6, 3).unwrap().unwrap();
+        assert_eq!((c.t_micros, c.data.as_slice()), (20, &b"wor"[..]));
+        assert_eq!(r.time_of(5).unwrap(), Some(10));
+        assert_eq!(r.time_of(11).unwrap(), None);
+        assert!(r.read_chunk(11, 10).unwrap().is_none());
+    }
+
+    #[test]
+    fn reopening_continues_the_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        RecordingWriter::open(&raw, &idx).unwrap().append(b"abc", 1).unwrap();
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        assert_eq!(w.len(), 3);
+        w.append(b"de", 2).unwrap();
+        let r = RecordingReader::open(&raw, &idx).unwrap();
+        assert_eq!(r.read_raw(0, 10).unwrap(), b"abcde");
+        assert_eq!(r.time_of(3).unwrap(), Some(2));
+    }
+}

@@ -1,0 +1,198 @@
+//! One device connection to the shim: hello, then requests in, output and events out.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_protocol::frame::{read_frame, write_frame};
+use drover_protocol::shim::{output_header, ShimEvent, ShimFrame, ShimRequest, Snapshot};
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::state::Next;
+use super::{child, Shared};
+
+/// Largest output frame sent to the device.
+const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+/// Frames queued for the socket before senders wait.
+const OUT_QUEUE: usize = 64;
+
+enum Out {
+    Output { offset: u64, t_micros: u64, data: Vec<u8> },
+    Frame(Vec<u8>),
+}
+
+/// Serves one connected device until it disconnects.
+pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
+    tokio::spawn(async move {
+        shared.clients.fetch_add(1, Ordering::AcqRel);
+        let (mut rd, wr) = stream.into_split();
+        let (tx, rx) = mpsc::channel::<Out>(OUT_QUEUE);
+        let writer = tokio::spawn(write_loop(wr, rx));
+        let _ = tx.send(Out::Frame(ShimFrame::Event(hello(&shared)).encode())).await;
+        let mut forwarder: Option<JoinHandle<()>> = None;
+        loop {
+            let frame = match read_frame(&mut rd).await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("device link: {e}");
+                    break;
+                }
+            };
+            match ShimFrame::decode_from_device(&frame) {
+                Ok(ShimFrame::Input(bytes)) => {
+                    if let Err(e) = shared.write_input(bytes, false).await {
+                        tracing::debug!("input dropped: {e}");
+                    }
+                }
+                Ok(ShimFrame::Request(ShimRequest::Subscribe { from_offset })) => {
+                    if let Some(f) = forwarder.take() {
+                        f.abort();
+                    }
+                    forwarder = Some(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)));
+                }
+                Ok(ShimFrame::Request(req)) => handle(&shared, &tx, req).await,
+                Ok(_) | Err(_) => {
+                    tracing::warn!("device link: unexpected frame; closing");
+                    break;
+                }
+            }
+        }
+        if let Some(f) = forwarder {
+            f.abort();
+        }
+        drop(tx);
+        let _ = writer.await;
+        shared.clients.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
+fn hello(shared: &Shared) -> ShimEvent {
+    let (cols, rows) = *shared.size.lock().expect("size lock");
+    ShimEvent::Hello {
+        session: shared.spec.session,
+        pid: *shared.pid.lock().expect("pid lock"),
+        cols,
+        rows,
+        written: shared.out.lock().expect("out lock").written,
+        started_at: shared.started_at.clone(),
+        exit: shared.exit(),
+    }
+}
+
+async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) {
+    let reply = match req {
+        ShimRequest::Subscribe { .. } => None,
+        ShimRequest::Resize { cols, rows } => {
+            let resized = shared.master.lock().expect("master lock").as_ref().map(|m| crate::pty::resize(m.as_ref(), cols, rows));
+            if let Some(Err(e)) = resized {
+                tracing::warn!("resize failed: {e}");
+            }
+            *shared.size.lock().expect("size lock") = (cols, rows);
+            shared.screen.resize(cols, rows);
+            Some(ShimFrame::Event(ShimEvent::Resized { t_micros: shared.now_micros(), cols, rows }))
+        }
+        ShimRequest::SendText { req, text } => Some(ShimFrame::Event(send_text(shared, req, &text).await)),
+        ShimRequest::Stop { grace_ms } => {
+            child::stop(shared.clone(), Duration::from_millis(grace_ms));
+            None
+        }
+        ShimRequest::Snapshot { req } => shared
+            .screen
+            .snapshot()
+            .await
+            .map(|s| ShimFrame::Snapshot(Snapshot { req, offset: s.offset, cols: s.cols, rows: s.rows, data: s.data })),
+        ShimRequest::Viewers { interactive } => {
+            shared.interactive_viewers.store(interactive, Ordering::Release);
+            None
+        }
+        ShimRequest::Release => {
+            shared.released.notify_one();
+            None
+        }
+    };
+    if let Some(frame) = reply {
+        let _ = tx.send(Out::Frame(frame.encode())).await;
+    }
+}
+
+async fn send_text(shared: &Shared, req: u64, text: &str) -> ShimEvent {
+    if shared.exit().is_some() {
+        return ShimEvent::NotDelivered { req, reason: "the session has ended".into() };
+    }
+    let bracketed_paste = shared.screen.modes().await.map(|m| m.bracketed_paste).unwrap_or(false);
+    let bytes = match drover_core::input::encode(text, bracketed_paste) {
+        Ok(b) => b,
+        Err(e) => return ShimEvent::NotDelivered { req, reason: e.to_string() },
+    };
+    let offset = shared.out.lock().expect("out lock").written;
+    let t_micros = shared.now_micros();
+    match shared.write_input(bytes, true).await {
+        Ok(()) => ShimEvent::Delivered { req, bracketed_paste, offset, t_micros },
+        Err(e) => ShimEvent::NotDelivered { req, reason: format!("could not write to the terminal: {e}") },
+    }
+}
+
+/// Sends output from `next` on, then the exit, waking whenever something changes.
+async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
+    let mut changed = shared.changed.subscribe();
+    let mut exit_sent = false;
+    let mut error_sent = false;
+    loop {
+        changed.borrow_and_update();
+        match shared.next_output(next, MAX_OUTPUT_FRAME) {
+            Next::Data(chunk) => {
+                next = chunk.offset + chunk.data.len() as u64;
+                if tx.send(Out::Output { offset: chunk.offset, t_micros: chunk.t_micros, data: chunk.data }).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Next::Gap(to) => {
+                tracing::warn!("output {next}..{to} is no longer available");
+                next = to;
+                continue;
+            }
+            Next::Wait => {}
+        }
+        if !error_sent {
+            let failed = shared.out.lock().expect("out lock").failed.clone();
+            if let Some(message) = failed {
+                error_sent = true;
+                let _ = tx.send(Out::Frame(ShimFrame::Event(ShimEvent::RecordingError { message }).encode())).await;
+            }
+        }
+        if !exit_sent {
+            if let Some(exit) = shared.exit() {
+                if next >= exit.final_offset {
+                    exit_sent = true;
+                    let _ = tx.send(Out::Frame(ShimFrame::Event(ShimEvent::Exited(exit)).encode())).await;
+                }
+            }
+        }
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Out>) {
+    let mut wr = BufWriter::with_capacity(128 * 1024, wr);
+    while let Some(item) = rx.recv().await {
+        let res = match &item {
+            Out::Output { offset, t_micros, data } => write_frame(&mut wr, &[&output_header(*offset, *t_micros), data]).await,
+            Out::Frame(f) => write_frame(&mut wr, &[f]).await,
+        };
+        if res.is_err() {
+            return;
+        }
+        if rx.is_empty() && wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.flush().await;
+}

@@ -1,0 +1,129 @@
+//! The shim: one process per session that owns the PTY, records every byte before anyone
+//! sees it, keeps the screen state beside the stream and serves the device daemon over a
+//! unix socket. It runs in its own session (setsid), so killing or upgrading the device
+//! daemon does not stop the program; a restarted daemon reconnects to the socket.
+//!
+//! Lifecycle: read `spec.json` → bind `shim.sock` → start the program → serve → on exit
+//! write `exit.json` → linger until the device releases it (or no device has been
+//! connected for [`LINGER`]) → remove the socket and exit. Everything a later daemon
+//! needs is in the session directory, so a shim that is gone loses nothing.
+
+mod child;
+mod link;
+mod output;
+mod state;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drover_protocol::shim::{SessionSpec, ShimExit};
+use tokio::net::UnixListener;
+
+use crate::dir::SessionDir;
+use crate::screen::{Screen, StreamProgress};
+pub use state::Shared;
+
+/// How long a finished shim waits for a device to collect its end before exiting.
+pub const LINGER: Duration = Duration::from_secs(10);
+
+/// Why the shim could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    /// `spec.json` is missing or invalid.
+    #[error("cannot read the session spec {path}: {reason}")]
+    Spec {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The socket or recording could not be created.
+    #[error("cannot set up the session directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the shim for the session in `dir` until it is done. Blocks; builds its own runtime.
+pub fn run(dir: SessionDir) -> Result<(), ShimError> {
+    let spec = read_spec(&dir)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(serve(dir, spec))
+}
+
+fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
+    let path = dir.spec();
+    let bytes = std::fs::read(&path).map_err(|e| ShimError::Spec { path: path.display().to_string(), reason: e.to_string() })?;
+    serde_json::from_slice(&bytes).map_err(|e| ShimError::Spec { path: path.display().to_string(), reason: e.to_string() })
+}
+
+async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
+    let _ = std::fs::remove_file(dir.socket());
+    let listener = UnixListener::bind(dir.socket())?;
+    std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
+    let started = Instant::now();
+    let progress = Arc::new(StreamProgress::default());
+    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone(), started);
+    let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
+    let shared = Arc::new(Shared::new(spec.clone(), dir.clone(), started, progress, screen));
+
+    let mut env = spec.env.clone();
+    env.push(("DROVER_SESSION".into(), spec.session.to_string()));
+    match crate::pty::spawn(&spec.command, std::path::Path::new(&spec.cwd), &env, spec.cols, spec.rows) {
+        Ok(spawned) => {
+            let _ = std::fs::write(dir.child_pid(), spawned.pid.to_string());
+            child::start(shared.clone(), spawned, recording);
+        }
+        Err(e) => {
+            let exit = ShimExit {
+                status: None,
+                start_error: Some(e.to_string()),
+                stop_requested: false,
+                ended_at: chrono::Utc::now().to_rfc3339(),
+                final_offset: 0,
+            };
+            let _ = dir.write_exit(&exit);
+            shared.set_exit(exit);
+        }
+    }
+
+    let accept = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => link::serve_client(shared.clone(), stream),
+                    Err(e) => tracing::warn!("accept failed: {e}"),
+                }
+            }
+        })
+    };
+    linger(&shared).await;
+    accept.abort();
+    let _ = std::fs::remove_file(dir.socket());
+    Ok(())
+}
+
+/// Waits until the program has ended and the device released the shim, or no device
+/// has been connected for [`LINGER`] since the end.
+async fn linger(shared: &Shared) {
+    let mut since_idle: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = shared.released.notified() => {
+                if shared.exit().is_some() { return; }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        if shared.exit().is_none() {
+            continue;
+        }
+        if shared.clients.load(Ordering::Acquire) > 0 {
+            since_idle = None;
+            continue;
+        }
+        let idle = *since_idle.get_or_insert_with(Instant::now);
+        if idle.elapsed() >= LINGER {
+            return;
+        }
+    }
+}

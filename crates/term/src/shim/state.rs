@@ -1,0 +1,247 @@
+//! The shim's shared state: output ring and counters, size, exit, viewers.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use drover_protocol::shim::{SessionSpec, ShimExit};
+use portable_pty::MasterPty;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use crate::dir::SessionDir;
+use crate::recording::{Chunk, RecordingReader};
+use crate::screen::{Screen, StreamProgress};
+
+/// Recent output kept in memory so live forwarding rarely touches the file.
+pub const RING_BYTES: usize = 1024 * 1024;
+
+/// Bytes to write to the PTY, with an optional confirmation once written.
+pub struct InputItem {
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// Told the result once the bytes are written.
+    pub done: Option<oneshot::Sender<std::io::Result<()>>>,
+}
+
+/// The output stream's state.
+#[derive(Default)]
+pub struct OutState {
+    chunks: VecDeque<Chunk>,
+    ring_bytes: usize,
+    /// Total bytes the program printed.
+    pub written: u64,
+    /// Bytes safely in the recording file.
+    pub file_until: u64,
+    /// The recording failed; later bytes exist only in memory.
+    pub failed: Option<String>,
+}
+
+/// What the forwarder should do next.
+pub enum Next {
+    /// Send this.
+    Data(Chunk),
+    /// Nothing new yet.
+    Wait,
+    /// Bytes before this offset can no longer be had (recording failed); skip to it.
+    Gap(u64),
+}
+
+impl OutState {
+    /// Adds a chunk read from the PTY, trimming the ring.
+    pub fn push(&mut self, chunk: Chunk) {
+        self.written = chunk.offset + chunk.data.len() as u64;
+        self.ring_bytes += chunk.data.len();
+        self.chunks.push_back(chunk);
+        while self.ring_bytes > RING_BYTES && self.chunks.len() > 1 {
+            let old = self.chunks.pop_front().expect("non-empty");
+            self.ring_bytes -= old.data.len();
+        }
+    }
+
+    fn ring_start(&self) -> u64 {
+        self.chunks.front().map(|c| c.offset).unwrap_or(self.written)
+    }
+
+    /// Up to `max` bytes from the ring starting at `from` (which must be in the ring).
+    fn ring_range(&self, from: u64, max: usize) -> Chunk {
+        let idx = self.chunks.partition_point(|c| c.offset + c.data.len() as u64 <= from);
+        let first = &self.chunks[idx];
+        let mut out = Chunk { offset: from, t_micros: first.t_micros, data: Vec::new() };
+        for c in self.chunks.range(idx..) {
+            let skip = from.saturating_sub(c.offset) as usize;
+            let take = (c.data.len() - skip).min(max - out.data.len());
+            out.data.extend_from_slice(&c.data[skip..skip + take]);
+            if out.data.len() >= max {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// State shared by the shim's threads and tasks.
+pub struct Shared {
+    /// What runs.
+    pub spec: SessionSpec,
+    /// Where its files are.
+    pub dir: SessionDir,
+    /// When the program started (RFC 3339).
+    pub started_at: String,
+    /// Monotonic start, for `t_micros`.
+    pub started: Instant,
+    /// The program's pid (= process group id), once started.
+    pub pid: Mutex<Option<u32>>,
+    /// Current size (cols, rows).
+    pub size: Mutex<(u16, u16)>,
+    /// The output stream.
+    pub out: Mutex<OutState>,
+    /// Bumped whenever output, exit or an error changes.
+    pub changed: watch::Sender<u64>,
+    /// Progress shared with the screen worker.
+    pub progress: Arc<StreamProgress>,
+    /// The screen worker.
+    pub screen: Screen,
+    /// A Stop was requested.
+    pub stop_requested: AtomicBool,
+    /// Interactive viewers attached (0: the shim answers terminal queries).
+    pub interactive_viewers: AtomicU32,
+    /// Devices connected now.
+    pub clients: AtomicU32,
+    /// The device released the finished shim.
+    pub released: Notify,
+    /// Writes to the PTY, in order.
+    pub input: Mutex<Option<mpsc::Sender<InputItem>>>,
+    /// The PTY master, for resizing.
+    pub master: Mutex<Option<Box<dyn MasterPty + Send>>>,
+    exit: Mutex<Option<ShimExit>>,
+}
+
+impl Shared {
+    /// New state for `spec`.
+    pub fn new(spec: SessionSpec, dir: SessionDir, started: Instant, progress: Arc<StreamProgress>, screen: Screen) -> Shared {
+        let size = (spec.cols, spec.rows);
+        Shared {
+            spec,
+            dir,
+            started_at: chrono::Utc::now().to_rfc3339(),
+            started,
+            pid: Mutex::new(None),
+            size: Mutex::new(size),
+            out: Mutex::new(OutState::default()),
+            changed: watch::channel(0).0,
+            progress,
+            screen,
+            stop_requested: AtomicBool::new(false),
+            interactive_viewers: AtomicU32::new(0),
+            clients: AtomicU32::new(0),
+            released: Notify::new(),
+            input: Mutex::new(None),
+            master: Mutex::new(None),
+            exit: Mutex::new(None),
+        }
+    }
+
+    /// µs since the program started.
+    pub fn now_micros(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    /// Wakes the forwarders.
+    pub fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// How the program ended, once it has.
+    pub fn exit(&self) -> Option<ShimExit> {
+        self.exit.lock().expect("exit lock").clone()
+    }
+
+    /// Records the end and wakes the forwarders.
+    pub fn set_exit(&self, exit: ShimExit) {
+        *self.exit.lock().expect("exit lock") = Some(exit);
+        self.bump();
+    }
+
+    /// The next piece of output from `from`, up to `max` bytes.
+    pub fn next_output(&self, from: u64, max: usize) -> Next {
+        let (file_until, ring_start) = {
+            let out = self.out.lock().expect("out lock");
+            if from >= out.written {
+                return Next::Wait;
+            }
+            if from >= out.ring_start() {
+                return Next::Data(out.ring_range(from, max));
+            }
+            (out.file_until, out.ring_start())
+        };
+        if from < file_until {
+            let limit = ((file_until - from) as usize).min(max);
+            let read = RecordingReader::open(&self.dir.output(), &self.dir.index()).and_then(|r| r.read_chunk(from, limit));
+            match read {
+                Ok(Some(chunk)) => return Next::Data(chunk),
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading the recording at {from}: {e}"),
+            }
+        }
+        Next::Gap(ring_start)
+    }
+
+    /// Queues bytes for the PTY; the receiver is told once they are written.
+    pub async fn write_input(&self, bytes: Vec<u8>, confirm: bool) -> std::io::Result<()> {
+        let tx = self.input.lock().expect("input lock").clone();
+        let Some(tx) = tx else {
+            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"));
+        };
+        let (done, rx) = if confirm {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        tx.send(InputItem { bytes, done })
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"))?;
+        match rx {
+            Some(rx) => rx.await.unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether no interactive viewer is attached.
+    pub fn headless(&self) -> bool {
+        self.interactive_viewers.load(Ordering::Acquire) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(offset: u64, data: &[u8]) -> Chunk {
+        Chunk { offset, t_micros: offset * 10, data: data.to_vec() }
+    }
+
+    #[test]
+    fn ring_serves_ranges_across_chunks() {
+        let mut out = OutState::default();
+        out.push(chunk(0, b"abc"));
+        out.push(chunk(3, b"defg"));
+        let c = out.ring_range(2, 3);
+        assert_eq!((c.offset, c.t_micros, c.data.as_slice()), (2, 0, &b"cde"[..]));
+        let c = out.ring_range(4, 100);
+        assert_eq!((c.t_micros, c.data.as_slice()), (30, &b"efg"[..]));
+        assert_eq!(out.written, 7);
+    }
+
+    #[test]
+    fn ring_is_bounded() {
+        let mut out = OutState::default();
+        let big = vec![b'x'; RING_BYTES / 2];
+        for i in 0..5 {
+            out.push(chunk(i * big.len() as u64, &big));
+        }
+        assert!(out.ring_bytes <= RING_BYTES);
+        assert_eq!(out.ring_start(), 3 * big.len() as u64);
+    }
+}
