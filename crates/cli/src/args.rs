@@ -154,6 +154,9 @@ pub enum SessionCmd {
         /// Keep printing new output until the session ends.
         #[arg(long, short = 'f')]
         follow: bool,
+        /// Print the raw output stream (escape sequences and all) from the start.
+        #[arg(long, conflicts_with = "lines")]
+        raw: bool,
     },
     /// Attach this terminal to a live session (detach with Ctrl-]).
     Attach {

@@ -45,6 +45,25 @@ pub async fn tail(client: &Client, id: &str, lines: usize, follow: bool, json: b
     }
 }
 
+/// Writes the raw output stream from offset 0 (following it with `follow`).
+pub async fn raw(client: &Client, id: &str, follow: bool) -> Result<()> {
+    let mut out = tokio::io::stdout();
+    let mut offset = 0u64;
+    loop {
+        let wait = if follow { 25000 } else { 0 };
+        let resp = client.get_raw(&format!("/api/v1/sessions/{}/output?from={offset}&wait_ms={wait}", seg(id))).await?;
+        let next: u64 = header(&resp, "x-drover-offset").and_then(|v| v.parse().ok()).unwrap_or(offset);
+        let live = header(&resp, "x-drover-outcome").is_some_and(|o| o == "starting" || o == "running");
+        let bytes = resp.bytes().await.context("reading output")?;
+        out.write_all(&bytes).await?;
+        out.flush().await?;
+        offset = next;
+        if bytes.is_empty() && (!follow || !live) {
+            return Ok(());
+        }
+    }
+}
+
 fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
     resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
 }

@@ -228,7 +228,7 @@ async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, 
         Err(e) => {
             let end = drover_core::RunEnd::StartFailed { reason: format!("the device could not start the session: {e}") };
             let ended_at = chrono::Utc::now().to_rfc3339();
-            send(up, &DeviceMessage::Ended { session: id, end, ended_at, final_offset: 0 }).await;
+            send(up, &DeviceMessage::Ended { session: id, end, started_at: None, ended_at, final_offset: 0 }).await;
             let _ = std::fs::remove_dir_all(dir.root());
         }
     }

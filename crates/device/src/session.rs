@@ -67,7 +67,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         .and_then(|b| serde_json::from_slice::<drover_protocol::shim::SessionSpec>(&b).ok())
         .map(|s| s.cwd)
         .unwrap_or_default();
-    let task = SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, cwd, ended_sent: false };
+    let task = SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, started_at: None, cwd, ended_sent: false };
     tokio::spawn(async move {
         task.run(shim, rx).await;
         registry.lock().expect("registry lock").remove(&id);
@@ -83,6 +83,7 @@ struct SessionTask {
     expected: u64,
     exit: Option<ShimExit>,
     pid: Option<u32>,
+    started_at: Option<String>,
     cwd: String,
     ended_sent: bool,
 }
@@ -127,8 +128,9 @@ impl SessionTask {
         let (mut rd, wr) = s.into_split();
         let frame = read_frame(&mut rd).await.ok()??;
         match ShimFrame::decode_from_shim(&frame).ok()? {
-            ShimFrame::Event(ShimEvent::Hello { pid, written, exit, .. }) => {
+            ShimFrame::Event(ShimEvent::Hello { pid, written, exit, started_at, .. }) => {
                 self.pid = pid;
+                self.started_at = pid.map(|_| started_at);
                 self.exit = exit;
                 let mut r = self.report.lock().expect("report lock");
                 r.written = written;
@@ -302,7 +304,8 @@ impl SessionTask {
             ),
         };
         self.ended_sent = true;
-        self.send(DeviceMessage::Ended { session: self.id, end, ended_at, final_offset }).await;
+        let started_at = self.started_at.clone();
+        self.send(DeviceMessage::Ended { session: self.id, end, started_at, ended_at, final_offset }).await;
     }
 
     async fn send(&mut self, msg: DeviceMessage) {

@@ -65,6 +65,8 @@ pub enum DeviceMessage {
         session: SessionId,
         /// How it ended.
         end: RunEnd,
+        /// When the program started (RFC 3339), if it did.
+        started_at: Option<String>,
         /// When (RFC 3339); the device's clock.
         ended_at: String,
         /// Total output length.

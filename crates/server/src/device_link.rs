@@ -72,7 +72,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
             state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
         } else {
             let end = RunEnd::Lost { reason: "the device came back online without reporting this session".into() };
-            let _ = ingest::end_session(&state, device, &name, row.id, &end, &drover_store::now(), row.output_bytes).await;
+            let _ = ingest::end_session(&state, device, &name, row.id, &ingest::EndReport::now(end, row.output_bytes)).await;
         }
     }
     let release = sessions.iter().map(|r| r.session).filter(|s| !resume.iter().any(|(id, _)| id == s)).collect();
@@ -143,8 +143,9 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
                 }
             }
         }
-        DeviceMessage::Ended { session, end, ended_at, final_offset } => {
-            ingest.send(Item::Ended { session, end, ended_at, final_offset }).await.map_err(|_| "ingest stopped")?;
+        DeviceMessage::Ended { session, end, started_at, ended_at, final_offset } => {
+            let report = ingest::EndReport { end, started_at, ended_at, final_offset };
+            ingest.send(Item::Ended { session, report }).await.map_err(|_| "ingest stopped")?;
         }
         DeviceMessage::Resized { session, t_micros, cols, rows } => {
             ingest.send(Item::Resized { session, t_micros, cols, rows }).await.map_err(|_| "ingest stopped")?;

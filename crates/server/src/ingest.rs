@@ -40,12 +40,8 @@ pub enum Item {
     Ended {
         /// The session.
         session: SessionId,
-        /// How.
-        end: RunEnd,
-        /// When.
-        ended_at: String,
-        /// Output length at the end.
-        final_offset: u64,
+        /// How it ended.
+        report: EndReport,
     },
 }
 
@@ -113,13 +109,33 @@ async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item
                 tracing::warn!("recording resize: {e}");
             }
         }
-        Item::Ended { session, end, ended_at, final_offset } => {
-            if let Err(e) = end_session(state, device, device_name, session, &end, &ended_at, final_offset).await {
+        Item::Ended { session, report } => {
+            if let Err(e) = end_session(state, device, device_name, session, &report).await {
                 tracing::error!(%session, "recording the end failed: {e}");
                 return;
             }
             let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
         }
+    }
+}
+
+/// How a session ended, as reported.
+#[derive(Debug, Clone)]
+pub struct EndReport {
+    /// How.
+    pub end: RunEnd,
+    /// When its program started, if known.
+    pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
+    pub ended_at: String,
+    /// Output length at the end.
+    pub final_offset: u64,
+}
+
+impl EndReport {
+    /// An end observed now by the server itself.
+    pub fn now(end: RunEnd, final_offset: u64) -> EndReport {
+        EndReport { end, started_at: None, ended_at: drover_store::now(), final_offset }
     }
 }
 
@@ -129,23 +145,24 @@ pub async fn end_session(
     device: DeviceId,
     device_name: &str,
     session: SessionId,
-    end: &RunEnd,
-    ended_at: &str,
-    final_offset: u64,
+    report: &EndReport,
 ) -> Result<(), drover_store::StoreError> {
     let Some(row) = state.store.session(session).await? else { return Ok(()) };
     if row.device != device {
         return Ok(());
     }
-    let Ok(ending) = on_end(row.outcome, end) else {
+    let Ok(ending) = on_end(row.outcome, &report.end) else {
         return Ok(());
     };
     let actor = match (&ending.killed, &row.stop_requested_by) {
         (true, Some(by)) => by.clone(),
         _ => format!("device {device_name}"),
     };
-    let ended_at = drover_store::parse_time(ended_at).map(drover_store::format_time).unwrap_or_else(drover_store::now);
-    state.store.end_session(session, &ending, &ended_at, final_offset, &actor).await?;
+    let normalise = |t: &str| drover_store::parse_time(t).map(drover_store::format_time);
+    let ended_at = normalise(&report.ended_at).unwrap_or_else(drover_store::now);
+    let started_at = report.started_at.as_deref().and_then(normalise);
+    let times = drover_store::RunTimes { started_at: started_at.as_deref(), ended_at: &ended_at };
+    state.store.end_session(session, &ending, times, report.final_offset, &actor).await?;
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }

@@ -19,7 +19,7 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
 pub use output::{Mark, OutputChunk};
-pub use sessions::{NewSession, SessionRow};
+pub use sessions::{NewSession, RunTimes, SessionRow};
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]

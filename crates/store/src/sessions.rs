@@ -29,6 +29,15 @@ pub struct NewSession {
     pub created_by: String,
 }
 
+/// When a run started and ended (stored format).
+#[derive(Debug, Clone, Copy)]
+pub struct RunTimes<'a> {
+    /// When its program started, if known (kept if already recorded).
+    pub started_at: Option<&'a str>,
+    /// When it ended.
+    pub ended_at: &'a str,
+}
+
 /// A session as stored, with its sandbox and device.
 #[derive(Debug, Clone)]
 pub struct SessionRow {
@@ -214,7 +223,7 @@ impl Store {
     /// Ends a live session: outcome, exit code, reason, end time; stops its Remote
     /// sandbox; records "session ended/killed/connection lost" — in one transaction.
     /// Returns false (and changes nothing) if the session had already ended.
-    pub async fn end_session(&self, id: SessionId, ending: &Ending, ended_at: &str, final_offset: u64, actor: &str) -> Result<bool> {
+    pub async fn end_session(&self, id: SessionId, ending: &Ending, times: RunTimes<'_>, final_offset: u64, actor: &str) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome FROM sessions WHERE id = ?")
             .bind(id.to_string())
@@ -226,11 +235,14 @@ impl Store {
             return Ok(false);
         }
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
-        sqlx::query("UPDATE sessions SET outcome = ?, exit_code = ?, reason = ?, ended_at = ?, final_offset = ? WHERE id = ?")
-            .bind(ending.outcome.as_str())
-            .bind(ending.exit_code.map(i64::from))
-            .bind(&ending.reason)
-            .bind(ended_at)
+        sqlx::query(
+            "UPDATE sessions SET outcome = ?, exit_code = ?, reason = ?, started_at = COALESCE(started_at, ?), ended_at = ?, final_offset = ? WHERE id = ?",
+        )
+        .bind(ending.outcome.as_str())
+        .bind(ending.exit_code.map(i64::from))
+        .bind(&ending.reason)
+        .bind(times.started_at)
+        .bind(times.ended_at)
             .bind(final_offset as i64)
             .bind(id.to_string())
             .execute(&mut *tx)
@@ -280,8 +292,8 @@ mod tests {
         assert!(s.mark_running(id, 42, "/").await.unwrap());
         assert!(!s.mark_running(id, 42, "/").await.unwrap());
         let ending = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
-        assert!(s.end_session(id, &ending, &now(), 0, "device box").await.unwrap());
-        assert!(!s.end_session(id, &ending, &now(), 0, "device box").await.unwrap());
+        assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap());
+        assert!(!s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap());
         let row = s.session(id).await.unwrap().unwrap();
         assert_eq!(row.outcome, Outcome::Incomplete);
         assert_eq!(row.sandbox_state, SandboxState::Stopped);

@@ -26,8 +26,8 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
             } else {
                 println!("{}", s.id);
             }
-            if s.outcome == drover_core::Outcome::Failed {
-                eprintln!("error: session {} failed: {}", s.id, table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded")));
+            if s.outcome == drover_core::Outcome::Failed && s.started_at.is_none() {
+                eprintln!("error: session {} failed to start: {}", s.id, table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded")));
                 return Ok(ExitCode::from(1));
             }
         }
@@ -47,7 +47,8 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
                 print_show(&s);
             }
         }
-        SessionCmd::Tail { id, lines, follow } => crate::tail::tail(&client, &id, lines, follow, json).await?,
+        SessionCmd::Tail { id, raw: true, follow, .. } => crate::tail::raw(&client, &id, follow).await?,
+        SessionCmd::Tail { id, lines, follow, .. } => crate::tail::tail(&client, &id, lines, follow, json).await?,
         SessionCmd::Attach { id, read_only } => return crate::attach::attach(&client, &id, read_only).await,
         SessionCmd::Input { id, text } => {
             let body = SendInput { text, timeout_secs: None, still_ms: None };

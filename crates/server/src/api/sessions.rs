@@ -132,7 +132,7 @@ pub async fn start(
     let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
     if state.devices.send(device.id, &ServerMessage::Start { spec }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
-        crate::ingest::end_session(&state, device.id, &device.name, id, &end, &drover_store::now(), 0).await?;
+        crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
     }
     let deadline = Instant::now() + state.config.start_wait;
     loop {

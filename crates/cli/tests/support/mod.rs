@@ -1,0 +1,244 @@
+//! Test harness: starts a real `drover up` (or `server` + `device`) on a free port in a
+//! temporary `$DROVER_HOME`, runs real `drover` commands against it, and cleans up every
+//! process it started — including the shims, which outlive the daemon by design.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `drover` binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_drover"))
+}
+
+/// A running Drover (server + local device) in a temporary home.
+pub struct Drover {
+    pub home: tempfile::TempDir,
+    pub url: String,
+    pub device: String,
+    up: Option<Child>,
+    extra: Vec<Child>,
+}
+
+impl Drover {
+    /// `drover up` on a free port.
+    pub fn up() -> Drover {
+        let home = tempfile::tempdir().expect("tempdir");
+        let mut d = Drover { home, url: String::new(), device: "testdev".into(), up: None, extra: Vec::new() };
+        d.start_up("127.0.0.1:0");
+        d
+    }
+
+    /// Starts (or restarts) `drover up` on `listen`.
+    pub fn start_up(&mut self, listen: &str) {
+        let mut child = Command::new(bin())
+            .args(["up", "--listen", listen, "--name", &self.device, "--slots", "200", "--stop-grace", "1"])
+            .env("DROVER_HOME", self.home.path())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn drover up");
+        self.url = read_url(&mut child, "Drover is running at ");
+        self.up = Some(child);
+        self.wait_device_connected();
+    }
+
+    /// The `up` process id.
+    pub fn up_pid(&self) -> u32 {
+        self.up.as_ref().expect("up running").id()
+    }
+
+    /// `kill -9` the `up` process (server and device daemon; shims survive).
+    pub fn kill_up(&mut self) {
+        if let Some(mut c) = self.up.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts `up` on the same address and home.
+    pub fn restart_up(&mut self) {
+        let listen = self.url.trim_start_matches("http://").to_string();
+        self.kill_up();
+        self.start_up(&listen);
+    }
+
+    /// Keeps a process to clean up at the end.
+    pub fn adopt(&mut self, child: Child) {
+        self.extra.push(child);
+    }
+
+    /// A `drover` command with this home.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.env("DROVER_HOME", self.home.path()).env_remove("DROVER_URL").env_remove("DROVER_TOKEN").stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `drover ARGS`, returning its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run drover")
+    }
+
+    /// Runs `drover ARGS`, asserting success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "drover {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Runs `drover ARGS`, asserting failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "drover {args:?} should have failed: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// `drover --json ARGS` parsed.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&all)).expect("json output")
+    }
+
+    /// Starts a session running `command`; returns its id.
+    pub fn start(&self, command: &[&str]) -> String {
+        let mut args = vec!["session", "start", "--device", &self.device, "--cols", "100", "--rows", "30", "--"];
+        args.extend_from_slice(command);
+        self.ok(&args).trim().to_string()
+    }
+
+    /// `session show --json`.
+    pub fn show(&self, id: &str) -> Value {
+        self.json(&["session", "show", id])
+    }
+
+    /// Waits until the session's outcome is not live; returns `show`.
+    pub fn wait_ended(&self, id: &str, timeout: Duration) -> Value {
+        self.wait_for(id, timeout, |s| s["outcome"] != "starting" && s["outcome"] != "running")
+    }
+
+    /// Waits until `pred(show)` holds.
+    pub fn wait_for(&self, id: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.show(id);
+            if pred(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting on {id}: {s}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the session's plain text contains `needle`.
+    pub fn wait_text(&self, id: &str, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.ok(&["session", "tail", id, "--lines", "100000"]);
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {needle:?} in {id}: {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The session's raw output stream as stored by the server.
+    pub fn raw(&self, id: &str) -> Vec<u8> {
+        let out = self.run(&["session", "tail", id, "--raw"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    }
+
+    /// The device daemon's session directory for `id`.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.home.path().join("device").join("sessions").join(id)
+    }
+
+    fn wait_device_connected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = self.run(&["--json", "device", "list"]);
+            if out.status.success() {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+                if v.as_array().is_some_and(|a| a.iter().any(|d| d["connected"] == true)) {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "device never connected");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Reads lines of `child`'s stdout until one starts with `prefix`; returns the rest.
+pub fn read_url(child: &mut Child, prefix: &str) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines.next().expect("process ended before printing its URL").expect("read stdout");
+        if let Some(rest) = line.strip_prefix(prefix) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining so the process never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    url
+}
+
+/// Kills every shim and program under `home` (they are their own process groups).
+pub fn kill_sessions(home: &Path) {
+    for sub in ["device/sessions", "device-daemon/sessions"] {
+        let Ok(entries) = std::fs::read_dir(home.join(sub)) else { continue };
+        for e in entries.flatten() {
+            for file in ["child.pid", "shim.pid"] {
+                if let Some(pid) = std::fs::read_to_string(e.path().join(file)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Drover {
+    fn drop(&mut self) {
+        self.kill_up();
+        for c in &mut self.extra {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        kill_sessions(self.home.path());
+    }
+}
+
+/// Whether any live (non-zombie) process is left in process group `pgid`.
+pub fn group_alive(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    entries.flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return false };
+        // pid (comm) state ppid pgrp …; comm may contain spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == pgid.to_string()
+    })
+}
+
+/// Seconds as a Duration.
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
