@@ -27,7 +27,11 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
                 println!("{}", s.id);
             }
             if s.outcome == drover_core::Outcome::Failed && s.started_at.is_none() {
-                eprintln!("error: session {} failed to start: {}", s.id, table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded")));
+                eprintln!(
+                    "error: session {} failed to start: {}",
+                    s.id,
+                    table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded"))
+                );
                 return Ok(ExitCode::from(1));
             }
         }

@@ -242,3 +242,27 @@ pub fn group_alive(pgid: i32) -> bool {
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
+
+impl Drover {
+    /// A handle that runs CLI commands against an already running server (nothing to kill).
+    pub fn attach_to(home: &Path, url: &str, device: &str) -> Drover {
+        let home = tempfile::Builder::new().tempdir_in(home).expect("tempdir");
+        // The CLI reads client.json from DROVER_HOME: point a fresh home at the server's.
+        let parent = home.path().parent().expect("parent").to_path_buf();
+        std::fs::copy(parent.join("client.json"), home.path().join("client.json")).expect("client.json");
+        Drover { home, url: url.to_string(), device: device.to_string(), up: None, extra: Vec::new() }
+    }
+
+    /// Waits until the device `name` is (or is not) connected.
+    pub fn wait_device(&self, name: &str, connected: bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let v = self.json(&["device", "list"]);
+            if v.as_array().is_some_and(|a| a.iter().any(|d| d["name"] == name && d["connected"] == connected)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "device {name} never became connected={connected}: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! End-to-end: sessions outlive their viewers, their CLI and their device daemon, and
+//! output is delivered exactly once across killed processes and dropped links.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::{bin, kill_sessions, read_url, secs, Drover};
+
+/// A program that prints a known stream slowly enough to be interrupted, keeping a copy.
+fn known_stream(copy: &Path, lines: u32) -> Vec<String> {
+    let script = format!(
+        "i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo \"line $i of the known stream \\t ✓\"; \
+         [ $((i % 50)) -eq 0 ] && sleep 0.02; done | tee {}; sleep 0.3",
+        copy.display()
+    );
+    vec!["sh".into(), "-c".into(), script]
+}
+
+fn normalise(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'\r' && raw.get(i + 1) == Some(&b'\n') {
+            i += 1;
+            continue;
+        }
+        out.push(raw[i]);
+        i += 1;
+    }
+    out
+}
+
+fn assert_identical(stored: &[u8], copy: &Path) {
+    let expected = std::fs::read(copy).expect("the program's own copy");
+    let got = normalise(stored);
+    assert!(!expected.is_empty());
+    if got != expected {
+        let at = got.iter().zip(&expected).position(|(a, b)| a != b).unwrap_or(got.len().min(expected.len()));
+        panic!(
+            "stored output differs from what the program wrote: {} vs {} bytes, first difference at {at}: {:?} vs {:?}",
+            got.len(),
+            expected.len(),
+            String::from_utf8_lossy(&got[at.saturating_sub(40)..(at + 40).min(got.len())]),
+            String::from_utf8_lossy(&expected[at.saturating_sub(40)..(at + 40).min(expected.len())]),
+        );
+    }
+}
+
+#[test]
+fn killing_the_device_daemon_loses_nothing_and_doubles_nothing() {
+    let mut d = Drover::up();
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("tee.out");
+    let cmd = known_stream(&copy, 3000);
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let id = d.start(&args);
+    d.wait_text(&id, "line 200 of", secs(20));
+    let shim_pid: i32 = std::fs::read_to_string(d.session_dir(&id).join("shim.pid")).unwrap().trim().parse().unwrap();
+
+    d.kill_up();
+    let at_kill = std::fs::read(&copy).unwrap().len(); // kill -9 of server and device daemon while the program streams
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(unsafe { libc::kill(shim_pid, 0) } == 0, "the shim died with the daemon");
+    d.restart_up();
+
+    let s = d.wait_ended(&id, secs(60));
+    assert_eq!(s["outcome"], "incomplete", "{s}");
+    assert!(at_kill < std::fs::read(&copy).unwrap().len(), "the daemon was killed after the stream ended; the test proves nothing");
+    assert_identical(&d.raw(&id), &copy);
+}
+
+#[test]
+fn a_session_outlives_its_viewers_cli_and_daemon_and_is_re_adopted() {
+    let mut d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    // A viewer that goes away abruptly.
+    let mut viewer = d.cmd().args(["session", "attach", &id, "--read-only"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    d.wait_for(&id, secs(20), |s| s["attached"] == 1);
+    viewer.kill().unwrap();
+    viewer.wait().unwrap();
+    d.wait_for(&id, secs(20), |s| s["attached"] == 0);
+
+    d.kill_up();
+    std::thread::sleep(Duration::from_millis(300));
+    d.restart_up();
+    let s = d.show(&id);
+    assert_eq!(s["outcome"], "running", "{s}");
+    // Re-adopted: it still takes input and answers.
+    d.ok(&["session", "input", &id, "still here"]);
+    d.wait_text(&id, "still here\nstill here", secs(20));
+}
+
+struct Procs(Vec<Child>, Vec<std::path::PathBuf>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for h in &self.1 {
+            kill_sessions(h);
+        }
+    }
+}
+
+fn spawn(home: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .env("DROVER_HOME", home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn server_and_device_run_apart_and_a_dropped_link_resumes_from_the_stored_offset() {
+    let (server_home, device_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut procs = Procs(Vec::new(), vec![device_home.path().to_path_buf()]);
+    let mut server = spawn(server_home.path(), &["server", "--listen", "127.0.0.1:0"]);
+    let url = read_url(&mut server, "Drover server is running at ");
+    procs.0.push(server);
+    let cli = |args: &[&str]| {
+        let out = Command::new(bin()).args(args).env("DROVER_HOME", server_home.path()).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let cred: serde_json::Value = serde_json::from_str(&cli(&["--json", "device", "add", "remote1", "--slots", "2"])).unwrap();
+    let token = cred["token"].as_str().unwrap().to_string();
+    let device = spawn(device_home.path(), &["device", "--server", &url, "--token", &token, "--name", "remote1", "--slots", "2"]);
+    procs.0.push(device);
+    let d = Drover::attach_to(server_home.path(), &url, "remote1");
+    d.wait_device("remote1", true);
+
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("tee.out");
+    let cmd = known_stream(&copy, 3000);
+    let mut args = vec!["session", "start", "--device", "remote1", "--"];
+    args.extend(cmd.iter().map(String::as_str));
+    let id = d.ok(&args).trim().to_string();
+    d.wait_text(&id, "line 200 of", secs(20));
+
+    // Drop the link by killing the server mid-stream; bring it back on the same address.
+    let mut server = procs.0.remove(0);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let at_kill = std::fs::read(&copy).unwrap().len();
+    std::thread::sleep(Duration::from_millis(500));
+    let listen = url.trim_start_matches("http://");
+    let mut server = spawn(server_home.path(), &["server", "--listen", listen]);
+    read_url(&mut server, "Drover server is running at ");
+    procs.0.push(server);
+
+    let s = d.wait_ended(&id, secs(60));
+    assert_eq!(s["outcome"], "incomplete", "{s}");
+    assert!(at_kill < std::fs::read(&copy).unwrap().len(), "the server was killed after the stream ended; the test proves nothing");
+    assert_identical(&d.raw(&id), &copy);
+    // A device credential cannot be used as a member token.
+    let out = Command::new(bin()).args(["session", "list"]).env("DROVER_URL", &url).env("DROVER_TOKEN", &token).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("device credentials can only open the device link"));
+}
+
+#[test]
+fn starting_on_a_device_that_is_not_connected_says_so() {
+    let (server_home, _) = (tempfile::tempdir().unwrap(), ());
+    let mut procs = Procs(Vec::new(), Vec::new());
+    let mut server = spawn(server_home.path(), &["server", "--listen", "127.0.0.1:0"]);
+    let url = read_url(&mut server, "Drover server is running at ");
+    procs.0.push(server);
+    let d = Drover::attach_to(server_home.path(), &url, "ghost");
+    d.ok(&["device", "add", "ghost"]);
+    let err = d.fails(&["session", "start", "--device", "ghost", "--", "true"]);
+    assert!(err.contains("device `ghost` is not connected"), "{err}");
+    let table = d.ok(&["device", "list"]);
+    assert!(table.contains("ghost") && table.contains("offline"), "{table}");
+}
