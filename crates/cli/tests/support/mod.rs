@@ -3,6 +3,8 @@
 //! process it started — including the shims, which outlive the daemon by design.
 #![allow(dead_code)]
 
+pub mod term;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

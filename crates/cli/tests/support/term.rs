@@ -1,0 +1,88 @@
+//! A `drover session attach` running in a real PTY, driven like a person at a terminal.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, PtySize};
+
+use super::{bin, Drover};
+
+/// An attach client in its own PTY.
+pub struct Attached {
+    pub output: Arc<Mutex<Vec<u8>>>,
+    writer: Box<dyn Write + Send>,
+    master: Box<dyn portable_pty::MasterPty + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+}
+
+impl Attached {
+    /// Runs `drover session attach ID [extra…]` in a `cols`×`rows` PTY.
+    pub fn start(d: &Drover, id: &str, extra: &[&str], cols: u16, rows: u16) -> Attached {
+        let pair = portable_pty::native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
+        let mut cmd = CommandBuilder::new(bin());
+        cmd.args(["session", "attach", id]);
+        cmd.args(extra);
+        cmd.env("DROVER_HOME", d.home.path());
+        cmd.env("TERM", "xterm-256color");
+        let child = pair.slave.spawn_command(cmd).expect("spawn attach");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let out = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Attached { output, writer, master: pair.master, child }
+    }
+
+    /// Types bytes.
+    pub fn type_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Resizes the attach client's terminal (it gets SIGWINCH).
+    pub fn resize(&self, cols: u16, rows: u16) {
+        self.master.resize(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).unwrap();
+    }
+
+    /// Everything the client printed so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until the client's output contains `needle`.
+    pub fn wait_for(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.text().contains(needle) {
+            assert!(Instant::now() < deadline, "attach output never contained {needle:?}: {:?}", self.text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the client to exit; returns whether it succeeded.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(Instant::now() < deadline, "attach did not exit: {:?}", self.text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}

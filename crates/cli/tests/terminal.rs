@@ -1,0 +1,154 @@
+//! End-to-end: `attach` is a real terminal; late joiners get a snapshot; slow viewers
+//! never hold the program back.
+
+mod support;
+
+use std::io::Write;
+use std::time::Duration;
+
+use support::term::Attached;
+use support::{secs, Drover};
+
+#[test]
+fn attach_is_an_interactive_terminal_and_typing_is_not_audited() {
+    let d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    d.wait_for(&id, secs(20), |s| s["attached"] == 1);
+    a.type_bytes(b"typed by hand\r");
+    a.wait_for("typed by hand\r\ntyped by hand", secs(20));
+    d.wait_text(&id, "typed by hand\ntyped by hand", secs(20));
+    let events = d.json(&["session", "events", &id]);
+    assert!(events.as_array().unwrap().iter().all(|e| e["kind"] != "input_sent"), "typing in attach was recorded: {events}");
+
+    // Ctrl-] detaches; the session keeps running.
+    a.type_bytes(&[0x1d]);
+    assert!(a.wait_exit(secs(20)), "attach exited non-zero: {}", a.text());
+    assert!(a.text().contains("detached from"), "{}", a.text());
+    assert_eq!(d.show(&id)["outcome"], "running");
+}
+
+#[test]
+fn window_resizes_propagate_to_the_session() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "while :; do stty size; sleep 0.1; done"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let a = Attached::start(&d, &id, &[], 91, 21);
+    a.wait_for("21 91", secs(20));
+    a.resize(117, 33);
+    a.wait_for("33 117", secs(20));
+    let s = d.show(&id);
+    assert_eq!((s["cols"].as_u64(), s["rows"].as_u64()), (Some(117), Some(33)));
+}
+
+#[test]
+fn read_only_viewers_cannot_type() {
+    let d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut ro = Attached::start(&d, &id, &["--read-only"], 80, 24);
+    d.wait_for(&id, secs(20), |s| s["attached"] == 1);
+    ro.type_bytes(b"should not arrive\r");
+    d.ok(&["session", "input", &id, "marker"]);
+    ro.wait_for("marker", secs(20));
+    assert!(!d.ok(&["session", "tail", &id]).contains("should not arrive"));
+    ro.type_bytes(&[0x1d]);
+    assert!(ro.wait_exit(secs(20)));
+}
+
+#[test]
+fn several_clients_share_one_session_and_input_is_serialised() {
+    let d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    let mut b = Attached::start(&d, &id, &[], 80, 24);
+    d.wait_for(&id, secs(20), |s| s["attached"] == 2);
+    for i in 0..20 {
+        a.type_bytes(format!("from-a-{i}\r").as_bytes());
+        b.type_bytes(format!("from-b-{i}\r").as_bytes());
+    }
+    a.wait_for("from-b-19", secs(20));
+    b.wait_for("from-a-19", secs(20));
+    // Each line comes back twice: the terminal's echo and cat's copy.
+    let deadline = std::time::Instant::now() + secs(20);
+    let text = loop {
+        let text = d.ok(&["session", "tail", &id, "--lines", "1000"]);
+        if text.matches("from-a-19\n").count() == 2 && text.matches("from-b-19\n").count() == 2 {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Every line arrived whole (never interleaved mid-line), twice, and each client's
+    // lines reached the program in the order they were typed.
+    let lines: Vec<&str> = text.lines().collect();
+    for who in ["a", "b"] {
+        let first: Vec<usize> = (0..20).map(|i| lines.iter().position(|l| *l == format!("from-{who}-{i}")).expect("line arrived")).collect();
+        assert!(first.windows(2).all(|w| w[0] < w[1]), "{who}: {first:?}");
+        assert!((0..20).all(|i| lines.iter().filter(|l| **l == format!("from-{who}-{i}")).count() == 2));
+    }
+    assert!(text.lines().all(|l| l.is_empty() || l.starts_with("from-a-") || l.starts_with("from-b-")), "{text}");
+}
+
+#[test]
+fn full_screen_programs_work_through_attach() {
+    let d = Drover::up();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("note.txt");
+    let id = d.start(&["vim", "-u", "NONE", "-N", "-n", file.to_str().unwrap()]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    a.wait_for("~", secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    a.type_bytes(b"iwritten in vim through drover\x1b");
+    std::thread::sleep(Duration::from_millis(300));
+    a.type_bytes(b":wq\r");
+    let s = d.wait_ended(&id, secs(20));
+    assert_eq!(s["outcome"], "incomplete", "{s}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "written in vim through drover\n");
+}
+
+#[test]
+fn a_late_joiner_gets_the_screen_not_a_replay() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "seq 1 30000 | sed 's/^/history line /'; echo ALL-PRINTED; sleep 300"]);
+    d.wait_text(&id, "ALL-PRINTED", secs(30));
+    let total = d.show(&id)["output_bytes"].as_u64().unwrap();
+    assert!(total > 400_000, "{total}");
+    let a = Attached::start(&d, &id, &["--read-only"], 80, 24);
+    a.wait_for("ALL-PRINTED", secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    let got = a.output.lock().unwrap().len() as u64;
+    assert!(got < 20_000, "the late joiner received {got} bytes of {total}: a replay, not a snapshot");
+    let mut screen = vt100::Parser::new(24, 80, 0);
+    screen.process(&a.output.lock().unwrap());
+    let contents = screen.screen().contents();
+    assert!(contents.contains("history line 30000") && contents.contains("ALL-PRINTED"), "{contents}");
+    assert!(!contents.contains("history line 29970\n"), "more than a screen was drawn: {contents}");
+}
+
+#[test]
+fn a_stalled_viewer_never_holds_the_program_or_other_viewers_back() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "sleep 1; yes 'a line of streaming output for the slow viewer test' | head -c 30000000; echo END-OF-STREAM; sleep 300"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    // A viewer that completes the WebSocket handshake and then never reads a byte.
+    let cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(d.home.path().join("client.json")).unwrap()).unwrap();
+    let host = d.url.trim_start_matches("http://");
+    let mut stalled = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stalled,
+        "GET /api/v1/sessions/{id}/terminal?read_only=true HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {}\r\n\r\n",
+        cfg["token"].as_str().unwrap()
+    )
+    .unwrap();
+    let live = Attached::start(&d, &id, &["--read-only"], 80, 24);
+    d.wait_for(&id, secs(20), |s| s["attached"] == 2);
+    // The program streams 30 MB past the stalled viewer; the live viewer sees the end.
+    live.wait_for("END-OF-STREAM", secs(120));
+    d.wait_text(&id, "END-OF-STREAM", secs(60));
+    drop(stalled);
+}
