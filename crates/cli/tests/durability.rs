@@ -4,10 +4,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use support::{bin, kill_sessions, read_url, secs, Drover};
+use support::{secs, Drover, Split};
 
 /// A program that prints a known stream slowly enough to be interrupted, keeping a copy.
 fn known_stream(copy: &Path, lines: u32) -> Vec<String> {
@@ -94,51 +94,10 @@ fn a_session_outlives_its_viewers_cli_and_daemon_and_is_re_adopted() {
     d.wait_text(&id, "still here\nstill here", secs(20));
 }
 
-struct Procs(Vec<Child>, Vec<std::path::PathBuf>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for h in &self.1 {
-            kill_sessions(h);
-        }
-    }
-}
-
-fn spawn(home: &Path, args: &[&str]) -> Child {
-    Command::new(bin())
-        .args(args)
-        .env("DROVER_HOME", home)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn server_and_device_run_apart_and_a_dropped_link_resumes_from_the_stored_offset() {
-    let (server_home, device_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut procs = Procs(Vec::new(), vec![device_home.path().to_path_buf()]);
-    let mut server = spawn(server_home.path(), &["server", "--listen", "127.0.0.1:0"]);
-    let url = read_url(&mut server, "Drover server is running at ");
-    procs.0.push(server);
-    let cli = |args: &[&str]| {
-        let out = Command::new(bin()).args(args).env("DROVER_HOME", server_home.path()).output().unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let cred: serde_json::Value = serde_json::from_str(&cli(&["--json", "device", "add", "remote1", "--slots", "2"])).unwrap();
-    let token = cred["token"].as_str().unwrap().to_string();
-    let device = spawn(device_home.path(), &["device", "--server", &url, "--token", &token, "--name", "remote1", "--slots", "2"]);
-    procs.0.push(device);
-    let d = Drover::attach_to(server_home.path(), &url, "remote1");
-    d.wait_device("remote1", true);
-
+    let mut split = Split::start("remote1");
+    let d = &split.cli;
     let work = tempfile::tempdir().unwrap();
     let copy = work.path().join("tee.out");
     let cmd = known_stream(&copy, 3000);
@@ -148,37 +107,53 @@ fn server_and_device_run_apart_and_a_dropped_link_resumes_from_the_stored_offset
     d.wait_text(&id, "line 200 of", secs(20));
 
     // Drop the link by killing the server mid-stream; bring it back on the same address.
-    let mut server = procs.0.remove(0);
-    server.kill().unwrap();
-    server.wait().unwrap();
+    split.kill_server();
     let at_kill = std::fs::read(&copy).unwrap().len();
     std::thread::sleep(Duration::from_millis(500));
-    let listen = url.trim_start_matches("http://");
-    let mut server = spawn(server_home.path(), &["server", "--listen", listen]);
-    read_url(&mut server, "Drover server is running at ");
-    procs.0.push(server);
+    split.restart_server();
 
+    let d = &split.cli;
     let s = d.wait_ended(&id, secs(60));
     assert_eq!(s["outcome"], "incomplete", "{s}");
     assert!(at_kill < std::fs::read(&copy).unwrap().len(), "the server was killed after the stream ended; the test proves nothing");
     assert_identical(&d.raw(&id), &copy);
     // A device credential cannot be used as a member token.
-    let out = Command::new(bin()).args(["session", "list"]).env("DROVER_URL", &url).env("DROVER_TOKEN", &token).output().unwrap();
+    let out = d.cmd().args(["session", "list"]).env("DROVER_URL", &split.url).env("DROVER_TOKEN", &split.token).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("device credentials can only open the device link"));
 }
 
 #[test]
+fn a_device_that_disappears_mid_command_gives_a_prompt_clear_error() {
+    let mut split = Split::start("flaky");
+    // Never reads its input: a large audited input fills the PTY and waits for the device.
+    let id = split.cli.ok(&["session", "start", "--device", "flaky", "--", "sleep", "300"]).trim().to_string();
+    split.cli.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let text = "a line of input that the program never reads\n".repeat(1200);
+    let input = split.cli.cmd().args(["session", "input", &id, &text]).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let started = std::time::Instant::now();
+    split.kill_device();
+    let out = input.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("disconnected before confirming delivery"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "the error took {:?}", started.elapsed());
+    let err = split.cli.fails(&["session", "input", &id, "again"]);
+    assert!(err.contains("device `flaky` is not connected; the input was not sent"), "{err}");
+    // The device comes back and re-adopts the session, which kept running.
+    split.start_device();
+    assert_eq!(split.cli.show(&id)["outcome"], "running");
+    split.cli.ok(&["session", "stop", &id]);
+}
+
+#[test]
 fn starting_on_a_device_that_is_not_connected_says_so() {
-    let (server_home, _) = (tempfile::tempdir().unwrap(), ());
-    let mut procs = Procs(Vec::new(), Vec::new());
-    let mut server = spawn(server_home.path(), &["server", "--listen", "127.0.0.1:0"]);
-    let url = read_url(&mut server, "Drover server is running at ");
-    procs.0.push(server);
-    let d = Drover::attach_to(server_home.path(), &url, "ghost");
-    d.ok(&["device", "add", "ghost"]);
-    let err = d.fails(&["session", "start", "--device", "ghost", "--", "true"]);
+    let mut split = Split::start("ghost");
+    split.kill_device();
+    split.cli.wait_device("ghost", false);
+    let err = split.cli.fails(&["session", "start", "--device", "ghost", "--", "true"]);
     assert!(err.contains("device `ghost` is not connected"), "{err}");
-    let table = d.ok(&["device", "list"]);
+    let table = split.cli.ok(&["device", "list"]);
     assert!(table.contains("ghost") && table.contains("offline"), "{table}");
 }

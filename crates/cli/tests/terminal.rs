@@ -85,7 +85,8 @@ fn several_clients_share_one_session_and_input_is_serialised() {
     // lines reached the program in the order they were typed.
     let lines: Vec<&str> = text.lines().collect();
     for who in ["a", "b"] {
-        let first: Vec<usize> = (0..20).map(|i| lines.iter().position(|l| *l == format!("from-{who}-{i}")).expect("line arrived")).collect();
+        let first: Vec<usize> =
+            (0..20).map(|i| lines.iter().position(|l| *l == format!("from-{who}-{i}")).expect("line arrived")).collect();
         assert!(first.windows(2).all(|w| w[0] < w[1]), "{who}: {first:?}");
         assert!((0..20).all(|i| lines.iter().filter(|l| **l == format!("from-{who}-{i}")).count() == 2));
     }
@@ -132,7 +133,11 @@ fn a_late_joiner_gets_the_screen_not_a_replay() {
 #[test]
 fn a_stalled_viewer_never_holds_the_program_or_other_viewers_back() {
     let d = Drover::up();
-    let id = d.start(&["sh", "-c", "sleep 1; yes 'a line of streaming output for the slow viewer test' | head -c 30000000; echo END-OF-STREAM; sleep 300"]);
+    let id = d.start(&[
+        "sh",
+        "-c",
+        "sleep 1; yes 'a line of streaming output for the slow viewer test' | head -c 30000000; echo END-OF-STREAM; sleep 300",
+    ]);
     d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
     // A viewer that completes the WebSocket handshake and then never reads a byte.
     let cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(d.home.path().join("client.json")).unwrap()).unwrap();

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{State, WebSocketUpgrade};
 use axum::response::Response;
@@ -28,10 +29,15 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const DOWNLINK_QUEUE: usize = 1024;
 
 /// `GET /api/v1/device/connect` (WebSocket), device credentials only.
-pub async fn connect(State(state): State<AppState>, caller: Caller, ws: WebSocketUpgrade) -> Result<Response, ApiError> {
+pub async fn connect(
+    State(state): State<AppState>,
+    caller: Caller,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
     let Principal::Device { workspace, id, name } = caller.0 else {
         return Err(ApiError::Forbidden("only a device credential can open the device link".into()));
     };
+    let ws = ws.map_err(|e| ApiError::BadRequest(format!("the device link is a WebSocket: {e}")))?;
     Ok(ws.max_message_size(32 << 20).on_upgrade(move |socket| async move {
         if let Err(e) = run(state, workspace, id, name.clone(), socket).await {
             tracing::warn!(device = %name, "device link ended: {e}");

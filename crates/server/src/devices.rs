@@ -11,6 +11,17 @@ use drover_protocol::device::{DeviceBinary, ServerMessage};
 use drover_protocol::shim::Snapshot;
 use tokio::sync::{mpsc, oneshot};
 
+/// Why audited input has no confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoDelivery {
+    /// The device is not connected: nothing was sent.
+    NotConnected,
+    /// The device disconnected before confirming: it may or may not have arrived.
+    Disconnected,
+    /// The device did not confirm in time: it may or may not have arrived.
+    Timeout,
+}
+
 /// The answer to audited input.
 #[derive(Debug, Clone)]
 pub enum Delivery {
@@ -37,7 +48,7 @@ struct Conn {
 pub struct Devices {
     conns: Mutex<HashMap<DeviceId, Conn>>,
     next: AtomicU64,
-    deliveries: Mutex<HashMap<u64, oneshot::Sender<Delivery>>>,
+    deliveries: Mutex<HashMap<u64, (DeviceId, oneshot::Sender<Delivery>)>>,
     snapshots: Mutex<HashMap<u64, oneshot::Sender<Snapshot>>>,
 }
 
@@ -58,6 +69,8 @@ impl Devices {
         let mut conns = self.conns.lock().expect("conns");
         if conns.get(&id).is_some_and(|c| c.epoch == epoch) {
             conns.remove(&id);
+            // Pending confirmations from this device will never come: fail them now.
+            self.deliveries.lock().expect("deliveries").retain(|_, (dev, _)| *dev != id);
         }
     }
 
@@ -87,28 +100,26 @@ impl Devices {
     }
 
     /// Sends audited text and waits for the device's confirmation.
-    pub async fn send_text(
-        &self,
-        id: DeviceId,
-        session: SessionId,
-        text: String,
-        timeout: Duration,
-    ) -> Result<Option<Delivery>, NotConnected> {
+    pub async fn send_text(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoDelivery> {
         let req = self.req_id();
         let (tx, rx) = oneshot::channel();
-        self.deliveries.lock().expect("deliveries").insert(req, tx);
-        if let Err(e) = self.send(id, &ServerMessage::SendText { session, req, text }).await {
+        self.deliveries.lock().expect("deliveries").insert(req, (id, tx));
+        if self.send(id, &ServerMessage::SendText { session, req, text }).await.is_err() {
             self.deliveries.lock().expect("deliveries").remove(&req);
-            return Err(e);
+            return Err(NoDelivery::NotConnected);
         }
-        let answer = tokio::time::timeout(timeout, rx).await.ok().and_then(Result::ok);
+        let answer = tokio::time::timeout(timeout, rx).await;
         self.deliveries.lock().expect("deliveries").remove(&req);
-        Ok(answer)
+        match answer {
+            Ok(Ok(d)) => Ok(d),
+            Ok(Err(_)) => Err(NoDelivery::Disconnected),
+            Err(_) => Err(NoDelivery::Timeout),
+        }
     }
 
     /// Resolves a pending delivery.
     pub fn delivered(&self, req: u64, d: Delivery) {
-        if let Some(tx) = self.deliveries.lock().expect("deliveries").remove(&req) {
+        if let Some((_, tx)) = self.deliveries.lock().expect("deliveries").remove(&req) {
             let _ = tx.send(d);
         }
     }

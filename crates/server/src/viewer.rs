@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{Path, Query, State, WebSocketUpgrade};
 use axum::response::Response;
@@ -38,10 +39,11 @@ pub async fn terminal(
     caller: Caller,
     Path(id): Path<String>,
     Query(params): Query<TerminalParams>,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     caller.member_name()?;
     let row = load_session(&state, &caller, &id).await?;
+    let ws = ws.map_err(|e| ApiError::BadRequest(format!("the terminal is a WebSocket: {e}")))?;
     if !row.outcome.is_live() {
         return Err(ApiError::Conflict(format!(
             "session {} has ended ({}); it can no longer be attached — use `drover session tail {}` or `export` to see what it printed",

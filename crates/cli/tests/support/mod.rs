@@ -29,7 +29,11 @@ pub struct Drover {
 impl Drover {
     /// `drover up` on a free port.
     pub fn up() -> Drover {
-        let home = tempfile::tempdir().expect("tempdir");
+        Drover::up_in(tempfile::tempdir().expect("tempdir"))
+    }
+
+    /// `drover up` on a free port in `home`.
+    pub fn up_in(home: tempfile::TempDir) -> Drover {
         let mut d = Drover { home, url: String::new(), device: "testdev".into(), up: None, extra: Vec::new() };
         d.start_up("127.0.0.1:0");
         d
@@ -202,7 +206,7 @@ pub fn read_url(child: &mut Child, prefix: &str) -> String {
 
 /// Kills every shim and program under `home` (they are their own process groups).
 pub fn kill_sessions(home: &Path) {
-    for sub in ["device/sessions", "device-daemon/sessions"] {
+    for sub in ["device/sessions", "device-daemon/sessions", "sessions"] {
         let Ok(entries) = std::fs::read_dir(home.join(sub)) else { continue };
         for e in entries.flatten() {
             for file in ["child.pid", "shim.pid"] {
@@ -266,5 +270,113 @@ impl Drover {
             assert!(Instant::now() < deadline, "device {name} never became connected={connected}: {v}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// A minimal HTTP/1.1 request over a real socket: (status, body).
+pub fn http(url: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let _ = s.write_all(body);
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+impl Drover {
+    /// The CLI's token from client.json.
+    pub fn token(&self) -> String {
+        let cfg: Value = serde_json::from_slice(&std::fs::read(self.home.path().join("client.json")).unwrap()).unwrap();
+        cfg["token"].as_str().unwrap().to_string()
+    }
+}
+
+/// `drover server` and `drover device` as separate processes with separate homes.
+pub struct Split {
+    pub server_home: tempfile::TempDir,
+    pub device_home: tempfile::TempDir,
+    pub url: String,
+    pub token: String,
+    pub name: String,
+    pub cli: Drover,
+    server: Option<Child>,
+    device: Option<Child>,
+}
+
+fn spawn_drover(home: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .env("DROVER_HOME", home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn drover")
+}
+
+impl Split {
+    /// A server, a device `name` registered on it and its daemon, connected.
+    pub fn start(name: &str) -> Split {
+        let (server_home, device_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut server = spawn_drover(server_home.path(), &["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"]);
+        let url = read_url(&mut server, "Drover server is running at ");
+        let cli = Drover::attach_to(server_home.path(), &url, name);
+        let cred = cli.json(&["device", "add", name, "--slots", "4"]);
+        let token = cred["token"].as_str().unwrap().to_string();
+        let mut split = Split { server_home, device_home, url, token, name: name.into(), cli, server: Some(server), device: None };
+        split.start_device();
+        split
+    }
+
+    /// Starts the device daemon and waits until it is connected.
+    pub fn start_device(&mut self) {
+        let args = ["device", "--server", &self.url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
+        self.device = Some(spawn_drover(self.device_home.path(), &args));
+        self.cli.wait_device(&self.name, true);
+    }
+
+    /// `kill -9` the device daemon.
+    pub fn kill_device(&mut self) {
+        if let Some(mut c) = self.device.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `kill -9` the server.
+    pub fn kill_server(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same address and home.
+    pub fn restart_server(&mut self) {
+        self.kill_server();
+        let listen = self.url.trim_start_matches("http://").to_string();
+        let mut server = spawn_drover(self.server_home.path(), &["server", "--listen", &listen, "--stop-grace", "1"]);
+        read_url(&mut server, "Drover server is running at ");
+        self.server = Some(server);
+    }
+}
+
+impl Drop for Split {
+    fn drop(&mut self) {
+        self.kill_device();
+        self.kill_server();
+        kill_sessions(&self.device_home.path().join("device-daemon"));
     }
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::ApiJson;
 use crate::auth::Caller;
-use crate::devices::Delivery;
+use crate::devices::{Delivery, NoDelivery};
 use crate::{render, ApiError, AppState};
 
 /// Default terminal size for new sessions.
@@ -155,15 +155,20 @@ async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Res
     if !row.outcome.is_live() {
         return Err(ApiError::Conflict(format!("session {} has ended ({}); input cannot be delivered", row.id, row.outcome)));
     }
-    let delivery = state
-        .devices
-        .send_text(row.device, row.id, text.to_string(), state.config.input_timeout)
-        .await
-        .map_err(|_| ApiError::Conflict(format!("device `{}` is not connected; the input was not sent", row.device_name)))?;
+    let delivery = state.devices.send_text(row.device, row.id, text.to_string(), state.config.input_timeout).await;
     let (bracketed_paste, offset, t_micros) = match delivery {
-        Some(Delivery::Delivered { bracketed_paste, offset, t_micros }) => (bracketed_paste, offset, t_micros),
-        Some(Delivery::Failed(reason)) => return Err(ApiError::Conflict(format!("the input was not delivered: {reason}"))),
-        None => {
+        Ok(Delivery::Delivered { bracketed_paste, offset, t_micros }) => (bracketed_paste, offset, t_micros),
+        Ok(Delivery::Failed(reason)) => return Err(ApiError::Conflict(format!("the input was not delivered: {reason}"))),
+        Err(NoDelivery::NotConnected) => {
+            return Err(ApiError::Conflict(format!("device `{}` is not connected; the input was not sent", row.device_name)))
+        }
+        Err(NoDelivery::Disconnected) => {
+            return Err(ApiError::Conflict(format!(
+                "device `{}` disconnected before confirming delivery; the input may or may not have arrived",
+                row.device_name
+            )))
+        }
+        Err(NoDelivery::Timeout) => {
             return Err(ApiError::Timeout(format!(
                 "device `{}` did not confirm delivery within {:?}; the input may or may not have arrived",
                 row.device_name, state.config.input_timeout
