@@ -34,14 +34,15 @@ impl Drop for RawMode {
 /// Attaches to the session `id`.
 pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCode> {
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let size = if tty { crossterm::terminal::size().ok() } else { None };
+    // A terminal that reports no size (0x0, e.g. under `script`) keeps the session's size.
+    let size = if tty { crossterm::terminal::size().ok().filter(|(c, r)| *c >= 2 && *r >= 1) } else { None };
     let mut url = client.ws_url(&format!("/api/v1/sessions/{}/terminal?read_only={read_only}", seg(id)));
     if let (Some((c, r)), false) = (size, read_only) {
         url.push_str(&format!("&cols={c}&rows={r}"));
     }
     let mut request = url.as_str().into_client_request()?;
     request.headers_mut().insert("authorization", format!("Bearer {}", client.token).parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| match e {
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await.map_err(|e| match e {
         tokio_tungstenite::tungstenite::Error::Http(resp) => {
             let body = resp.body().as_deref().unwrap_or_default();
             match serde_json::from_slice::<ErrorBody>(body) {
@@ -103,7 +104,7 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
                 }
             },
             _ = winch.recv() => {
-                if let (Ok((cols, rows)), false) = (crossterm::terminal::size(), read_only) {
+                if let (Ok((cols @ 2.., rows @ 1..)), false) = (crossterm::terminal::size(), read_only) {
                     let cmd = serde_json::to_string(&ViewerCommand::Resize { cols, rows })?;
                     sink.send(Message::Text(cmd.into())).await?;
                 }

@@ -88,7 +88,7 @@ async fn connect_once(config: &DeviceConfig, registry: &Registry) -> Result<(), 
         .parse()
         .map_err(|_| LinkError::Refused("the device token is not a valid header value".into()))?;
     request.headers_mut().insert("authorization", auth);
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| match e {
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await.map_err(|e| match e {
         tokio_tungstenite::tungstenite::Error::Http(resp) if resp.status() == 401 || resp.status() == 403 => {
             LinkError::Refused(format!("HTTP {} (is the device token valid?)", resp.status()))
         }

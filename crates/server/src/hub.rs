@@ -8,6 +8,7 @@
 //! snapshot's offset on, once.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,8 +19,8 @@ use tokio::sync::{mpsc, watch, Notify};
 
 /// Recent output kept per live session for re-syncing viewers.
 const RING_BYTES: usize = 1024 * 1024;
-/// Frames queued per viewer before it is considered lagging.
-pub const VIEWER_QUEUE: usize = 256;
+/// Bytes queued for a viewer before it is considered lagging and re-synced.
+pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
 /// What a viewer's task is handed.
 #[derive(Debug)]
@@ -31,7 +32,8 @@ pub enum ViewerOut {
 }
 
 struct Slot {
-    tx: mpsc::Sender<ViewerOut>,
+    tx: mpsc::UnboundedSender<ViewerOut>,
+    queued: Arc<AtomicUsize>,
     lag: Arc<Notify>,
     next: u64,
     lagging: bool,
@@ -63,7 +65,9 @@ pub struct Joined {
     /// Notified when the viewer must re-sync (at once on join).
     pub lag: Arc<Notify>,
     /// Its queue.
-    pub rx: mpsc::Receiver<ViewerOut>,
+    pub rx: mpsc::UnboundedReceiver<ViewerOut>,
+    /// Bytes in its queue; the viewer subtracts what it has written.
+    pub queued: Arc<AtomicUsize>,
 }
 
 impl Hub {
@@ -109,9 +113,12 @@ impl Hub {
                 }
                 let piece = if offset < slot.next { data.slice((slot.next - offset) as usize..) } else { data.clone() };
                 slot.next = end;
-                if slot.tx.try_send(ViewerOut::Bytes(piece)).is_err() {
+                let len = piece.len();
+                if slot.queued.load(Ordering::Acquire) + len > VIEWER_QUEUE_BYTES || slot.tx.send(ViewerOut::Bytes(piece)).is_err() {
                     slot.lagging = true;
                     slot.lag.notify_one();
+                } else {
+                    slot.queued.fetch_add(len, Ordering::AcqRel);
                 }
             }
         }
@@ -120,14 +127,15 @@ impl Hub {
 
     /// Adds a viewer; it starts lagging, so its task fetches a snapshot first.
     pub fn join(&self, interactive: bool) -> Joined {
-        let (tx, rx) = mpsc::channel(VIEWER_QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel();
         let lag = Arc::new(Notify::new());
         lag.notify_one();
+        let queued = Arc::new(AtomicUsize::new(0));
         let mut g = self.lock();
         let id = g.next_viewer;
         g.next_viewer += 1;
-        g.viewers.insert(id, Slot { tx, lag: lag.clone(), next: 0, lagging: true, interactive });
-        Joined { id, lag, rx }
+        g.viewers.insert(id, Slot { tx, queued: queued.clone(), lag: lag.clone(), next: 0, lagging: true, interactive });
+        Joined { id, lag, rx, queued }
     }
 
     /// Removes a viewer.
@@ -156,6 +164,7 @@ impl Hub {
         let slot = g.viewers.get_mut(&id)?;
         slot.next = next;
         slot.lagging = false;
+        slot.queued.store(0, Ordering::Release);
         Some(out)
     }
 
@@ -185,7 +194,7 @@ impl Hub {
         g.size = (cols, rows);
         for (id, slot) in g.viewers.iter() {
             if Some(*id) != by {
-                let _ = slot.tx.try_send(ViewerOut::Event(ViewerEvent::Resize { cols, rows }));
+                let _ = slot.tx.send(ViewerOut::Event(ViewerEvent::Resize { cols, rows }));
             }
         }
     }
@@ -205,7 +214,7 @@ impl Hub {
         let latest = {
             let mut g = self.lock();
             for slot in g.viewers.values() {
-                let _ = slot.tx.try_send(ViewerOut::Event(event.clone()));
+                let _ = slot.tx.send(ViewerOut::Event(event.clone()));
             }
             g.viewers.clear();
             g.ended = Some(event);
@@ -276,13 +285,17 @@ mod tests {
         hub.resync(slow.id, 0).unwrap();
         let mut fast = hub.join(false);
         hub.resync(fast.id, 0).unwrap();
-        for i in 0..(VIEWER_QUEUE as u64 + 10) {
-            hub.publish(i, b("x"));
-            while fast.rx.try_recv().is_ok() {}
+        let piece = Bytes::from(vec![b'x'; 64 * 1024]);
+        let n = (VIEWER_QUEUE_BYTES / piece.len()) as u64 + 2;
+        for i in 0..n {
+            hub.publish(i * piece.len() as u64, piece.clone());
+            while let Ok(ViewerOut::Bytes(b)) = fast.rx.try_recv() {
+                fast.queued.fetch_sub(b.len(), Ordering::AcqRel);
+            }
         }
         assert!(hub.lock().viewers[&slow.id].lagging);
         assert!(!hub.lock().viewers[&fast.id].lagging);
-        assert_eq!(hub.latest(), VIEWER_QUEUE as u64 + 10);
+        assert_eq!(hub.latest(), n * piece.len() as u64);
     }
 
     #[tokio::test]

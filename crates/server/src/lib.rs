@@ -43,7 +43,7 @@ impl Default for ServerConfig {
         ServerConfig {
             stop_grace: Duration::from_secs(5),
             start_wait: Duration::from_secs(10),
-            snapshot_timeout: Duration::from_secs(3),
+            snapshot_timeout: Duration::from_secs(10),
             input_timeout: Duration::from_secs(10),
             ask_still: Duration::from_millis(1500),
             ask_timeout: Duration::from_secs(60),
@@ -53,6 +53,13 @@ impl Default for ServerConfig {
 
 /// Serves the API on `listener` until the process ends.
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let app = api::router(state);
+    // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
 }

@@ -45,8 +45,29 @@ pub async fn text(store: &Store, session: SessionId, from: u64) -> Result<(Vec<S
 
 /// A snapshot rebuilt by replaying the stored output (when the device cannot answer).
 pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
-    let mut parser = vt100::Parser::new(rows, cols, 0);
-    let offset = each_chunk(store, session, 0, |c| parser.process(&c.data)).await?;
+    let mut parser = Some(vt100::Parser::new(rows, cols, 0));
+    let mut offset = 0;
+    loop {
+        let chunks = store.read_output(session, offset, PAGE).await?;
+        if chunks.is_empty() {
+            break;
+        }
+        // Emulation is CPU work: keep it off the async workers.
+        let mut p = parser.take().expect("parser");
+        let (p, end) = tokio::task::spawn_blocking(move || {
+            let mut end = 0;
+            for c in chunks {
+                end = c.offset + c.data.len() as u64;
+                p.process(&c.data);
+            }
+            (p, end)
+        })
+        .await
+        .map_err(|e| StoreError::Io(e.to_string()))?;
+        parser = Some(p);
+        offset = end;
+    }
+    let parser = parser.expect("parser");
     let screen = parser.screen();
     let mut data = Vec::new();
     if screen.alternate_screen() {

@@ -20,6 +20,10 @@ use crate::{render, ApiError, AppState};
 
 /// Snapshot attempts before falling back to replaying the stored stream.
 const SNAPSHOT_TRIES: usize = 3;
+/// Most stored output sent to catch a re-synced viewer up before taking a new snapshot.
+const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
+
+type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
 
 /// Query parameters of the terminal socket.
 #[derive(Debug, Deserialize)]
@@ -83,7 +87,7 @@ impl Viewer {
         if send_event(&mut sink, &hello).await.is_err() {
             return;
         }
-        let Joined { id, lag, mut rx } = self.hub.join(self.interactive);
+        let Joined { id, lag, mut rx, queued } = self.hub.join(self.interactive);
         self.viewers_changed().await;
         let mut first = true;
         loop {
@@ -95,7 +99,11 @@ impl Viewer {
                     if self.resync(id, &mut sink).await.is_err() { break; }
                 }
                 out = rx.recv() => match out {
-                    Some(ViewerOut::Bytes(b)) => if sink.send(Message::Binary(b)).await.is_err() { break },
+                    Some(ViewerOut::Bytes(b)) => {
+                        let len = b.len();
+                        if sink.send(Message::Binary(b)).await.is_err() { break }
+                        queued.fetch_sub(len, std::sync::atomic::Ordering::AcqRel);
+                    }
                     Some(ViewerOut::Event(e)) => {
                         let ended = matches!(e, ViewerEvent::Ended { .. });
                         if send_event(&mut sink, &e).await.is_err() || ended { break; }
@@ -133,30 +141,60 @@ impl Viewer {
     }
 
     /// Sends a fresh snapshot and the bytes after it.
-    async fn resync(&self, id: u64, sink: &mut futures_util::stream::SplitSink<WebSocket, Message>) -> Result<(), axum::Error> {
+    async fn resync(&self, id: u64, sink: &mut Sink) -> Result<(), axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
         for _ in 0..SNAPSHOT_TRIES {
             let Some(snap) = self.state.devices.snapshot(self.device, self.session, timeout).await else { break };
-            if let Some(after) = self.hub.resync(id, snap.offset) {
-                sink.send(Message::Binary(snap.data.into())).await?;
-                for b in after {
-                    sink.send(Message::Binary(b)).await?;
-                }
+            sink.send(Message::Binary(snap.data.into())).await?;
+            if self.follow_on(id, snap.offset, sink).await? {
                 return Ok(());
             }
         }
+        // The device cannot answer (disconnected, or too busy): rebuild the screen here.
         let (cols, rows) = self.hub.size();
         match render::replay_snapshot(&self.state.store, self.session, cols, rows).await {
             Ok(snap) => {
-                let after = self.hub.resync(id, snap.offset).unwrap_or_default();
                 sink.send(Message::Binary(snap.data.into())).await?;
-                for b in after {
-                    sink.send(Message::Binary(b)).await?;
-                }
+                self.follow_on(id, snap.offset, sink).await?;
             }
             Err(e) => tracing::warn!("replaying a snapshot: {e}"),
         }
         Ok(())
+    }
+
+    /// After a snapshot taken at `offset`, sends the bytes that followed it — from the
+    /// hub's ring, or first from the store when the ring no longer reaches back — and
+    /// puts the viewer back on the live stream. False when it fell too far behind again
+    /// (a fresh snapshot is cheaper than replaying the gap).
+    async fn follow_on(&self, id: u64, mut offset: u64, sink: &mut Sink) -> Result<bool, axum::Error> {
+        let mut replayed = 0usize;
+        loop {
+            if let Some(after) = self.hub.resync(id, offset) {
+                for b in after {
+                    sink.send(Message::Binary(b)).await?;
+                }
+                return Ok(true);
+            }
+            if replayed > MAX_REPLAY_BYTES {
+                return Ok(false);
+            }
+            let chunks = match self.state.store.read_output(self.session, offset, 1 << 20).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("reading output for a viewer: {e}");
+                    return Ok(false);
+                }
+            };
+            if chunks.is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                continue;
+            }
+            for c in chunks {
+                offset = c.offset + c.data.len() as u64;
+                replayed += c.data.len();
+                sink.send(Message::Binary(c.data.into())).await?;
+            }
+        }
     }
 
     async fn resize(&self, cols: u16, rows: u16, by: Option<u64>) {
@@ -170,6 +208,6 @@ impl Viewer {
     }
 }
 
-async fn send_event(sink: &mut futures_util::stream::SplitSink<WebSocket, Message>, e: &ViewerEvent) -> Result<(), axum::Error> {
+async fn send_event(sink: &mut Sink, e: &ViewerEvent) -> Result<(), axum::Error> {
     sink.send(Message::Text(serde_json::to_string(e).expect("serialises").into())).await
 }

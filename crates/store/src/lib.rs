@@ -36,6 +36,9 @@ pub enum StoreError {
     /// A uniqueness rule was broken (e.g. a device name already taken).
     #[error("{0}")]
     Conflict(String),
+    /// A recording file could not be written or read.
+    #[error("recording file error: {0}")]
+    Io(String),
 }
 
 /// Result of store operations.
@@ -45,10 +48,12 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    recordings: std::sync::Arc<output::Recordings>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the SQLite database at `path` and migrates it.
+    /// Opens (creating if needed) the SQLite database at `path` and migrates it; session
+    /// recordings are kept in `recordings/` beside it.
     pub async fn open_sqlite(path: &Path) -> Result<Store> {
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
             .create_if_missing(true)
@@ -58,7 +63,9 @@ impl Store {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Store { pool })
+        let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
+        let recordings = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        Ok(Store { pool, recordings })
     }
 
     /// Closes the pool, waiting for connections to finish.

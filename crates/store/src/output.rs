@@ -1,12 +1,20 @@
-//! A session's output stream and recording marks. Output is appended by offset: bytes
-//! already held are skipped, so a resent range is never stored twice.
+//! A session's output stream and recording marks.
+//!
+//! Output bytes are appended to a recording file per session (`recordings/<id>.raw` and
+//! its timing index `.idx`, the format the shim writes), synced to disk, and only then is
+//! the new length committed in the database (`sessions.output_bytes`) — the offset the
+//! server acknowledges. Bytes already held are skipped, so a resent range is never
+//! stored twice; bytes a crash left past the committed length are cut back on reopen.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use drover_core::SessionId;
+use drover_recording::{RecordingReader, RecordingWriter};
 use sqlx::Row;
 
-use crate::{Result, Store};
+use crate::{Result, Store, StoreError};
 
 /// A piece of output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,27 +40,78 @@ pub struct Mark {
     pub data: String,
 }
 
-/// Largest row written; contiguous frames are merged up to this size.
-const MAX_ROW: usize = 256 * 1024;
-/// Frames further apart than this in time stay separate rows (keeps replay timing).
+/// Reads further apart than this in time stay separate chunks (keeps replay timing).
 const MERGE_WINDOW_MICROS: u64 = 10_000;
 
+/// The recording files of the server's sessions, with a writer kept open per live one.
+pub(crate) struct Recordings {
+    dir: PathBuf,
+    writers: Mutex<HashMap<SessionId, RecordingWriter>>,
+}
+
+impl Recordings {
+    pub(crate) fn new(dir: PathBuf) -> std::io::Result<Arc<Recordings>> {
+        std::fs::create_dir_all(&dir)?;
+        Ok(Arc::new(Recordings { dir, writers: Mutex::new(HashMap::new()) }))
+    }
+
+    fn paths(&self, session: SessionId) -> (PathBuf, PathBuf) {
+        (self.dir.join(format!("{session}.raw")), self.dir.join(format!("{session}.idx")))
+    }
+
+    /// Appends `chunks` (already trimmed to follow `held`) and syncs them to disk.
+    fn append(&self, session: SessionId, held: u64, chunks: &[OutputChunk]) -> std::io::Result<()> {
+        let mut writers = self.writers.lock().expect("writers lock");
+        if writers.get(&session).is_none_or(|w| w.len() != held) {
+            let (raw, idx) = self.paths(session);
+            writers.insert(session, RecordingWriter::open_at(&raw, &idx, held)?);
+        }
+        let w = writers.get_mut(&session).expect("writer just opened");
+        let result = chunks.iter().try_for_each(|c| w.append(&c.data, c.t_micros)).and_then(|_| w.sync());
+        if result.is_err() {
+            writers.remove(&session);
+        }
+        result
+    }
+
+    /// Closes the writer of an ended session.
+    pub(crate) fn close(&self, session: SessionId) {
+        self.writers.lock().expect("writers lock").remove(&session);
+    }
+
+    fn read(&self, session: SessionId, from: u64, max: usize) -> std::io::Result<Vec<OutputChunk>> {
+        let (raw, idx) = self.paths(session);
+        if !Path::new(&raw).exists() {
+            return Ok(Vec::new());
+        }
+        let reader = RecordingReader::open(&raw, &idx)?;
+        Ok(reader
+            .chunks(from, max, MERGE_WINDOW_MICROS)?
+            .into_iter()
+            .map(|c| OutputChunk { session, offset: c.offset, t_micros: c.t_micros, data: c.data })
+            .collect())
+    }
+}
+
+fn io(e: std::io::Error) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
 impl Store {
-    /// Appends a batch of output in one transaction. Returns, per session, the offset now
-    /// held (what may be acknowledged).
+    /// Appends a batch of output: files first (synced), then the committed lengths in one
+    /// transaction. Returns, per session, the offset now held (what may be acknowledged).
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
-        let mut tx = self.pool.begin().await?;
         let mut held: HashMap<SessionId, u64> = HashMap::new();
-        let mut rows: Vec<OutputChunk> = Vec::new();
+        let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
         for mut c in batch {
             let have = match held.get(&c.session) {
                 Some(h) => *h,
                 None => {
-                    let h: i64 = sqlx::query_scalar("SELECT output_bytes FROM sessions WHERE id = ?")
+                    let h: Option<i64> = sqlx::query_scalar("SELECT output_bytes FROM sessions WHERE id = ?")
                         .bind(c.session.to_string())
-                        .fetch_optional(&mut *tx)
-                        .await?
-                        .unwrap_or(0);
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    let Some(h) = h else { continue };
                     h as u64
                 }
             };
@@ -65,29 +124,46 @@ impl Store {
                 c.data.drain(..(have - c.offset) as usize);
                 c.offset = have;
             }
+            // A gap (bytes the device lost, e.g. to a full disk while the link was down)
+            // is filled with NUL bytes, which terminals ignore, so offsets stay those of
+            // the program's stream.
+            let prev_end = todo
+                .iter()
+                .find(|(s, _, _)| *s == c.session)
+                .and_then(|(_, _, l)| l.last())
+                .map(|l| l.offset + l.data.len() as u64)
+                .unwrap_or(have);
+            if c.offset > prev_end {
+                let fill = (c.offset - prev_end) as usize;
+                tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
+                let mut data = vec![0u8; fill];
+                data.extend_from_slice(&c.data);
+                c.data = data;
+                c.offset = prev_end;
+            }
             held.insert(c.session, end);
-            match rows.last_mut() {
-                Some(last)
-                    if last.session == c.session
-                        && last.offset + last.data.len() as u64 == c.offset
-                        && last.data.len() + c.data.len() <= MAX_ROW
-                        && c.t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
-                {
-                    last.data.extend_from_slice(&c.data)
-                }
-                _ => rows.push(c),
+            match todo.iter_mut().find(|(s, _, _)| *s == c.session) {
+                Some((_, _, list)) => list.push(c),
+                None => todo.push((c.session, have, vec![c])),
             }
         }
-        for r in &rows {
-            sqlx::query("INSERT OR IGNORE INTO output_chunks (session_id, offset, t_micros, data) VALUES (?, ?, ?, ?)")
-                .bind(r.session.to_string())
-                .bind(r.offset as i64)
-                .bind(r.t_micros as i64)
-                .bind(&r.data)
-                .execute(&mut *tx)
-                .await?;
+        if todo.is_empty() {
+            return Ok(held);
         }
-        for (session, end) in &held {
+        let recordings = self.recordings.clone();
+        let written: Vec<(SessionId, u64)> = tokio::task::spawn_blocking(move || {
+            todo.iter()
+                .map(|(session, start, chunks)| {
+                    let end = chunks.last().map(|c| c.offset + c.data.len() as u64).unwrap_or(*start);
+                    recordings.append(*session, *start, chunks).map(|_| (*session, end))
+                })
+                .collect::<std::io::Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|e| StoreError::Io(e.to_string()))?
+        .map_err(io)?;
+        let mut tx = self.pool.begin().await?;
+        for (session, end) in &written {
             sqlx::query("UPDATE sessions SET output_bytes = MAX(output_bytes, ?) WHERE id = ?")
                 .bind(*end as i64)
                 .bind(session.to_string())
@@ -98,40 +174,13 @@ impl Store {
         Ok(held)
     }
 
-    /// Stored output from `from` on, whole rows, up to about `max_bytes`.
+    /// Stored output from `from` on, up to about `max_bytes`.
     pub async fn read_output(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
-        let first: Option<i64> = sqlx::query_scalar("SELECT MAX(offset) FROM output_chunks WHERE session_id = ? AND offset <= ?")
-            .bind(session.to_string())
-            .bind(from as i64)
-            .fetch_one(&self.pool)
-            .await?;
-        let rows =
-            sqlx::query("SELECT offset, t_micros, data FROM output_chunks WHERE session_id = ? AND offset >= ? ORDER BY offset LIMIT 4096")
-                .bind(session.to_string())
-                .bind(first.unwrap_or(0))
-                .fetch_all(&self.pool)
-                .await?;
-        let mut out = Vec::new();
-        let mut total = 0;
-        for r in rows {
-            let offset = r.get::<i64, _>("offset") as u64;
-            let mut data: Vec<u8> = r.get("data");
-            if offset + (data.len() as u64) <= from {
-                continue;
-            }
-            let (offset, data) = if offset < from {
-                data.drain(..(from - offset) as usize);
-                (from, data)
-            } else {
-                (offset, data)
-            };
-            total += data.len();
-            out.push(OutputChunk { session, offset, t_micros: r.get::<i64, _>("t_micros") as u64, data });
-            if total >= max_bytes {
-                break;
-            }
-        }
-        Ok(out)
+        let recordings = self.recordings.clone();
+        tokio::task::spawn_blocking(move || recordings.read(session, from, max_bytes))
+            .await
+            .map_err(|e| StoreError::Io(e.to_string()))?
+            .map_err(io)
     }
 
     /// Records a resize or marker.

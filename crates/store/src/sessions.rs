@@ -256,6 +256,7 @@ impl Store {
         let kind = ending_kind(ending.outcome, ending.killed);
         insert(&mut tx, &NewEvent { workspace, session: Some(id), kind, actor: actor.to_string(), detail }).await?;
         tx.commit().await?;
+        self.recordings.close(id);
         Ok(true)
     }
 }
@@ -320,5 +321,10 @@ mod tests {
         let tail: Vec<u8> = s.read_output(id, 8, 1 << 20).await.unwrap().into_iter().flat_map(|c| c.data).collect();
         assert_eq!(tail, b"rld!");
         assert_eq!(s.session(id).await.unwrap().unwrap().output_bytes, 12);
+        // Bytes lost before reaching the server leave a NUL-filled gap; offsets hold.
+        let held = s.append_output(vec![c(15, b"late")]).await.unwrap();
+        assert_eq!(held[&id], 19);
+        let all: Vec<u8> = s.read_output(id, 10, 1 << 20).await.unwrap().into_iter().flat_map(|c| c.data).collect();
+        assert_eq!(all, b"d!\0\0\0late");
     }
 }

@@ -1,7 +1,6 @@
 //! Drover's terminal layer: everything that touches a pseudo-terminal or its bytes.
 //!
 //! - [`pty`]: start a program in a PTY, as its own process group.
-//! - [`recording`]: the session's output stream on disk, addressed by offset.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`queries`], [`asciicast`]: pure renderers and scanners of terminal bytes.
@@ -11,8 +10,8 @@ pub mod asciicast;
 mod bounded;
 pub mod dir;
 pub mod pty;
+pub use drover_recording as recording;
 pub mod queries;
-pub mod recording;
 pub mod screen;
 pub mod shim;
 pub mod text;

@@ -1,29 +1,28 @@
 //! The screen state kept beside the output stream.
 //!
 //! Terminal emulation is kept off the byte path (DESIGN.md): a worker thread owns a
-//! `vt100` parser and catches it up from the recording file only when someone needs the
-//! screen (a snapshot for a late joiner, the bracketed-paste mode for audited input, the
-//! cursor for a query), when the output has gone idle, or when it lags too far behind.
-//! A burst of output therefore costs the program nothing here while it streams.
+//! `vt100` parser and follows the recording file behind the stream on its own thread,
+//! so it never holds the bytes up. Whoever needs the screen (a snapshot for a late or lagging viewer, the
+//! bracketed-paste mode for audited input, the cursor for a query) gets it caught up to
+//! everything recorded; because the worker keeps up in the background, that is cheap.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
 use crate::recording::RecordingReader;
 
-/// Output is parsed once it has been idle this long.
-pub const IDLE_CATCH_UP: Duration = Duration::from_millis(50);
-/// How often the worker looks for idle output.
-const POLL: Duration = Duration::from_millis(100);
-/// The worker catches up during a burst once it lags by this many bytes.
-pub const MAX_LAG_BYTES: u64 = 32 * 1024 * 1024;
-/// Bytes parsed per read from the recording.
-const READ_STEP: usize = 1024 * 1024;
+/// How often an idle worker looks for new output.
+const POLL: Duration = Duration::from_millis(20);
+/// Bytes parsed per step; requests are served between steps.
+const READ_STEP: usize = 256 * 1024;
+/// The worker's niceness. Measured: a lower priority (10) starves the worker during
+/// floods, so snapshots for re-syncing viewers arrive late; equal priority is better.
+const NICE: i32 = 0;
 
 /// A screen snapshot: escape sequences that redraw the screen as of `offset`.
 #[derive(Debug, Clone)]
@@ -71,11 +70,17 @@ pub struct Screen {
 
 impl Screen {
     /// Starts the worker for a recording at `raw`/`idx`.
-    pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>, started: Instant) -> Screen {
+    pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> Screen {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("screen".into())
-            .spawn(move || Worker::new(raw, idx, cols, rows, progress, started).run(rx))
+            .spawn(move || {
+                if NICE != 0 {
+                    // SAFETY: setpriority on the calling thread (who = 0: this thread on Linux).
+                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
+                }
+                Worker::new(raw, idx, cols, rows, progress).run(rx)
+            })
             .expect("spawn screen worker");
         Screen { tx }
     }
@@ -119,19 +124,29 @@ struct Worker {
     parser: vt100::Parser,
     parsed: u64,
     progress: Arc<StreamProgress>,
-    started: Instant,
 }
 
 impl Worker {
-    fn new(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>, started: Instant) -> Self {
-        Worker { raw, idx, reader: None, parser: vt100::Parser::new(rows, cols, 0), parsed: 0, progress, started }
+    fn new(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> Self {
+        Worker { raw, idx, reader: None, parser: vt100::Parser::new(rows, cols, 0), parsed: 0, progress }
     }
 
     fn run(mut self, rx: mpsc::Receiver<Request>) {
         loop {
+            match rx.try_recv() {
+                Ok(req) => {
+                    self.handle(req);
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => {}
+            }
+            if self.step() {
+                continue;
+            }
             match rx.recv_timeout(POLL) {
                 Ok(req) => self.handle(req),
-                Err(RecvTimeoutError::Timeout) => self.maybe_catch_up(),
+                Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
@@ -159,34 +174,35 @@ impl Worker {
         }
     }
 
-    fn maybe_catch_up(&mut self) {
+    /// Parses one step of recorded output; false when caught up.
+    fn step(&mut self) -> bool {
         let recorded = self.progress.recorded.load(Ordering::Acquire);
         if recorded <= self.parsed {
-            return;
+            return false;
         }
-        let now = self.started.elapsed().as_micros() as u64;
-        let idle = now.saturating_sub(self.progress.last_output_micros.load(Ordering::Acquire)) >= IDLE_CATCH_UP.as_micros() as u64;
-        if idle || recorded - self.parsed >= MAX_LAG_BYTES {
-            self.catch_up();
+        self.parse_until(recorded, READ_STEP)
+    }
+
+    /// Parses up to `max` bytes towards `until`; false if nothing could be read.
+    fn parse_until(&mut self, until: u64, max: usize) -> bool {
+        if self.reader.is_none() {
+            self.reader = RecordingReader::open(&self.raw, &self.idx).ok();
+        }
+        let Some(reader) = &self.reader else { return false };
+        let want = ((until - self.parsed) as usize).min(max);
+        match reader.read_raw(self.parsed, want) {
+            Ok(buf) if !buf.is_empty() => {
+                self.parser.process(&buf);
+                self.parsed += buf.len() as u64;
+                true
+            }
+            _ => false,
         }
     }
 
     fn catch_up(&mut self) {
         let recorded = self.progress.recorded.load(Ordering::Acquire);
-        if self.reader.is_none() {
-            self.reader = RecordingReader::open(&self.raw, &self.idx).ok();
-        }
-        let Some(reader) = &self.reader else { return };
-        while self.parsed < recorded {
-            let want = ((recorded - self.parsed) as usize).min(READ_STEP);
-            match reader.read_raw(self.parsed, want) {
-                Ok(buf) if !buf.is_empty() => {
-                    self.parser.process(&buf);
-                    self.parsed += buf.len() as u64;
-                }
-                _ => return,
-            }
-        }
+        while self.parsed < recorded && self.parse_until(recorded, 4 * READ_STEP) {}
     }
 
     fn snapshot(&self) -> ScreenSnapshot {
@@ -214,7 +230,7 @@ mod tests {
         let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(raw, idx, 20, 5, progress.clone(), Instant::now());
+        let screen = Screen::start(raw, idx, 20, 5, progress.clone());
         w.append(b"hello\r\nworld\x1b[?2004h", 1).unwrap();
         progress.recorded.store(w.len(), Ordering::Release);
         let snap = screen.snapshot().await.unwrap();
@@ -232,7 +248,7 @@ mod tests {
     async fn resize_and_feed() {
         let dir = tempfile::tempdir().unwrap();
         let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(dir.path().join("missing.raw"), dir.path().join("missing.idx"), 10, 3, progress, Instant::now());
+        let screen = Screen::start(dir.path().join("missing.raw"), dir.path().join("missing.idx"), 10, 3, progress);
         screen.resize(30, 4);
         screen.feed(b"fed directly".to_vec());
         let snap = screen.snapshot().await.unwrap();

@@ -74,14 +74,9 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_live ON sessions (device_id) WHERE outcome IN ('starting', 'running');
 CREATE INDEX sessions_created ON sessions (workspace_id, created_at);
 
--- A session's output stream: rows of contiguous bytes keyed by their first offset.
-CREATE TABLE output_chunks (
-    session_id  TEXT NOT NULL,
-    offset      INTEGER NOT NULL,
-    t_micros    INTEGER NOT NULL,
-    data        BLOB NOT NULL,
-    PRIMARY KEY (session_id, offset)
-) WITHOUT ROWID;
+-- A session's output bytes live in files beside the database (recordings/<id>.raw and
+-- .idx, the same format the device's shim writes); sessions.output_bytes is the length
+-- committed, and anything a crash left beyond it is cut back when the file is reopened.
 
 -- Non-output events of a recording (resizes, markers), for export.
 CREATE TABLE recording_marks (

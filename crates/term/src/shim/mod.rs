@@ -62,7 +62,7 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
     std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
     let started = Instant::now();
     let progress = Arc::new(StreamProgress::default());
-    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone(), started);
+    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone());
     let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
     let shared = Arc::new(Shared::new(spec.clone(), dir.clone(), started, progress, screen));
 

@@ -1,4 +1,5 @@
-//! A session's output stream on disk. `output.raw` holds every byte the program printed,
+//! A session's output stream on disk, as the shim writes it on the device and the server
+//! keeps it. `output.raw` holds every byte the program printed,
 //! byte N at offset N; `output.idx` holds one 16-byte record per read from the PTY:
 //! `(u64 offset_end, u64 t_micros)`, big-endian, so a range can be replayed with its
 //! timing. The writer appends the bytes before anyone is shown them.
@@ -25,6 +26,27 @@ impl RecordingWriter {
         let idx = OpenOptions::new().create(true).append(true).open(idx)?;
         let len = raw.metadata()?.len();
         Ok(RecordingWriter { raw, idx, len })
+    }
+
+    /// Opens the recording and cuts it back to exactly `len` bytes (and the index records
+    /// that end within them): what a crash between writing bytes and committing their
+    /// offset elsewhere may have left beyond `len` is dropped, so it is not stored twice.
+    pub fn open_at(raw: &Path, idx: &Path, len: u64) -> io::Result<Self> {
+        let w = Self::open(raw, idx)?;
+        if w.len > len {
+            w.raw.set_len(len)?;
+        }
+        let records = w.idx.metadata()?.len() / INDEX_RECORD as u64;
+        let reader = RecordingReader::open(raw, idx)?;
+        let mut keep = records;
+        while keep > 0 {
+            match reader.record(keep - 1)? {
+                Some((end, _)) if end > len => keep -= 1,
+                _ => break,
+            }
+        }
+        w.idx.set_len(keep * INDEX_RECORD as u64)?;
+        Ok(RecordingWriter { len: w.len.min(len), ..w })
     }
 
     /// Bytes recorded so far.
@@ -119,6 +141,40 @@ impl RecordingReader {
         Ok(self.record(lo)?.map(|(_, t)| t))
     }
 
+    /// Reads the recording from `from` as chunks of about `max` bytes, split where the
+    /// time between reads exceeds `gap_micros` (so replays keep their timing).
+    pub fn chunks(&self, from: u64, max: usize, gap_micros: u64) -> io::Result<Vec<Chunk>> {
+        let n = self.idx.metadata()?.len() / INDEX_RECORD as u64;
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.record(mid)? {
+                Some((end, _)) if end <= from => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        let mut out: Vec<Chunk> = Vec::new();
+        let (mut start, mut total) = (from, 0usize);
+        let mut i = lo;
+        while total < max {
+            let Some((end, t)) = self.record(i)? else { break };
+            i += 1;
+            let len = (end - start) as usize;
+            let extend = out.last().is_some_and(|c| c.data.len() + len <= max && t.saturating_sub(c.t_micros) <= gap_micros);
+            let data = self.read_raw(start, len)?;
+            if data.len() < len {
+                break;
+            }
+            match out.last_mut() {
+                Some(c) if extend => c.data.extend_from_slice(&data),
+                _ => out.push(Chunk { offset: start, t_micros: t, data }),
+            }
+            total += len;
+            start = end;
+        }
+        Ok(out)
+    }
+
     /// Reads `[from, from + max)` (clipped to what is recorded) as one chunk carrying the
     /// time of its first byte; `None` when nothing is recorded at `from`.
     pub fn read_chunk(&self, from: u64, max: usize) -> io::Result<Option<Chunk>> {
@@ -151,6 +207,39 @@ mod tests {
         assert_eq!(r.time_of(5).unwrap(), Some(10));
         assert_eq!(r.time_of(11).unwrap(), None);
         assert!(r.read_chunk(11, 10).unwrap().is_none());
+    }
+
+    #[test]
+    fn chunks_follow_the_index_and_split_on_time_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        w.append(b"ab", 0).unwrap();
+        w.append(b"cd", 5).unwrap();
+        w.append(b"ef", 1000).unwrap();
+        let r = RecordingReader::open(&raw, &idx).unwrap();
+        let c = r.chunks(1, 100, 10).unwrap();
+        assert_eq!(
+            c,
+            vec![Chunk { offset: 1, t_micros: 0, data: b"bcd".to_vec() }, Chunk { offset: 4, t_micros: 1000, data: b"ef".to_vec() }]
+        );
+        assert!(r.chunks(6, 100, 10).unwrap().is_empty());
+        assert_eq!(r.chunks(0, 2, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn open_at_cuts_back_what_was_never_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        w.append(b"abc", 1).unwrap();
+        w.append(b"def", 2).unwrap();
+        let mut w = RecordingWriter::open_at(&raw, &idx, 3).unwrap();
+        assert_eq!(w.len(), 3);
+        w.append(b"XYZ", 3).unwrap();
+        let r = RecordingReader::open(&raw, &idx).unwrap();
+        assert_eq!(r.read_raw(0, 10).unwrap(), b"abcXYZ");
+        assert_eq!(r.time_of(4).unwrap(), Some(3));
     }
 
     #[test]

@@ -1,0 +1,101 @@
+//! Memory of idle sessions: with N idle sessions running at once, each one's shim (RSS
+//! and PSS, which splits pages shared between shims fairly) plus its share of what the
+//! daemon and server grew by. Baseline: what tmux grows by per idle session.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::drover::Up;
+use crate::median;
+
+/// Memory figures in MB.
+#[derive(Debug, Serialize)]
+pub struct Memory {
+    /// Idle sessions running.
+    pub sessions: usize,
+    /// Median shim RSS.
+    pub shim_rss_mb: f64,
+    /// Median shim PSS.
+    pub shim_pss_mb: f64,
+    /// Growth of the `up` process (server + daemon) per session.
+    pub up_share_mb: f64,
+    /// shim PSS + up share: the cost of one idle session (goal < 8 MB).
+    pub per_session_mb: f64,
+    /// tmux server growth per idle session, for reference.
+    pub tmux_per_session_mb: Option<f64>,
+}
+
+fn status_kb(pid: u32, file: &str, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    status_kb(pid, "status", "VmRSS:") / 1024.0
+}
+
+fn pss_mb(pid: u32) -> f64 {
+    status_kb(pid, "smaps_rollup", "Pss:") / 1024.0
+}
+
+fn tmux(n: usize) -> Option<f64> {
+    let sock = format!("drover-bench-mem-{}", std::process::id());
+    let t = |args: &[&str]| Command::new("tmux").args(["-L", &sock, "-f", "/dev/null"]).args(args).stdin(Stdio::null()).output().ok();
+    t(&["new-session", "-d", "-s", "s0", "sleep 1000000"])?;
+    let pid: u32 = String::from_utf8(t(&["display-message", "-p", "#{pid}"])?.stdout).ok()?.trim().parse().ok()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_mb(pid);
+    for i in 1..=n {
+        t(&["new-session", "-d", "-s", &format!("s{i}"), "sleep 1000000"])?;
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let after = rss_mb(pid);
+    t(&["kill-server"]);
+    Some((after - before) / n as f64)
+}
+
+/// Runs the memory measurement.
+pub fn run(exe: &Path, n: usize) -> Result<Memory> {
+    let up = Up::start(exe)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let before = rss_mb(up.pid());
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(up.start_session(100, 30, &["sleep", "1000000"])?);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while up.cli(&["--json", "session", "list"])?.matches("\"outcome\": \"running\"").count() < n {
+        anyhow::ensure!(Instant::now() < deadline, "not all sessions ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_mb(up.pid());
+    let pids = up.shim_pids();
+    let mut rss: Vec<f64> = pids.iter().map(|p| rss_mb(*p)).collect();
+    let mut pss: Vec<f64> = pids.iter().map(|p| pss_mb(*p)).collect();
+    let (shim_rss_mb, shim_pss_mb) = (median(&mut rss), median(&mut pss));
+    let up_share_mb = (after - before) / n as f64;
+    let r = Memory {
+        sessions: n,
+        shim_rss_mb,
+        shim_pss_mb,
+        up_share_mb,
+        per_session_mb: shim_pss_mb + up_share_mb,
+        tmux_per_session_mb: tmux(n),
+    };
+    println!(
+        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal < 8){}",
+        r.shim_rss_mb,
+        r.shim_pss_mb,
+        r.up_share_mb,
+        r.per_session_mb,
+        r.tmux_per_session_mb.map(|t| format!("; tmux grows {t:.2} MB per session")).unwrap_or_default()
+    );
+    Ok(r)
+}

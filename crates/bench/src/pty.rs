@@ -1,0 +1,111 @@
+//! A command in a PTY whose output the bench reads as fast as it can, watching for markers.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use portable_pty::{CommandBuilder, PtySize};
+
+#[derive(Default)]
+struct Seen {
+    bytes: u64,
+    tail: Vec<u8>,
+    eof: bool,
+}
+
+/// A running command in a PTY.
+pub struct PtyProc {
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl PtyProc {
+    /// Spawns `argv` with `env` in a `cols`×`rows` PTY; output is read and counted.
+    pub fn spawn(argv: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> Result<PtyProc> {
+        let pair = portable_pty::native_pty_system()
+            .openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 })
+            .map_err(anyhow::Error::msg)?;
+        let mut cmd = CommandBuilder::new(argv[0]);
+        cmd.args(&argv[1..]);
+        cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.cwd(std::env::current_dir()?);
+        let child = pair.slave.spawn_command(cmd).map_err(anyhow::Error::msg).context("spawn in pty")?;
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().map_err(anyhow::Error::msg)?;
+        let writer = pair.master.take_writer().map_err(anyhow::Error::msg)?;
+        let seen = Arc::new((Mutex::new(Seen::default()), Condvar::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 256 * 1024];
+            loop {
+                let n = match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let (lock, cv) = &*s;
+                let mut g = lock.lock().unwrap();
+                g.bytes += n as u64;
+                g.tail.extend_from_slice(&buf[..n]);
+                let keep = g.tail.len().saturating_sub(4096);
+                g.tail.drain(..keep);
+                cv.notify_all();
+            }
+            let (lock, cv) = &*s;
+            lock.lock().unwrap().eof = true;
+            cv.notify_all();
+        });
+        Ok(PtyProc { seen, writer, child, _master: pair.master })
+    }
+
+    /// Types bytes into the PTY.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.write_all(bytes)?;
+        self.writer.flush()?;
+        Ok(())
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.seen.0.lock().unwrap().bytes
+    }
+
+    /// Waits until `marker` appears in output read after `after_bytes`; returns when.
+    pub fn wait_for(&self, marker: &[u8], after_bytes: u64, timeout: Duration) -> Result<Instant> {
+        let deadline = Instant::now() + timeout;
+        let (lock, cv) = &*self.seen;
+        let mut g = lock.lock().unwrap();
+        loop {
+            if g.bytes > after_bytes {
+                let fresh = (g.bytes - after_bytes).min(g.tail.len() as u64) as usize;
+                let start = g.tail.len() - fresh;
+                if g.tail[start..].windows(marker.len()).any(|w| w == marker) {
+                    return Ok(Instant::now());
+                }
+            }
+            if g.eof {
+                anyhow::bail!("output ended before {:?} appeared", String::from_utf8_lossy(marker));
+            }
+            let now = Instant::now();
+            anyhow::ensure!(now < deadline, "timed out waiting for {:?}", String::from_utf8_lossy(marker));
+            g = cv.wait_timeout(g, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Kills the process.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PtyProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
