@@ -34,13 +34,17 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    let code = match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::from(1)
         }
-    }
+    };
+    // A read of standard input may still be blocked in a runtime thread (attach): do not
+    // wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 /// The error and its causes on one line.

@@ -73,6 +73,11 @@ impl Attached {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                if !status.success() {
+                    // Let the reader collect the last words for the failure message.
+                    std::thread::sleep(Duration::from_millis(300));
+                    eprintln!("attach exited with {status:?}; it printed: {:?}", self.text());
+                }
                 return status.success();
             }
             assert!(Instant::now() < deadline, "attach did not exit: {:?}", self.text());
