@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 /// Drover runs coding-agent sessions on your machines and lets you watch and steer them.
 #[derive(Debug, Parser)]
-#[command(name = "drover", version, about, propagate_version = true)]
+#[command(name = "drover", version, propagate_version = true)]
+#[command(about = "Drover runs coding-agent sessions on your machines and lets you watch and steer them.")]
 pub struct Cli {
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]

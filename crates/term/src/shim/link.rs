@@ -16,7 +16,7 @@ use super::state::Next;
 use super::{child, Shared};
 
 /// Largest output frame sent to the device.
-const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+const MAX_OUTPUT_FRAME: usize = 256 * 1024;
 /// Frames queued for the socket before senders wait.
 const OUT_QUEUE: usize = 64;
 
