@@ -9,7 +9,9 @@ use anyhow::{anyhow, bail, Result};
 use drover_protocol::api::ErrorBody;
 use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::io::Write;
+
+use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -60,7 +62,9 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
         eprint!("[attached to {id}{}; detach with Ctrl-]]\r\n", if read_only { ", read-only" } else { "" });
     }
     let _raw = RawMode(tty && crossterm::terminal::enable_raw_mode().is_ok());
-    let mut stdout = tokio::io::stdout();
+    // Terminal output is written straight from this task: a blocking write to the terminal
+    // is the natural backpressure, and it saves a thread hand-off per frame.
+    let mut stdout = std::io::stdout();
     let mut stdin = tokio::io::stdin();
     let mut buf = vec![0u8; 8192];
     let mut stdin_open = true;
@@ -69,8 +73,8 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
         tokio::select! {
             msg = stream.next() => match msg {
                 Some(Ok(Message::Binary(b))) => {
-                    stdout.write_all(&b).await?;
-                    stdout.flush().await?;
+                    stdout.write_all(&b)?;
+                    stdout.flush()?;
                 }
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerEvent>(&t) {
                     Ok(ViewerEvent::Ended { outcome, exit_code, reason }) => {
@@ -112,9 +116,9 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
         }
     };
     if tty {
-        stdout.write_all(RESTORE).await?;
+        stdout.write_all(RESTORE)?;
     }
-    stdout.flush().await?;
+    stdout.flush()?;
     drop(_raw);
     eprintln!("\r\n{ending}");
     if ending.contains("connection") && ending.contains("lost") {
