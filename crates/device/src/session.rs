@@ -75,6 +75,35 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
     handle
 }
 
+/// The link to a running shim. Frames are read by a task of their own and handed over
+/// whole: a frame read must never be abandoned halfway (as a `select!` would), or the
+/// stream loses its framing.
+struct ShimLink {
+    wr: OwnedWriteHalf,
+    frames: mpsc::Receiver<Vec<u8>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl ShimLink {
+    fn new(mut rd: OwnedReadHalf, wr: OwnedWriteHalf) -> ShimLink {
+        let (tx, frames) = mpsc::channel(64);
+        let reader = tokio::spawn(async move {
+            while let Ok(Some(frame)) = read_frame(&mut rd).await {
+                if tx.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        ShimLink { wr, frames, reader }
+    }
+}
+
+impl Drop for ShimLink {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
 struct SessionTask {
     id: SessionId,
     dir: SessionDir,
@@ -100,7 +129,7 @@ impl SessionTask {
         loop {
             let frame = async {
                 match link.as_mut() {
-                    Some((rd, _)) => read_frame(rd).await,
+                    Some(l) => l.frames.recv().await,
                     None => std::future::pending().await,
                 }
             };
@@ -112,8 +141,8 @@ impl SessionTask {
                     }
                 }
                 frame = frame => match frame {
-                    Ok(Some(f)) => self.on_shim_frame(&f).await,
-                    Ok(None) | Err(_) => {
+                    Some(f) => self.on_shim_frame(&f).await,
+                    None => {
                         link = None;
                         self.collect_exit();
                         self.replay_files().await;
@@ -124,7 +153,7 @@ impl SessionTask {
     }
 
     /// Reads the shim's hello; None if the shim does not answer properly.
-    async fn open(&mut self, s: UnixStream) -> Option<(OwnedReadHalf, OwnedWriteHalf)> {
+    async fn open(&mut self, s: UnixStream) -> Option<ShimLink> {
         let (mut rd, wr) = s.into_split();
         let frame = read_frame(&mut rd).await.ok()??;
         match ShimFrame::decode_from_shim(&frame).ok()? {
@@ -135,7 +164,7 @@ impl SessionTask {
                 let mut r = self.report.lock().expect("report lock");
                 r.written = written;
                 r.running = self.exit.is_none();
-                Some((rd, wr))
+                Some(ShimLink::new(rd, wr))
             }
             _ => None,
         }
@@ -152,14 +181,14 @@ impl SessionTask {
     }
 
     /// Handles a command; true when the task should end.
-    async fn command(&mut self, cmd: SessionCmd, link: &mut Option<(OwnedReadHalf, OwnedWriteHalf)>) -> bool {
+    async fn command(&mut self, cmd: SessionCmd, link: &mut Option<ShimLink>) -> bool {
         match cmd {
             SessionCmd::Resume { from, uplink } => {
                 self.uplink = Some(uplink);
                 self.expected = from;
                 self.ended_sent = false;
                 match link.as_mut() {
-                    Some((_, wr)) => {
+                    Some(ShimLink { wr, .. }) => {
                         if let (Some(pid), None) = (self.pid, &self.exit) {
                             let cwd = self.cwd.clone();
                             self.send(DeviceMessage::Started { session: self.id, pid, cwd }).await;
@@ -176,7 +205,7 @@ impl SessionTask {
                 false
             }
             SessionCmd::Input(bytes) => {
-                if let Some((_, wr)) = link.as_mut() {
+                if let Some(ShimLink { wr, .. }) = link.as_mut() {
                     let _ = write_frame(wr, &[&ShimFrame::Input(bytes).encode()]).await;
                 }
                 false
@@ -187,7 +216,7 @@ impl SessionTask {
                     _ => None,
                 };
                 let sent = match link.as_mut() {
-                    Some((_, wr)) => write_frame(wr, &[&ShimFrame::Request(req).encode()]).await.is_ok(),
+                    Some(ShimLink { wr, .. }) => write_frame(wr, &[&ShimFrame::Request(req).encode()]).await.is_ok(),
                     None => false,
                 };
                 if !sent {
@@ -197,7 +226,7 @@ impl SessionTask {
                 false
             }
             SessionCmd::Release => {
-                if let Some((_, wr)) = link.as_mut() {
+                if let Some(ShimLink { wr, .. }) = link.as_mut() {
                     if self.exit.is_none() {
                         let stop = ShimFrame::Request(ShimRequest::Stop { grace_ms: 2000 }).encode();
                         let _ = write_frame(wr, &[&stop]).await;

@@ -22,6 +22,15 @@ const RING_BYTES: usize = 1024 * 1024;
 /// Bytes queued for a viewer before it is considered lagging and re-synced.
 pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Why a viewer cannot be resumed from an offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoResync {
+    /// The ring no longer reaches back that far: send stored output or a newer snapshot.
+    TooOld,
+    /// The viewer is no longer attached (the session ended).
+    Gone,
+}
+
 /// What a viewer's task is handed.
 #[derive(Debug)]
 pub enum ViewerOut {
@@ -144,13 +153,15 @@ impl Hub {
     }
 
     /// Resumes a lagging viewer from a snapshot taken at `offset`: returns the bytes after
-    /// the snapshot that the viewer must write next, or None when the ring no longer
-    /// reaches back to `offset` (take a newer snapshot).
-    pub fn resync(&self, id: u64, offset: u64) -> Option<Vec<Bytes>> {
+    /// the snapshot that the viewer must write next, or why it cannot.
+    pub fn resync(&self, id: u64, offset: u64) -> Result<Vec<Bytes>, NoResync> {
         let mut g = self.lock();
+        if !g.viewers.contains_key(&id) {
+            return Err(NoResync::Gone);
+        }
         let ring_start = g.ring.front().map(|(o, _)| *o).unwrap_or(g.latest);
         if offset < ring_start && offset < g.latest {
-            return None;
+            return Err(NoResync::TooOld);
         }
         let mut out = Vec::new();
         for (o, data) in &g.ring {
@@ -161,11 +172,11 @@ impl Hub {
             out.push(if *o < offset { data.slice((offset - o) as usize..) } else { data.clone() });
         }
         let next = g.latest.max(offset);
-        let slot = g.viewers.get_mut(&id)?;
+        let slot = g.viewers.get_mut(&id).ok_or(NoResync::Gone)?;
         slot.next = next;
         slot.lagging = false;
         slot.queued.store(0, Ordering::Release);
-        Some(out)
+        Ok(out)
     }
 
     /// The highest offset received.
@@ -305,8 +316,10 @@ mod tests {
         hub.publish(0, big.clone());
         hub.publish(RING_BYTES as u64, big);
         let j = hub.join(false);
-        assert!(hub.resync(j.id, 10).is_none());
-        assert!(hub.resync(j.id, RING_BYTES as u64).is_some());
+        assert_eq!(hub.resync(j.id, 10), Err(NoResync::TooOld));
+        assert!(hub.resync(j.id, RING_BYTES as u64).is_ok());
+        hub.leave(j.id);
+        assert_eq!(hub.resync(j.id, RING_BYTES as u64), Err(NoResync::Gone));
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::api::sessions::load_session;
 use crate::auth::Caller;
-use crate::hub::{Hub, Joined, ViewerOut};
+use crate::hub::{Hub, Joined, NoResync, ViewerOut};
 use crate::{render, ApiError, AppState};
 
 /// Snapshot attempts before falling back to replaying the stored stream.
@@ -168,14 +168,20 @@ impl Viewer {
     /// (a fresh snapshot is cheaper than replaying the gap).
     async fn follow_on(&self, id: u64, mut offset: u64, sink: &mut Sink) -> Result<bool, axum::Error> {
         let mut replayed = 0usize;
+        let mut waited = 0u32;
         loop {
-            if let Some(after) = self.hub.resync(id, offset) {
-                for b in after {
-                    sink.send(Message::Binary(b)).await?;
+            match self.hub.resync(id, offset) {
+                Ok(after) => {
+                    for b in after {
+                        sink.send(Message::Binary(b)).await?;
+                    }
+                    return Ok(true);
                 }
-                return Ok(true);
+                // Ended while re-syncing: the main loop tells the viewer how.
+                Err(NoResync::Gone) => return Ok(true),
+                Err(NoResync::TooOld) => {}
             }
-            if replayed > MAX_REPLAY_BYTES {
+            if replayed > MAX_REPLAY_BYTES || waited > 400 {
                 return Ok(false);
             }
             let chunks = match self.state.store.read_output(self.session, offset, 1 << 20).await {
@@ -186,6 +192,8 @@ impl Viewer {
                 }
             };
             if chunks.is_empty() {
+                // The store is a moment behind the hub: wait for it (at most 2 s).
+                waited += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                 continue;
             }
