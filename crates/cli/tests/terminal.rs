@@ -160,5 +160,9 @@ fn a_stalled_viewer_never_holds_the_program_or_other_viewers_back() {
     // The program streams 30 MB past the stalled viewer; the live viewer sees the end.
     live.wait_for("END-OF-STREAM", secs(120));
     d.wait_text(&id, "END-OF-STREAM", secs(60));
+    // Commands to the session during the flood (snapshots, viewer counts) left its link
+    // intact: it is still running, not lost.
+    assert_eq!(d.show(&id)["outcome"], "running");
+    d.ok(&["session", "input", &id, "still answering"]);
     drop(stalled);
 }
