@@ -33,9 +33,6 @@ pub enum StoreError {
     /// A stored value could not be read back (a bug or a hand-edited database).
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    /// A uniqueness rule was broken (e.g. a device name already taken).
-    #[error("{0}")]
-    Conflict(String),
     /// A recording file could not be written or read.
     #[error("recording file error: {0}")]
     Io(String),

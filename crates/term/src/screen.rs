@@ -20,9 +20,6 @@ use crate::recording::RecordingReader;
 const POLL: Duration = Duration::from_millis(20);
 /// Bytes parsed per step; requests are served between steps.
 const READ_STEP: usize = 256 * 1024;
-/// The worker's niceness. Measured: a lower priority (10) starves the worker during
-/// floods, so snapshots for re-syncing viewers arrive late; equal priority is better.
-const NICE: i32 = 0;
 
 /// A screen snapshot: escape sequences that redraw the screen as of `offset`.
 #[derive(Debug, Clone)]
@@ -53,13 +50,11 @@ enum Request {
     Feed(Vec<u8>),
 }
 
-/// Progress of the output stream, shared by the PTY reader and the screen worker.
+/// How far the recording has got, shared by the PTY reader and the screen worker.
 #[derive(Debug, Default)]
 pub struct StreamProgress {
     /// Bytes appended to the recording file.
     pub recorded: AtomicU64,
-    /// µs since start when output last arrived.
-    pub last_output_micros: AtomicU64,
 }
 
 /// A handle to the screen worker; cheap to clone.
@@ -74,13 +69,9 @@ impl Screen {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("screen".into())
-            .spawn(move || {
-                if NICE != 0 {
-                    // SAFETY: setpriority on the calling thread (who = 0: this thread on Linux).
-                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
-                }
-                Worker::new(raw, idx, cols, rows, progress).run(rx)
-            })
+            // Normal priority on purpose: measured, a niced worker (10) starved during
+            // floods, so snapshots for re-syncing viewers arrived late.
+            .spawn(move || Worker::new(raw, idx, cols, rows, progress).run(rx))
             .expect("spawn screen worker");
         Screen { tx }
     }

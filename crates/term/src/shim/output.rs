@@ -66,7 +66,6 @@ fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micro
     if !failed {
         shared.progress.recorded.store(recording.len(), Ordering::Release);
     }
-    shared.progress.last_output_micros.store(t_micros, Ordering::Release);
     shared.bump();
 }
 
