@@ -18,13 +18,18 @@ impl Up {
     /// Starts `drover up` with many slots on a free port.
     pub fn start(exe: &Path) -> Result<Up> {
         let home = tempfile::tempdir()?;
+        // DROVER_BENCH_LOG=FILE keeps the server's and device's log (at RUST_LOG or info).
+        let (log, level) = match std::env::var_os("DROVER_BENCH_LOG") {
+            Some(path) => (Stdio::from(std::fs::File::create(path)?), std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())),
+            None => (Stdio::null(), "error".into()),
+        };
         let mut child = Command::new(exe)
             .args(["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"])
             .env("DROVER_HOME", home.path())
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .context("starting drover up")?;
         let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();

@@ -1,4 +1,5 @@
-//! A command in a PTY whose output the bench reads as fast as it can, watching for markers.
+//! A command whose output the bench reads as fast as it can (from a PTY, or from a pipe
+//! like `script`'s stdout in the bare baseline), watching for markers.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Condvar, Mutex};
@@ -14,12 +15,42 @@ struct Seen {
     eof: bool,
 }
 
-/// A running command in a PTY.
+enum Proc {
+    Pty { child: Box<dyn portable_pty::Child + Send + Sync>, _master: Box<dyn portable_pty::MasterPty + Send> },
+    Piped(std::process::Child),
+}
+
+/// A running command whose output is read and counted.
 pub struct PtyProc {
     seen: Arc<(Mutex<Seen>, Condvar)>,
     writer: Box<dyn Write + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
+    proc: Proc,
+}
+
+/// Reads `reader` on a thread of its own, counting bytes and keeping the tail.
+fn read_in_background(mut reader: Box<dyn Read + Send>) -> Arc<(Mutex<Seen>, Condvar)> {
+    let seen = Arc::new((Mutex::new(Seen::default()), Condvar::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let (lock, cv) = &*s;
+            let mut g = lock.lock().unwrap();
+            g.bytes += n as u64;
+            g.tail.extend_from_slice(&buf[..n]);
+            let keep = g.tail.len().saturating_sub(4096);
+            g.tail.drain(..keep);
+            cv.notify_all();
+        }
+        let (lock, cv) = &*s;
+        lock.lock().unwrap().eof = true;
+        cv.notify_all();
+    });
+    seen
 }
 
 impl PtyProc {
@@ -37,30 +68,25 @@ impl PtyProc {
         cmd.cwd(std::env::current_dir()?);
         let child = pair.slave.spawn_command(cmd).map_err(anyhow::Error::msg).context("spawn in pty")?;
         drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().map_err(anyhow::Error::msg)?;
+        let reader = pair.master.try_clone_reader().map_err(anyhow::Error::msg)?;
         let writer = pair.master.take_writer().map_err(anyhow::Error::msg)?;
-        let seen = Arc::new((Mutex::new(Seen::default()), Condvar::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 256 * 1024];
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let (lock, cv) = &*s;
-                let mut g = lock.lock().unwrap();
-                g.bytes += n as u64;
-                g.tail.extend_from_slice(&buf[..n]);
-                let keep = g.tail.len().saturating_sub(4096);
-                g.tail.drain(..keep);
-                cv.notify_all();
-            }
-            let (lock, cv) = &*s;
-            lock.lock().unwrap().eof = true;
-            cv.notify_all();
-        });
-        Ok(PtyProc { seen, writer, child, _master: pair.master })
+        let seen = read_in_background(reader);
+        Ok(PtyProc { seen, writer, proc: Proc::Pty { child, _master: pair.master } })
+    }
+
+    /// Spawns `argv` with `env`, stdin empty and stdout a pipe; output is read and counted.
+    pub fn spawn_piped(argv: &[&str], env: &[(&str, &str)]) -> Result<PtyProc> {
+        let mut child = std::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .with_context(|| format!("spawn {}", argv[0]))?;
+        let reader = Box::new(child.stdout.take().context("stdout")?);
+        let seen = read_in_background(reader);
+        Ok(PtyProc { seen, writer: Box::new(std::io::sink()), proc: Proc::Piped(child) })
     }
 
     /// Types bytes into the PTY.
@@ -99,8 +125,16 @@ impl PtyProc {
 
     /// Kills the process.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match &mut self.proc {
+            Proc::Pty { child, .. } => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Proc::Piped(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 }
 

@@ -1,6 +1,11 @@
 //! Output throughput: a session streams a file to one attached viewer (`drover session
-//! attach` in a PTY that the bench reads), against the same file through a bare PTY
-//! (`script -qfc "cat FILE" /dev/null`) and through tmux with an attached client.
+//! attach`), against the same file through a bare PTY (`script -qfc "cat FILE"
+//! /dev/null`) and through tmux with an attached client.
+//!
+//! Each comparison gives the viewer the same kind of output as its baseline: `script`
+//! writes to a pipe the bench reads, so the viewer compared with it writes to a pipe
+//! too; a tmux client needs a terminal, so the viewer compared with it writes to a PTY
+//! the bench reads. Both viewer figures are reported.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -27,13 +32,18 @@ pub struct Throughput {
     pub bare_pty_s: f64,
     /// tmux with an attached client: seconds (None if tmux is not installed).
     pub tmux_s: Option<f64>,
-    /// Drover session with an attached viewer: seconds.
-    pub drover_s: f64,
-    /// Drover throughput ÷ bare PTY throughput (goal ≥ 0.6).
+    /// Drover session, viewer writing to a pipe (as `script` does): seconds.
+    pub drover_pipe_s: f64,
+    /// Drover session, viewer writing to a PTY (as a tmux client does): seconds.
+    pub drover_pty_s: f64,
+    /// Drover (pipe viewer) throughput ÷ bare PTY throughput (goal ≥ 0.6).
     pub drover_vs_bare: f64,
-    /// Drover throughput ÷ tmux throughput (goal > 1).
+    /// Drover (PTY viewer) throughput ÷ bare PTY throughput (for reference).
+    pub drover_pty_vs_bare: f64,
+    /// Drover (PTY viewer) throughput ÷ tmux throughput (goal > 1).
     pub drover_vs_tmux: Option<f64>,
-    /// Bytes the viewer received ÷ bytes the program wrote (1.0: nothing skipped).
+    /// Bytes the viewer received ÷ bytes the program wrote, lowest of all runs (1.0:
+    /// nothing skipped; less means it fell behind and re-synced from a snapshot).
     pub viewer_received: f64,
 }
 
@@ -85,13 +95,25 @@ fn tmux(file: &Path) -> Result<f64> {
     Ok(secs)
 }
 
-fn drover(up: &Up, file: &Path) -> Result<(f64, u64)> {
+/// Where the viewer's output goes.
+#[derive(Debug, Clone, Copy)]
+enum Sink {
+    Pipe,
+    Pty,
+}
+
+fn drover(up: &Up, file: &Path, sink: Sink) -> Result<(f64, u64)> {
     let script = format!("read go; cat {}; echo {END}", file.display());
     let id = up.start_session(COLS, ROWS, &["sh", "-c", &script])?;
     up.wait_running(&id)?;
     let home = up.home.path().to_str().context("home")?.to_string();
     let exe = up.exe.to_str().context("exe")?.to_string();
-    let viewer = PtyProc::spawn(&[&exe, "session", "attach", &id], &[("DROVER_HOME", &home)], COLS, ROWS)?;
+    let argv = [exe.as_str(), "session", "attach", &id];
+    let env = [("DROVER_HOME", home.as_str())];
+    let viewer = match sink {
+        Sink::Pipe => PtyProc::spawn_piped(&argv, &env)?,
+        Sink::Pty => PtyProc::spawn(&argv, &env, COLS, ROWS)?,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while !up.cli(&["--json", "session", "show", &id])?.contains("\"attached\": 1") {
         anyhow::ensure!(Instant::now() < deadline, "viewer never attached");
@@ -116,42 +138,54 @@ pub fn run(exe: &Path, mb: usize, runs: usize) -> Result<Throughput> {
     let lines = bytes / 86;
     let has_tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
     let up = Up::start(exe)?;
-    let (mut b, mut t, mut d, mut recv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut b, mut t, mut dp, mut dt, mut recv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         b.push(bare(&file)?);
+        let (secs, got) = drover(&up, &file, Sink::Pipe)?;
+        dp.push(secs);
+        recv.push(got as f64 / (bytes + lines) as f64);
         if has_tmux {
             t.push(tmux(&file)?);
         }
-        let (secs, got) = drover(&up, &file)?;
-        d.push(secs);
+        let (secs, got) = drover(&up, &file, Sink::Pty)?;
+        dt.push(secs);
         recv.push(got as f64 / (bytes + lines) as f64);
         println!(
-            "  throughput run {}/{runs}: bare {:.3}s{} drover {:.3}s",
+            "  throughput run {}/{runs}: bare {:.3}s, drover (pipe viewer) {:.3}s (got {:.2} of the bytes){}, drover (PTY viewer) {:.3}s (got {:.2})",
             i + 1,
             b[i],
-            t.get(i).map(|s| format!(" tmux {s:.3}s")).unwrap_or_default(),
-            d[i]
+            dp[i],
+            recv[2 * i],
+            t.get(i).map(|s| format!(", tmux {s:.3}s")).unwrap_or_default(),
+            dt[i],
+            recv[2 * i + 1],
         );
     }
-    let (bare_s, drover_s) = (median(&mut b), median(&mut d));
+    let (bare_s, pipe_s, pty_s) = (median(&mut b), median(&mut dp), median(&mut dt));
     let tmux_s = has_tmux.then(|| median(&mut t));
     let r = Throughput {
         bytes,
         bare_pty_s: bare_s,
         tmux_s,
-        drover_s,
-        drover_vs_bare: bare_s / drover_s,
-        drover_vs_tmux: tmux_s.map(|t| t / drover_s),
-        viewer_received: median(&mut recv),
+        drover_pipe_s: pipe_s,
+        drover_pty_s: pty_s,
+        drover_vs_bare: bare_s / pipe_s,
+        drover_pty_vs_bare: bare_s / pty_s,
+        drover_vs_tmux: tmux_s.map(|t| t / pty_s),
+        viewer_received: recv.iter().copied().fold(f64::INFINITY, f64::min),
     };
+    let mbs = |s: f64| bytes as f64 / 1048576.0 / s;
     println!(
-        "throughput ({} MB file, {runs} runs, medians): bare PTY {:.0} MB/s, tmux {}, drover {:.0} MB/s → drover/bare {:.2} (goal ≥ 0.60){}; viewer got {:.3} of the bytes",
+        "throughput ({} MB file, {runs} runs, medians): bare PTY {:.0} MB/s, drover (pipe viewer) {:.0} MB/s → {:.2} of bare (goal ≥ 0.60); \
+         tmux {}, drover (PTY viewer) {:.0} MB/s{} ({:.2} of bare); viewers got at least {:.3} of the bytes",
         bytes >> 20,
-        bytes as f64 / 1048576.0 / bare_s,
-        tmux_s.map(|t| format!("{:.0} MB/s", bytes as f64 / 1048576.0 / t)).unwrap_or_else(|| "not installed".into()),
-        bytes as f64 / 1048576.0 / drover_s,
+        mbs(bare_s),
+        mbs(pipe_s),
         r.drover_vs_bare,
-        r.drover_vs_tmux.map(|x| format!(", drover/tmux {x:.2}")).unwrap_or_default(),
+        tmux_s.map(|t| format!("{:.0} MB/s", mbs(t))).unwrap_or_else(|| "not installed".into()),
+        mbs(pty_s),
+        r.drover_vs_tmux.map(|x| format!(" → {x:.2} of tmux (goal > 1)")).unwrap_or_default(),
+        r.drover_pty_vs_bare,
         r.viewer_received,
     );
     Ok(r)

@@ -49,7 +49,7 @@ pub struct Devices {
     conns: Mutex<HashMap<DeviceId, Conn>>,
     next: AtomicU64,
     deliveries: Mutex<HashMap<u64, (DeviceId, oneshot::Sender<Delivery>)>>,
-    snapshots: Mutex<HashMap<u64, oneshot::Sender<Snapshot>>>,
+    snapshots: Mutex<HashMap<u64, (DeviceId, oneshot::Sender<Snapshot>)>>,
 }
 
 /// A device is not connected.
@@ -71,6 +71,7 @@ impl Devices {
             conns.remove(&id);
             // Pending confirmations from this device will never come: fail them now.
             self.deliveries.lock().expect("deliveries").retain(|_, (dev, _)| *dev != id);
+            self.snapshots.lock().expect("snapshots").retain(|_, (dev, _)| *dev != id);
         }
     }
 
@@ -124,11 +125,12 @@ impl Devices {
         }
     }
 
-    /// Asks the device for a screen snapshot.
+    /// Asks the device for a screen snapshot; None if it does not answer in time or
+    /// disconnects first.
     pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
         let req = self.req_id();
         let (tx, rx) = oneshot::channel();
-        self.snapshots.lock().expect("snapshots").insert(req, tx);
+        self.snapshots.lock().expect("snapshots").insert(req, (id, tx));
         if self.send(id, &ServerMessage::Snapshot { session, req }).await.is_err() {
             self.snapshots.lock().expect("snapshots").remove(&req);
             return None;
@@ -140,7 +142,7 @@ impl Devices {
 
     /// Resolves a pending snapshot.
     pub fn snapshot_arrived(&self, snap: Snapshot) {
-        if let Some(tx) = self.snapshots.lock().expect("snapshots").remove(&snap.req) {
+        if let Some((_, tx)) = self.snapshots.lock().expect("snapshots").remove(&snap.req) {
             let _ = tx.send(snap);
         }
     }

@@ -234,6 +234,16 @@ impl Hub {
         self.changed.send_replace(latest);
     }
 
+    /// Returns once the session has ended.
+    pub async fn wait_ended(&self) {
+        let mut changed = self.changed.subscribe();
+        while self.ended().is_none() {
+            if changed.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// The end event, once the session has ended.
     pub fn ended(&self) -> Option<ViewerEvent> {
         self.lock().ended.clone()

@@ -94,9 +94,14 @@ impl Viewer {
             tokio::select! {
                 _ = lag.notified() => {
                     while rx.try_recv().is_ok() {}
-                    if !first && send_event(&mut sink, &ViewerEvent::Resync).await.is_err() { break; }
+                    if !first {
+                        tracing::debug!(session = %self.session, viewer = id, "viewer fell behind; re-syncing from a snapshot");
+                        if send_event(&mut sink, &ViewerEvent::Resync).await.is_err() { break; }
+                    }
                     first = false;
+                    let t0 = std::time::Instant::now();
                     if self.resync(id, &mut sink).await.is_err() { break; }
+                    tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), "viewer synced");
                 }
                 out = rx.recv() => match out {
                     Some(ViewerOut::Bytes(b)) => {
@@ -144,13 +149,21 @@ impl Viewer {
     async fn resync(&self, id: u64, sink: &mut Sink) -> Result<(), axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
         for _ in 0..SNAPSHOT_TRIES {
-            let Some(snap) = self.state.devices.snapshot(self.device, self.session, timeout).await else { break };
+            let snap = tokio::select! {
+                snap = self.state.devices.snapshot(self.device, self.session, timeout) => snap,
+                // The session ended while the device was busy (its shim may be gone):
+                // the final screen comes from the stored recording.
+                _ = self.hub.wait_ended() => None,
+            };
+            let Some(snap) = snap else { break };
             sink.send(Message::Binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
                 return Ok(());
             }
         }
-        // The device cannot answer (disconnected, or too busy): rebuild the screen here.
+        // The device cannot answer (disconnected, too busy, or the session ended):
+        // rebuild the screen here.
+        tracing::debug!(session = %self.session, "no snapshot from the device; replaying the recording");
         let (cols, rows) = self.hub.size();
         match render::replay_snapshot(&self.state.store, self.session, cols, rows).await {
             Ok(snap) => {

@@ -38,6 +38,21 @@ pub struct Spawned {
     pub master: Box<dyn MasterPty + Send>,
 }
 
+impl Spawned {
+    /// Whether more output is waiting to be read right now (without blocking).
+    pub fn readable(&self) -> impl Fn() -> bool + Send + 'static {
+        let fd = self.master.as_raw_fd();
+        move || {
+            let Some(fd) = fd else { return false };
+            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd, zero timeout; the fd outlives the reader thread
+            // because the master is kept until the shim exits.
+            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            n == 1 && p.revents & libc::POLLIN != 0
+        }
+    }
+}
+
 /// Resolves `program` the way execvp would, to give a clear error before spawning.
 pub fn resolve(program: &str, path_var: Option<&str>, cwd: &Path) -> Result<PathBuf, SpawnError> {
     use std::os::unix::fs::PermissionsExt;

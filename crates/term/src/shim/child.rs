@@ -22,6 +22,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 /// Starts the threads that serve a spawned program.
 pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) {
+    let readable = spawned.readable();
     let Spawned { pid, reader, writer, master } = spawned;
     *shared.pid.lock().expect("pid lock") = Some(pid);
     *shared.master.lock().expect("master lock") = Some(master);
@@ -33,7 +34,7 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     std::thread::Builder::new()
         .name("pty-reader".into())
         .spawn(move || {
-            output::pump(s, reader, recording);
+            output::pump(s, reader, readable, recording);
             let _ = done_tx.send(());
         })
         .expect("spawn reader");

@@ -55,6 +55,12 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     }
                     forwarder = Some(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)));
                 }
+                // A snapshot waits for the screen worker to catch up: answer it on the
+                // side so input, stop and release are not held up behind it.
+                Ok(ShimFrame::Request(ShimRequest::Snapshot { req })) => {
+                    let (shared, tx) = (shared.clone(), tx.clone());
+                    tokio::spawn(async move { handle(&shared, &tx, ShimRequest::Snapshot { req }).await });
+                }
                 Ok(ShimFrame::Request(req)) => handle(&shared, &tx, req).await,
                 Ok(_) | Err(_) => {
                     tracing::warn!("device link: unexpected frame; closing");
@@ -93,7 +99,7 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
                 tracing::warn!("resize failed: {e}");
             }
             *shared.size.lock().expect("size lock") = (cols, rows);
-            shared.screen.resize(cols, rows);
+            shared.screen.resize(cols, rows).await;
             Some(ShimFrame::Event(ShimEvent::Resized { t_micros: shared.now_micros(), cols, rows }))
         }
         ShimRequest::SendText { req, text } => Some(ShimFrame::Event(send_text(shared, req, &text).await)),

@@ -10,22 +10,37 @@ use crate::recording::{Chunk, RecordingWriter};
 
 use super::Shared;
 
-/// Bytes read from the PTY at a time.
+/// Bytes recorded and published at a time, at most.
 const READ_BUF: usize = 64 * 1024;
 
 /// Reads the PTY until it closes. Returns when the program and everything holding the
 /// terminal have gone.
-pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, mut recording: RecordingWriter) {
+///
+/// The kernel hands a PTY's output over at most 4 KB per read; whatever more is already
+/// waiting (`readable`) is read into the same buffer first, so a flood is recorded and
+/// published in batches of up to 64 KB (one file write, one wake-up) without delaying
+/// output that trickles.
+pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: impl Fn() -> bool, mut recording: RecordingWriter) {
     let mut buf = vec![0u8; READ_BUF];
     let mut scanner = QueryScanner::new();
     let mut found = Vec::new();
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
+    let mut closed = false;
+    while !closed {
+        let mut n = 0;
+        loop {
+            match reader.read(&mut buf[n..]) {
+                Ok(0) => closed = true,
+                Ok(got) => n += got,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => closed = true,
+            }
+            if closed || n == 0 || n + 4096 > buf.len() || !readable() {
+                break;
+            }
+        }
+        if n == 0 {
+            continue;
+        }
         let data = &buf[..n];
         let t_micros = shared.now_micros();
         record(&shared, &mut recording, data, t_micros);
@@ -50,7 +65,7 @@ fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micro
     }
     let failed = failed_before || newly_failed.is_some();
     if failed {
-        shared.screen.feed(data.to_vec());
+        shared.screen.feed(data);
     }
     {
         let mut out = shared.out.lock().expect("out lock");
@@ -77,7 +92,7 @@ fn answer_queries(shared: &Shared, found: &[queries::Query]) {
     let Some(tx) = tx else { return };
     for q in found {
         let cursor = match q {
-            queries::Query::CursorPosition => shared.screen.modes_blocking().map(|m| m.cursor).unwrap_or((0, 0)),
+            queries::Query::CursorPosition => shared.screen.modes_blocking().cursor,
             _ => (0, 0),
         };
         let bytes = queries::answer(*q, cursor);
