@@ -31,6 +31,8 @@ pub enum Command {
     /// Start, list, watch and steer sessions.
     #[command(subcommand)]
     Session(SessionCmd),
+    /// Print a one-time link that signs this browser in to the web app.
+    Ui,
     /// The per-session shim (started by the device daemon; not for direct use).
     #[command(hide = true)]
     Shim {
@@ -48,6 +50,9 @@ pub struct ServerArgs {
     /// Grace period in seconds between SIGTERM and SIGKILL when a session is stopped.
     #[arg(long, default_value_t = 5.0)]
     pub stop_grace: f64,
+    /// How long a browser stays signed in, in seconds (default a week).
+    #[arg(long, default_value_t = 7 * 24 * 3600, hide = true)]
+    pub web_session_secs: u64,
 }
 
 /// `drover up`.

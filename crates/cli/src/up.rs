@@ -32,7 +32,14 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
     let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
     let host = if host.contains(':') { format!("[{host}]") } else { host };
     let url = format!("http://{host}:{}", addr.port());
-    let config = ServerConfig { stop_grace: Duration::from_secs_f64(args.stop_grace), ..ServerConfig::default() };
+    if args.web_session_secs == 0 {
+        bail!("--web-session-secs must be at least 1");
+    }
+    let config = ServerConfig {
+        stop_grace: Duration::from_secs_f64(args.stop_grace),
+        web_session_ttl: Duration::from_secs(args.web_session_secs),
+        ..ServerConfig::default()
+    };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })
 }
 
@@ -85,7 +92,10 @@ pub async fn up(args: UpArgs) -> Result<()> {
         default_cwd: default_cwd(),
     };
     let device_task = tokio::spawn(drover_device::run(device_config));
+    let (_, owner) = state.store.bootstrap("default", "owner").await?;
+    let link = drover_server::api::web::issue_login_link(&state, owner).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("Drover is running at {url}");
+    println!("  open:   {url}{}   (signs this browser in; one use — `drover ui` prints another)", link.path);
     println!("  home:   {}", home.display());
     println!("  device: {name} ({} slots)", args.slots);
     println!("  try:    drover session start --device {name} -- bash");
@@ -123,7 +133,10 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     let token = client_token(&started.state, &home).await?;
     home::write_private_json(&home.join("client.json"), &ClientConfig { url: started.url.clone(), token })?;
     home::write_private_json(&home.join("up.json"), &Running { pid: std::process::id(), url: started.url.clone() })?;
+    let (_, owner) = started.state.store.bootstrap("default", "owner").await?;
+    let link = drover_server::api::web::issue_login_link(&started.state, owner).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("Drover server is running at {}", started.url);
+    println!("  open:   {}{}   (signs this browser in; one use — `drover ui` prints another)", started.url, link.path);
     println!("  register a device: drover device add NAME   (prints its token)");
     println!("  then on that machine: drover device --server {} --token TOKEN --name NAME", started.url);
     let url = started.url.clone();

@@ -182,3 +182,124 @@ pub struct DeviceCredential {
     /// Its credential, for `drover device --token`.
     pub token: String,
 }
+
+/// `GET /api/v1/me`: who is signed in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeView {
+    /// The member's name.
+    pub name: String,
+    /// Their role (`owner`, `admin`, `member`).
+    pub role: String,
+}
+
+/// `POST /api/v1/login-links`: a one-time sign-in link.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginLink {
+    /// The link's path on the server (`/login/…`); join it to the server's URL.
+    pub path: String,
+    /// When it stops working (RFC 3339).
+    pub expires_at: String,
+}
+
+/// A sandbox's last run, as the sandbox list shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LastRunView {
+    /// The session.
+    pub id: SessionId,
+    /// How it ended (or `running`).
+    pub outcome: Outcome,
+    /// Exit code, when one was recorded.
+    pub exit_code: Option<i32>,
+    /// When it started.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub ended_at: Option<String>,
+}
+
+/// One row of the sandbox list (seed 001 "The sandbox list"). Fields for tasks, agents,
+/// repos and costs are null until those exist for the sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxView {
+    /// The sandbox.
+    pub id: SandboxId,
+    /// `remote` (a session started on a device) or `task`.
+    pub kind: String,
+    /// The task's type (`story`, `bug`, …) for a task sandbox.
+    pub task_type: Option<String>,
+    /// The sandbox's own lifecycle state.
+    pub state: SandboxState,
+    /// Whether a run is live in it now (the green dot).
+    pub live: bool,
+    /// Its last run.
+    pub last_run: Option<LastRunView>,
+    /// Runs it has held.
+    pub runs: u32,
+    /// The agent running (or that last ran) in it.
+    pub agent: Option<String>,
+    /// What it works on: `<Stage> - <task title>`, or its own title.
+    pub working_on: String,
+    /// The device's name.
+    pub device: String,
+    /// The repository its worktree is checked out from.
+    pub repo: Option<String>,
+    /// Model spend so far, in USD.
+    pub cost_usd: Option<f64>,
+    /// Lifetime spend of its task, in USD.
+    pub task_cost_usd: Option<f64>,
+    /// A warning on the row (e.g. "task done").
+    pub warning: Option<String>,
+    /// When it was created.
+    pub created_at: String,
+}
+
+/// A batch of the sandbox list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxList {
+    /// The sandboxes, newest first.
+    pub sandboxes: Vec<SandboxView>,
+    /// Pass as `cursor` for the next batch; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// A live session flagged stale (seed 001 "Sessions needing attention").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttentionRow {
+    /// The session.
+    pub session: SessionId,
+    /// Its title.
+    pub title: String,
+    /// Its outcome (live).
+    pub outcome: Outcome,
+    /// Why it was flagged (`Device silent`, `Sandbox retired`).
+    pub flag: String,
+    /// The agent running it.
+    pub agent: Option<String>,
+    /// The device.
+    pub device: String,
+    /// When the device last reported in.
+    pub last_contact_at: Option<String>,
+}
+
+/// `GET /api/v1/overview`: the counts the sidebar and the Sessions page header show.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Overview {
+    /// Sessions running right now (the sidebar badge).
+    pub running: u32,
+    /// Sessions set up and waiting for a device slot.
+    pub queued: u32,
+    /// Sessions still open on tasks that already finished.
+    pub on_finished_tasks: u32,
+    /// Live sessions flagged stale.
+    pub stale: u32,
+    /// The flagged sessions.
+    pub attention: Vec<AttentionRow>,
+}
+
+/// One message of the live update stream (`GET /api/v1/stream`, server-sent events).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamUpdate {
+    /// The activity event that caused it.
+    pub event: EventView,
+    /// Sessions running right now, after it.
+    pub running: u32,
+}

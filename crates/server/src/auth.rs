@@ -1,6 +1,12 @@
-//! Credentials: generation, hashing, and the extractor that turns a bearer token into
-//! the calling principal. Only SHA-256 digests of tokens are stored; tokens carry 190
-//! bits of randomness, so a fast hash is the right tool (passwords, later, use argon2).
+//! Credentials: generation, hashing, and the extractor that turns a bearer token (CLI,
+//! devices) or the browser's session cookie into the calling principal. Only SHA-256
+//! digests of tokens are stored; tokens carry 190 bits of randomness, so a fast hash is
+//! the right tool (passwords, later, use argon2).
+//!
+//! The cookie is HttpOnly and SameSite=Strict; on top of that, a request authenticated
+//! by the cookie that could change something (any method but GET/HEAD, and WebSocket
+//! upgrades) must come from the server's own origin (`Origin` header), so no other site
+//! can act with a signed-in browser.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -16,6 +22,12 @@ use crate::{ApiError, AppState};
 pub const MEMBER_TOKEN_PREFIX: &str = "drv_";
 /// Prefix of device credentials.
 pub const DEVICE_TOKEN_PREFIX: &str = "drd_";
+/// Prefix of one-time login codes.
+pub const LOGIN_CODE_PREFIX: &str = "drl_";
+/// Prefix of browser session cookies.
+pub const WEB_SESSION_PREFIX: &str = "drw_";
+/// The browser session cookie's name.
+pub const COOKIE: &str = "drover_session";
 
 /// A new random token with `prefix`.
 pub fn new_token(prefix: &str) -> String {
@@ -68,6 +80,11 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty());
+        if token.is_none() {
+            if let Some(cookie) = session_cookie(&parts.headers) {
+                return from_cookie(parts, state, &cookie).await;
+            }
+        }
         let Some(token) = token else {
             return Err(ApiError::Unauthorized(
                 "no credentials: send `Authorization: Bearer <token>` (the CLI reads it from $DROVER_HOME or DROVER_TOKEN)".into(),
@@ -85,6 +102,50 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The session cookie's value, if the request carries one.
+pub fn session_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty() && v.len() <= 256)
+}
+
+/// Whether the request comes from a page of this server: `Origin` names the `Host` the
+/// request was sent to.
+fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let origin = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok());
+    match (origin, host) {
+        (Some(origin), Some(host)) => {
+            let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+            rest.is_some_and(|r| r.eq_ignore_ascii_case(host))
+        }
+        _ => false,
+    }
+}
+
+async fn from_cookie(parts: &Parts, state: &AppState, cookie: &str) -> Result<Caller, ApiError> {
+    let unsafe_method = !matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD);
+    let upgrade = parts.headers.contains_key(axum::http::header::UPGRADE);
+    if (unsafe_method || upgrade) && !same_origin(&parts.headers) {
+        return Err(ApiError::Forbidden("cross-site request refused: use the page this server serves".into()));
+    }
+    match state.store.web_principal(&digest(cookie)).await? {
+        Ok(p) => Ok(Caller(p)),
+        Err(drover_store::WebSessionState::Expired) => {
+            Err(ApiError::AuthExpired("auth expired: sign in again (`drover ui` prints a fresh sign-in link)".into()))
+        }
+        Err(drover_store::WebSessionState::Unknown) => {
+            Err(ApiError::Unauthorized("not signed in: open a sign-in link (`drover ui` prints one)".into()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +159,20 @@ mod tests {
         assert_eq!(digest(&a), digest(&a));
         assert_eq!(digest(&a).len(), 64);
         assert_ne!(digest(&a), digest(&b));
+    }
+
+    #[test]
+    fn cookies_and_origins_are_read_strictly() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert("cookie", "a=1; drover_session=drw_x; b=2".parse().unwrap());
+        assert_eq!(session_cookie(&h).as_deref(), Some("drw_x"));
+        h.insert("host", "127.0.0.1:7070".parse().unwrap());
+        assert!(!same_origin(&h));
+        h.insert("origin", "http://127.0.0.1:7070".parse().unwrap());
+        assert!(same_origin(&h));
+        h.insert("origin", "http://evil.example".parse().unwrap());
+        assert!(!same_origin(&h));
+        h.insert("origin", "null".parse().unwrap());
+        assert!(!same_origin(&h));
     }
 }

@@ -14,6 +14,9 @@ pub enum ApiError {
     /// 401: no or bad credentials.
     #[error("{0}")]
     Unauthorized(String),
+    /// 401: the browser's sign-in has expired.
+    #[error("{0}")]
+    AuthExpired(String),
     /// 403: not allowed.
     #[error("{0}")]
     Forbidden(String),
@@ -39,6 +42,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::AuthExpired(_) => (StatusCode::UNAUTHORIZED, "auth_expired"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),

@@ -14,6 +14,7 @@ mod ingest;
 mod render;
 mod state;
 mod viewer;
+mod web;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -36,6 +37,10 @@ pub struct ServerConfig {
     pub ask_still: Duration,
     /// Default timeout for ask.
     pub ask_timeout: Duration,
+    /// How long a browser stays signed in.
+    pub web_session_ttl: Duration,
+    /// How long a one-time sign-in link works.
+    pub login_link_ttl: Duration,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +52,8 @@ impl Default for ServerConfig {
             input_timeout: Duration::from_secs(10),
             ask_still: Duration::from_millis(1500),
             ask_timeout: Duration::from_secs(60),
+            web_session_ttl: Duration::from_secs(7 * 24 * 3600),
+            login_link_ttl: Duration::from_secs(15 * 60),
         }
     }
 }

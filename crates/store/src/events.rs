@@ -60,7 +60,33 @@ impl Store {
     /// Records one event durably.
     pub async fn record_event(&self, e: &NewEvent) -> Result<EventId> {
         let mut conn = self.pool.acquire().await?;
-        insert(&mut conn, e).await
+        let id = insert(&mut conn, e).await?;
+        self.changed(e.workspace, e.session);
+        Ok(id)
+    }
+
+    /// A workspace's events, newest first, before `before_seq` (all when None).
+    pub async fn list_events_before(&self, workspace: WorkspaceId, before_seq: Option<i64>, limit: i64) -> Result<Vec<EventRow>> {
+        let rows = sqlx::query(
+            "SELECT seq, id, session_id, kind, actor, detail, at FROM events
+             WHERE workspace_id = ? AND (? IS NULL OR seq < ?) ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(workspace.to_string())
+        .bind(before_seq)
+        .bind(before_seq)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(event_row).collect())
+    }
+
+    /// The newest event's sequence number in a workspace (0 when none).
+    pub async fn latest_event_seq(&self, workspace: WorkspaceId) -> Result<i64> {
+        let seq: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE workspace_id = ?")
+            .bind(workspace.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(seq.unwrap_or(0))
     }
 
     /// Events of a workspace (or of one session) after `after_seq`, oldest first.
@@ -82,17 +108,18 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| EventRow {
-                seq: r.get("seq"),
-                id: r.get("id"),
-                session: r.get("session_id"),
-                kind: r.get("kind"),
-                actor: r.get("actor"),
-                detail: serde_json::from_str(r.get::<&str, _>("detail")).unwrap_or(serde_json::Value::Null),
-                at: r.get("at"),
-            })
-            .collect())
+        Ok(rows.iter().map(event_row).collect())
+    }
+}
+
+fn event_row(r: &sqlx::sqlite::SqliteRow) -> EventRow {
+    EventRow {
+        seq: r.get("seq"),
+        id: r.get("id"),
+        session: r.get("session_id"),
+        kind: r.get("kind"),
+        actor: r.get("actor"),
+        detail: serde_json::from_str(r.get::<&str, _>("detail")).unwrap_or(serde_json::Value::Null),
+        at: r.get("at"),
     }
 }

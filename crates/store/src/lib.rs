@@ -6,12 +6,15 @@ mod credentials;
 mod devices;
 mod events;
 mod output;
+mod sandboxes;
 mod sessions;
+mod web;
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use drover_core::{SessionId, WorkspaceId};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 
@@ -19,7 +22,9 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
 pub use output::{Mark, OutputChunk};
+pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem};
 pub use sessions::{NewSession, RunTimes, SessionRow};
+pub use web::WebSessionState;
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +46,24 @@ pub enum StoreError {
 /// Result of store operations.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// Something in the store changed that a live view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// The session it concerns, if any.
+    pub session: Option<SessionId>,
+}
+
+/// Changes kept for subscribers that fall behind before they are told to reload.
+const CHANGES_BACKLOG: usize = 1024;
+
 /// The database.
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
     recordings: std::sync::Arc<output::Recordings>,
+    changes: tokio::sync::broadcast::Sender<Change>,
 }
 
 impl Store {
@@ -62,7 +80,17 @@ impl Store {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
         let recordings = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        Ok(Store { pool, recordings })
+        Ok(Store { pool, recordings, changes: tokio::sync::broadcast::channel(CHANGES_BACKLOG).0 })
+    }
+
+    /// Live changes (sessions created, started, ended; events recorded), sent after
+    /// they are committed.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self, workspace: WorkspaceId, session: Option<SessionId>) {
+        let _ = self.changes.send(Change { workspace, session });
     }
 
     /// Closes the pool, waiting for connections to finish.

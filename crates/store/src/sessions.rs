@@ -123,14 +123,18 @@ impl Store {
     pub async fn create_session(&self, s: &NewSession) -> Result<SessionId> {
         let (id, sandbox, at) = (SessionId::new(), SandboxId::new(), now());
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at) VALUES (?, ?, ?, 'remote', ?, ?, 'active', ?, ?)")
-            .bind(sandbox.to_string())
+        sqlx::query(
+            "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, last_session_id, runs, live)
+             VALUES (?, ?, ?, 'remote', ?, ?, 'active', ?, ?, ?, 1, 1)",
+        )
+        .bind(sandbox.to_string())
             .bind(s.workspace.to_string())
             .bind(s.device.to_string())
             .bind(&s.title)
             .bind(&s.cwd)
             .bind(&at)
             .bind(&at)
+            .bind(id.to_string())
             .execute(&mut *tx)
             .await?;
         sqlx::query(
@@ -156,6 +160,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        self.changed(s.workspace, Some(id));
         Ok(id)
     }
 
@@ -188,15 +193,32 @@ impl Store {
 
     /// `starting → running`; false if the session was not starting.
     pub async fn mark_running(&self, id: SessionId, pid: u32, cwd: &str) -> Result<bool> {
-        let done =
-            sqlx::query("UPDATE sessions SET outcome = 'running', pid = ?, cwd = ?, started_at = ? WHERE id = ? AND outcome = 'starting'")
-                .bind(pid as i64)
-                .bind(cwd)
-                .bind(now())
-                .bind(id.to_string())
-                .execute(&self.pool)
-                .await?;
-        Ok(done.rows_affected() == 1)
+        let done = sqlx::query(
+            "UPDATE sessions SET outcome = 'running', pid = ?, cwd = ?, started_at = ? WHERE id = ? AND outcome = 'starting' RETURNING workspace_id",
+        )
+        .bind(pid as i64)
+        .bind(cwd)
+        .bind(now())
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = done else { return Ok(false) };
+        self.changed(parse_id(row.get("workspace_id"))?, Some(id));
+        Ok(true)
+    }
+
+    /// A device's sessions, newest first, created before `before` (created_at, id).
+    pub async fn list_device_sessions(&self, device: DeviceId, before: Option<(&str, SessionId)>, limit: i64) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(&format!(
+            "{SESSION_SELECT} WHERE s.device_id = ?1 AND (?2 IS NULL OR (s.created_at, s.id) < (?2, ?3)) ORDER BY s.created_at DESC, s.id DESC LIMIT ?4"
+        ))
+        .bind(device.to_string())
+        .bind(before.map(|b| b.0.to_string()))
+        .bind(before.map(|b| b.1.to_string()))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_row).collect()
     }
 
     /// Notes who asked for a Stop (the outcome is decided when the process ends).
@@ -247,16 +269,24 @@ impl Store {
             .bind(id.to_string())
             .execute(&mut *tx)
             .await?;
+        let sandbox: String = row.get("sandbox_id");
         sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = ? WHERE id = ? AND kind = 'remote' AND state = 'active'")
             .bind(now())
-            .bind(row.get::<String, _>("sandbox_id"))
+            .bind(&sandbox)
             .execute(&mut *tx)
             .await?;
+        sqlx::query(
+            "UPDATE sandboxes SET live = EXISTS (SELECT 1 FROM sessions s WHERE s.sandbox_id = sandboxes.id AND s.outcome IN ('starting', 'running')) WHERE id = ?",
+        )
+        .bind(&sandbox)
+        .execute(&mut *tx)
+        .await?;
         let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
         let kind = ending_kind(ending.outcome, ending.killed);
         insert(&mut tx, &NewEvent { workspace, session: Some(id), kind, actor: actor.to_string(), detail }).await?;
         tx.commit().await?;
         self.recordings.close(id);
+        self.changed(workspace, Some(id));
         Ok(true)
     }
 }

@@ -28,6 +28,17 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Command::Session(cmd) => return session::run(cmd, cli.json).await,
+        Command::Ui => {
+            let client = crate::client::Client::from_env()?;
+            let link: drover_protocol::api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
+            let url = format!("{}{}", client.url.trim_end_matches('/'), link.path);
+            if cli.json {
+                print_json(&serde_json::json!({ "url": url, "expires_at": link.expires_at }))?;
+            } else {
+                println!("{url}");
+                eprintln!("(one-time sign-in link; it works once, until {})", link.expires_at);
+            }
+        }
         Command::Shim { .. } => unreachable!("handled before the runtime starts"),
     }
     Ok(ExitCode::SUCCESS)

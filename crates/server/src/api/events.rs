@@ -17,11 +17,17 @@ pub struct EventParams {
     /// Only events after this sequence number.
     #[serde(default)]
     pub after: i64,
+    /// Newest first instead, before this sequence number (for a feed read backwards).
+    #[serde(default)]
+    pub newest: bool,
+    /// With `newest`: only events before this sequence number.
+    pub before: Option<i64>,
     /// At most this many (default 200, at most 1000).
     pub limit: Option<i64>,
 }
 
-fn view(e: EventRow) -> EventView {
+/// The API's view of a stored event.
+pub fn view(e: EventRow) -> EventView {
     EventView {
         seq: e.seq,
         label: EventKind::parse(&e.kind).map(|k| k.label().to_string()).unwrap_or_else(|| e.kind.clone()),
@@ -34,11 +40,15 @@ fn view(e: EventRow) -> EventView {
     }
 }
 
-/// The workspace's activity feed, oldest first.
+/// The workspace's activity feed, oldest first (or newest first with `newest`).
 pub async fn list(State(state): State<AppState>, caller: Caller, Query(p): Query<EventParams>) -> Result<Json<Vec<EventView>>, ApiError> {
     caller.member_name()?;
     let limit = p.limit.unwrap_or(200).clamp(1, 1000);
-    let rows = state.store.list_events(caller.0.workspace(), None, p.after, limit).await?;
+    let rows = if p.newest {
+        state.store.list_events_before(caller.0.workspace(), p.before, limit).await?
+    } else {
+        state.store.list_events(caller.0.workspace(), None, p.after, limit).await?
+    };
     Ok(Json(rows.into_iter().map(view).collect()))
 }
 

@@ -4,6 +4,8 @@
 pub mod devices;
 pub mod events;
 pub mod sessions;
+pub mod stream;
+pub mod web;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request};
@@ -13,6 +15,16 @@ use serde::de::DeserializeOwned;
 
 use crate::{device_link, viewer, ApiError, AppState};
 
+/// Unknown paths: a JSON error under `/api`, the web app anywhere else.
+async fn fallback(uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uri.path() == "/api" || uri.path().starts_with("/api/") {
+        ApiError::NotFound("no such API route; see /api/v1".into()).into_response()
+    } else {
+        crate::web::page(uri).await
+    }
+}
+
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1024 * 1024;
 
@@ -20,6 +32,15 @@ pub const MAX_BODY: usize = 1024 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/health", get(|| async { "ok" }))
+        .route("/api/v1/me", get(web::me))
+        .route("/api/v1/login-links", post(web::login_link))
+        .route("/api/v1/logout", post(web::logout))
+        .route("/api/v1/overview", get(web::overview))
+        .route("/api/v1/sandboxes", get(web::sandboxes))
+        .route("/api/v1/stream", get(stream::stream))
+        .route("/api/v1/devices/{name}/sessions", get(web::device_sessions))
+        .route("/api/v1/sessions/{id}/screen", get(web::screen))
+        .route("/login/{code}", get(crate::web::login))
         .route("/api/v1/devices", get(devices::list).post(devices::add))
         .route("/api/v1/device/connect", get(device_link::connect))
         .route("/api/v1/sessions", get(sessions::list).post(sessions::start))
@@ -33,7 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(events::for_session))
         .route("/api/v1/sessions/{id}/terminal", get(viewer::terminal))
         .route("/api/v1/events", get(events::list))
-        .fallback(|| async { ApiError::NotFound("no such API route; see /api/v1".into()) })
+        .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }

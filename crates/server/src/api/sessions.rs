@@ -33,7 +33,8 @@ pub async fn load_session(state: &AppState, caller: &Caller, id: &str) -> Result
     }
 }
 
-fn view(state: &AppState, r: SessionRow) -> SessionView {
+/// The API's view of a stored session.
+pub fn view(state: &AppState, r: SessionRow) -> SessionView {
     let duration_secs = match (r.outcome, &r.started_at, &r.ended_at) {
         (Outcome::Lost, _, _) => None,
         (_, Some(s), Some(e)) => {

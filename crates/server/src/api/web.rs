@@ -1,0 +1,190 @@
+//! Routes the web app reads: who is signed in, sign-in links, the sandbox list and the
+//! page header's counts, a device's sessions, and a session's screen.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use drover_protocol::api::{LastRunView, LoginLink, MeView, Overview, SandboxList, SandboxView, SessionList};
+use drover_store::{Principal, SandboxCursor, SandboxFilter, SandboxItem};
+use serde::Deserialize;
+
+use super::sessions::{load_session, view as session_view};
+use crate::auth::{self, Caller};
+use crate::{render, ApiError, AppState};
+
+/// `GET /api/v1/me`.
+pub async fn me(caller: Caller) -> Result<Json<MeView>, ApiError> {
+    match caller.0 {
+        Principal::Member { name, role, .. } => Ok(Json(MeView { name, role: role.as_str().to_string() })),
+        Principal::Device { .. } => Err(ApiError::Forbidden("device credentials can only open the device link".into())),
+    }
+}
+
+/// Issues a one-time sign-in link for `member`.
+pub async fn issue_login_link(state: &AppState, member: drover_core::MemberId) -> Result<LoginLink, ApiError> {
+    let code = auth::new_token(auth::LOGIN_CODE_PREFIX);
+    let ttl = chrono::Duration::from_std(state.config.login_link_ttl).unwrap_or(chrono::Duration::minutes(15));
+    state.store.add_login_link(member, &auth::digest(&code), ttl).await?;
+    Ok(LoginLink { path: format!("/login/{code}"), expires_at: drover_store::format_time(chrono::Utc::now() + ttl) })
+}
+
+/// `POST /api/v1/login-links`: a one-time sign-in link for the caller (`drover ui`).
+pub async fn login_link(State(state): State<AppState>, caller: Caller) -> Result<(StatusCode, Json<LoginLink>), ApiError> {
+    let Principal::Member { id, .. } = caller.0 else {
+        return Err(ApiError::Forbidden("only members can sign in to the web app".into()));
+    };
+    Ok((StatusCode::CREATED, Json(issue_login_link(&state, id).await?)))
+}
+
+/// `POST /api/v1/logout`: ends the browser session and clears its cookie.
+pub async fn logout(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Result<impl IntoResponse, ApiError> {
+    if let Some(cookie) = auth::session_cookie(&headers) {
+        state.store.revoke_web_session(&auth::digest(&cookie)).await?;
+    }
+    let clear = format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", auth::COOKIE);
+    Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII"))]))
+}
+
+/// `GET /api/v1/overview`: the running count and the Sessions page's header badges.
+///
+/// Nothing queues for a slot, belongs to a task or is flagged stale until scheduling,
+/// tasks and the stale monitor exist: those counts are real zeros, not placeholders.
+pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Json<Overview>, ApiError> {
+    caller.member_name()?;
+    let running = state.store.count_live_sessions(caller.0.workspace()).await?;
+    Ok(Json(Overview { running, queued: 0, on_finished_tasks: 0, stale: 0, attention: Vec::new() }))
+}
+
+/// Query of the sandbox list.
+#[derive(Debug, Deserialize)]
+pub struct SandboxParams {
+    /// `live` (default), `open` or `all`.
+    pub filter: Option<String>,
+    /// Search text (title, device, sandbox or session id).
+    pub q: Option<String>,
+    /// From a previous batch's `next_cursor`.
+    pub cursor: Option<String>,
+    /// Batch size (default 50, at most 200).
+    pub limit: Option<i64>,
+}
+
+fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
+    let bad = || ApiError::BadRequest("invalid cursor: pass the `next_cursor` of the previous batch".into());
+    let (at, id) = c.split_once('|').ok_or_else(bad)?;
+    drover_store::parse_time(at).ok_or_else(bad)?;
+    Ok(SandboxCursor { created_at: at.to_string(), id: id.parse().map_err(|_| bad())? })
+}
+
+fn sandbox_view(b: SandboxItem) -> SandboxView {
+    SandboxView {
+        id: b.id,
+        kind: b.kind,
+        task_type: None,
+        state: b.state,
+        live: b.live,
+        last_run: b.last_run.map(|r| LastRunView {
+            id: r.id,
+            outcome: r.outcome,
+            exit_code: r.exit_code,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+        }),
+        runs: b.runs,
+        agent: None,
+        working_on: b.title,
+        device: b.device_name,
+        repo: None,
+        cost_usd: None,
+        task_cost_usd: None,
+        warning: None,
+        created_at: b.created_at,
+    }
+}
+
+/// `GET /api/v1/sandboxes`: a batch of the sandbox list.
+pub async fn sandboxes(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(p): Query<SandboxParams>,
+) -> Result<Json<SandboxList>, ApiError> {
+    caller.member_name()?;
+    let filter = match p.filter.as_deref().unwrap_or("live") {
+        "live" => SandboxFilter::Live,
+        "open" => SandboxFilter::Open,
+        "all" => SandboxFilter::All,
+        other => return Err(ApiError::BadRequest(format!("unknown filter `{other}`: use live, open or all"))),
+    };
+    if p.q.as_ref().is_some_and(|q| q.len() > 200) {
+        return Err(ApiError::BadRequest("the search is over 200 characters".into()));
+    }
+    let cursor = p.cursor.as_deref().map(parse_cursor).transpose()?;
+    let limit = p.limit.unwrap_or(50).clamp(1, 200);
+    let rows = state.store.list_sandboxes(caller.0.workspace(), filter, p.q.as_deref(), cursor.as_ref(), limit).await?;
+    let next_cursor = (rows.len() as i64 == limit).then(|| rows.last().map(|b| format!("{}|{}", b.created_at, b.id))).flatten();
+    Ok(Json(SandboxList { sandboxes: rows.into_iter().map(sandbox_view).collect(), next_cursor }))
+}
+
+/// Paging of a device's sessions.
+#[derive(Debug, Deserialize)]
+pub struct DeviceSessionParams {
+    /// `created_at|id` of the last session of the previous batch.
+    pub cursor: Option<String>,
+    /// Batch size (default 50, at most 200).
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/devices/{name}/sessions`: the device's sessions, newest first.
+pub async fn device_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(p): Query<DeviceSessionParams>,
+) -> Result<Json<SessionList>, ApiError> {
+    caller.member_name()?;
+    let device = state
+        .store
+        .device_by_name(caller.0.workspace(), &name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no device named `{name}`")))?;
+    let before = match p.cursor.as_deref() {
+        Some(c) => {
+            let (at, id) = c.split_once('|').ok_or_else(|| ApiError::BadRequest("invalid cursor".into()))?;
+            Some((at.to_string(), id.parse().map_err(|_| ApiError::BadRequest("invalid cursor".into()))?))
+        }
+        None => None,
+    };
+    let limit = p.limit.unwrap_or(50).clamp(1, 200);
+    let rows = state.store.list_device_sessions(device.id, before.as_ref().map(|(a, i)| (a.as_str(), *i)), limit).await?;
+    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| session_view(&state, r)).collect() }))
+}
+
+/// `GET /api/v1/sessions/{id}/screen`: the session's screen as of everything stored (the
+/// final screen of a finished session), as escape sequences that redraw it; the size is
+/// in `x-drover-cols` / `x-drover-rows`.
+pub async fn screen(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+    caller.member_name()?;
+    let row = load_session(&state, &caller, &id).await?;
+    let snap = render::replay_snapshot(&state.store, row.id, row.cols, row.rows).await?;
+    let mut headers = HeaderMap::new();
+    headers.insert("x-drover-cols", HeaderValue::from(row.cols));
+    headers.insert("x-drover-rows", HeaderValue::from(row.rows));
+    headers.insert("x-drover-offset", HeaderValue::from(snap.offset));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    Ok((headers, snap.data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_bad_ones_are_refused() {
+        let id = drover_core::SandboxId::new();
+        let c = parse_cursor(&format!("2026-11-30T07:00:00.000000Z|{id}")).unwrap();
+        assert_eq!(c.id, id);
+        assert!(parse_cursor("nonsense").is_err());
+        assert!(parse_cursor("2026-11-30T07:00:00Z|sbx_nope").is_err());
+        assert!(parse_cursor(&format!("yesterday|{id}")).is_err());
+    }
+}

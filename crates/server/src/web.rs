@@ -1,0 +1,102 @@
+//! The browser UI: the built front end embedded in the binary (see build.rs), served
+//! with strict headers, and the one-time sign-in links that set the session cookie.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+use crate::{auth, AppState};
+
+mod assets {
+    include!(concat!(env!("OUT_DIR"), "/web_assets.rs"));
+}
+
+/// Content-Security-Policy of every page: scripts and styles only from this server
+/// (xterm.js sets inline style attributes, hence `'unsafe-inline'` for styles only).
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+                   connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("woff2") => "font/woff2",
+        _ => "application/octet-stream",
+    }
+}
+
+fn asset(path: &str) -> Option<&'static [u8]> {
+    assets::ASSETS.iter().find(|(p, _)| *p == path).map(|(_, b)| *b)
+}
+
+fn with_headers(mut resp: Response, cache: &'static str) -> Response {
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    resp
+}
+
+/// Serves a built file, or the app's page for any other path (the app routes itself).
+pub async fn page(uri: Uri) -> Response {
+    let path = uri.path();
+    if let Some(bytes) = asset(path).filter(|_| path != "/index.html") {
+        return with_headers(([(header::CONTENT_TYPE, content_type(path))], bytes).into_response(), "no-cache");
+    }
+    let index = asset("/index.html").unwrap_or(b"the web UI was not built");
+    with_headers(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], index).into_response(), "no-store")
+}
+
+/// A plain page for sign-in failures (fixed text: nothing from the request is echoed).
+fn message_page(status: StatusCode, text: &'static str) -> Response {
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Drover</title><link rel=\"stylesheet\" href=\"/app.css\"></head><body><main class=\"message-page\"><h1>Drover</h1><p>{text}</p></main></body></html>"
+    );
+    with_headers((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(), "no-store")
+}
+
+/// `GET /login/{code}`: redeems a one-time sign-in link, sets the session cookie and
+/// goes to the Sessions page.
+pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> Response {
+    if code.len() > 128 || !code.starts_with(auth::LOGIN_CODE_PREFIX) {
+        return message_page(StatusCode::NOT_FOUND, "This is not a sign-in link. Run <code>drover ui</code> for a fresh one.");
+    }
+    let cookie = auth::new_token(auth::WEB_SESSION_PREFIX);
+    let ttl = state.config.web_session_ttl;
+    let chrono_ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::days(7));
+    match state.store.redeem_login_link(&auth::digest(&code), &auth::digest(&cookie), chrono_ttl).await {
+        Ok(Some(_)) => {
+            let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", auth::COOKIE, ttl.as_secs());
+            let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/sessions")]).into_response();
+            resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&set).expect("cookie is ASCII"));
+            with_headers(resp, "no-store")
+        }
+        Ok(None) => message_page(
+            StatusCode::GONE,
+            "This sign-in link was already used or has expired. Run <code>drover ui</code> on the server's machine for a fresh one.",
+        ),
+        Err(e) => {
+            tracing::error!("sign-in: {e}");
+            message_page(StatusCode::INTERNAL_SERVER_ERROR, "Signing in failed on the server; see its log.")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_ui_is_embedded() {
+        assert!(asset("/index.html").is_some_and(|b| std::str::from_utf8(b).unwrap().contains("/app.js")));
+        assert!(asset("/app.js").is_some());
+        assert!(asset("/app.css").is_some());
+        assert_eq!(content_type("/app.js"), "text/javascript; charset=utf-8");
+    }
+}

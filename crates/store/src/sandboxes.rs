@@ -1,0 +1,235 @@
+//! The sandbox list (seed 001 "The sandbox list"): one row per sandbox with its last run,
+//! filtered Live / Open / All, searched, and paged by a keyset cursor so every batch costs
+//! the same however far down the list it is.
+
+use drover_core::{DeviceId, Outcome, SandboxId, SandboxState, SessionId, WorkspaceId};
+use sqlx::Row;
+
+use crate::{parse_id, Result, Store, StoreError};
+
+/// Which sandboxes the list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxFilter {
+    /// Only sandboxes with a live run ("Sandboxes running now").
+    Live,
+    /// Every sandbox not finished yet ("All open sandboxes").
+    Open,
+    /// Every sandbox ("All sandboxes").
+    All,
+}
+
+/// Where the next batch starts: the last row of the previous one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxCursor {
+    /// Its creation time.
+    pub created_at: String,
+    /// Its id.
+    pub id: SandboxId,
+}
+
+/// One row of the sandbox list.
+#[derive(Debug, Clone)]
+pub struct SandboxItem {
+    /// The sandbox.
+    pub id: SandboxId,
+    /// `remote` (started on a device) or `task`.
+    pub kind: String,
+    /// Its own lifecycle state.
+    pub state: SandboxState,
+    /// Its title.
+    pub title: String,
+    /// The device.
+    pub device: DeviceId,
+    /// The device's name.
+    pub device_name: String,
+    /// When it was created.
+    pub created_at: String,
+    /// Runs it has held.
+    pub runs: u32,
+    /// Whether a run is live in it now.
+    pub live: bool,
+    /// Its last run.
+    pub last_run: Option<LastRun>,
+}
+
+/// A sandbox's last run, as the list shows it.
+#[derive(Debug, Clone)]
+pub struct LastRun {
+    /// The session.
+    pub id: SessionId,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// When it started.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub ended_at: Option<String>,
+}
+
+/// Escapes `%`, `_` and `\` so a search is matched literally.
+fn like_pattern(q: &str) -> String {
+    let mut p = String::with_capacity(q.len() + 2);
+    p.push('%');
+    for c in q.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
+    let state: String = r.get("state");
+    let last_run = match r.get::<Option<String>, _>("s_id") {
+        Some(id) => {
+            let outcome: String = r.get("s_outcome");
+            Some(LastRun {
+                id: parse_id(&id)?,
+                outcome: Outcome::parse(&outcome).ok_or_else(|| StoreError::Corrupt(format!("outcome {outcome}")))?,
+                exit_code: r.get::<Option<i64>, _>("s_exit_code").map(|c| c as i32),
+                started_at: r.get("s_started_at"),
+                ended_at: r.get("s_ended_at"),
+            })
+        }
+        None => None,
+    };
+    Ok(SandboxItem {
+        id: parse_id(r.get("id"))?,
+        kind: r.get("kind"),
+        state: SandboxState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("sandbox state {state}")))?,
+        title: r.get("title"),
+        device: parse_id(r.get("device_id"))?,
+        device_name: r.get("device_name"),
+        created_at: r.get("created_at"),
+        runs: r.get::<i64, _>("runs") as u32,
+        live: r.get::<i64, _>("live") != 0,
+        last_run,
+    })
+}
+
+impl Store {
+    /// A batch of the sandbox list, newest first, after `cursor`.
+    pub async fn list_sandboxes(
+        &self,
+        workspace: WorkspaceId,
+        filter: SandboxFilter,
+        search: Option<&str>,
+        cursor: Option<&SandboxCursor>,
+        limit: i64,
+    ) -> Result<Vec<SandboxItem>> {
+        let mut sql = String::from(
+            "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
+                    s.id AS s_id, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at
+             FROM sandboxes b
+             JOIN devices d ON d.id = b.device_id
+             LEFT JOIN sessions s ON s.id = b.last_session_id
+             WHERE b.workspace_id = ?",
+        );
+        match filter {
+            SandboxFilter::Live => sql.push_str(" AND b.live = 1"),
+            SandboxFilter::Open => sql.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
+            SandboxFilter::All => {}
+        }
+        let search = search.map(str::trim).filter(|q| !q.is_empty());
+        if search.is_some() {
+            sql.push_str(" AND (b.title LIKE ?2 ESCAPE '\\' OR d.name LIKE ?2 ESCAPE '\\' OR b.id = ?3 OR b.last_session_id = ?3)");
+        }
+        if cursor.is_some() {
+            sql.push_str(" AND (b.created_at, b.id) < (?4, ?5)");
+        }
+        sql.push_str(" ORDER BY b.created_at DESC, b.id DESC LIMIT ?6");
+        let rows = sqlx::query(&sql)
+            .bind(workspace.to_string())
+            .bind(search.map(like_pattern))
+            .bind(search)
+            .bind(cursor.map(|c| c.created_at.clone()))
+            .bind(cursor.map(|c| c.id.to_string()))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(item).collect()
+    }
+
+    /// Sessions running (or starting) now in a workspace: the sidebar badge.
+    pub async fn count_live_sessions(&self, workspace: WorkspaceId) -> Result<u32> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sandboxes WHERE workspace_id = ? AND live = 1")
+            .bind(workspace.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+    use crate::{now, NewSession, RunTimes};
+    use drover_core::outcome::{on_end, RunEnd};
+    use drover_core::ExitStatus;
+
+    #[test]
+    fn like_patterns_match_literally() {
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+    }
+
+    #[tokio::test]
+    async fn filters_search_and_pages_without_gaps_or_repeats() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 4).await.unwrap();
+        let mut ids = Vec::new();
+        for i in 0..7 {
+            let new = NewSession {
+                workspace: ws,
+                device: dev.id,
+                command: vec!["cat".into()],
+                cwd: "/".into(),
+                title: format!("job {i}{}", if i == 3 { " 100%_done" } else { "" }),
+                cols: 80,
+                rows: 24,
+                created_by: "alice".into(),
+            };
+            ids.push(s.create_session(&new).await.unwrap());
+        }
+        // End two of them.
+        let ending = on_end(Outcome::Starting, &RunEnd::Exited { status: ExitStatus::code(1), stop_requested: false }).unwrap();
+        for id in &ids[..2] {
+            s.end_session(*id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap();
+        }
+        assert_eq!(s.count_live_sessions(ws).await.unwrap(), 5);
+        let live = s.list_sandboxes(ws, SandboxFilter::Live, None, None, 100).await.unwrap();
+        assert_eq!(live.len(), 5);
+        assert!(live.iter().all(|b| b.live && b.state == SandboxState::Active));
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::Open, None, None, 100).await.unwrap().len(), 5);
+        let all = s.list_sandboxes(ws, SandboxFilter::All, None, None, 100).await.unwrap();
+        assert_eq!(all.len(), 7);
+        let ended = all.iter().find(|b| b.last_run.as_ref().unwrap().id == ids[0]).unwrap();
+        assert_eq!((ended.state, ended.live, ended.runs), (SandboxState::Stopped, false, 1));
+        assert_eq!(ended.last_run.as_ref().unwrap().outcome, Outcome::Failed);
+        // Pages of 3 cover the list exactly once, newest first.
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = s.list_sandboxes(ws, SandboxFilter::All, None, cursor.as_ref(), 3).await.unwrap();
+            if page.is_empty() {
+                break;
+            }
+            let last = page.last().unwrap();
+            cursor = Some(SandboxCursor { created_at: last.created_at.clone(), id: last.id });
+            seen.extend(page.into_iter().map(|b| b.id));
+        }
+        assert_eq!(seen, all.iter().map(|b| b.id).collect::<Vec<_>>());
+        // Search is literal (wildcards in the query are plain characters) and case-blind.
+        let hit = s.list_sandboxes(ws, SandboxFilter::All, Some("100%_D"), None, 100).await.unwrap();
+        assert_eq!(hit.len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("%"), None, 100).await.unwrap().len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job%3"), None, 100).await.unwrap().len(), 0);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("BOX"), None, 100).await.unwrap().len(), 7);
+        let by_session = s.list_sandboxes(ws, SandboxFilter::All, Some(&ids[4].to_string()), None, 100).await.unwrap();
+        assert_eq!(by_session.len(), 1);
+    }
+}
