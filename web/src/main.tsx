@@ -1,1 +1,109 @@
-console.log("x")
+// Drover's web app: the sidebar, the signed-in check, and the routes.
+
+import "@xterm/xterm/css/xterm.css";
+import "./style.css";
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, onSignedOut } from "./api";
+import { closeLive, subscribe } from "./live";
+import { installLinkHandler, useLocation } from "./router";
+import type { Me, Overview } from "./types";
+import { SessionsPage } from "./pages/sessions";
+import { SessionPage } from "./pages/session";
+import { DevicesPage, DevicePage } from "./pages/devices";
+import { ActivityPage } from "./pages/activity";
+
+function SignedOut({ code }: { code: string }) {
+  const expired = code === "auth_expired";
+  return (
+    <div class="banner bad signed-out" role="alert">
+      <strong>{expired ? "Your sign-in has expired." : "You are not signed in."}</strong> On the machine running Drover, run <code>drover ui</code> and
+      open the link it prints.
+    </div>
+  );
+}
+
+function NotFound() {
+  return (
+    <section class="page">
+      <h1>Not found</h1>
+      <p>
+        There is no page here. Go to <a href="/sessions">Sessions</a>.
+      </p>
+    </section>
+  );
+}
+
+function Sidebar({ running, me, path }: { running: number | null; me: Me | null; path: string }) {
+  const item = (href: string, label: string, badge?: number | null) => (
+    <a href={href} class={path.startsWith(href) ? "nav-item current" : "nav-item"} aria-current={path.startsWith(href) ? "page" : undefined}>
+      <span>{label}</span>
+      {badge != null && badge > 0 && (
+        <span class="nav-badge" data-testid="running-badge" title="Sessions running right now">
+          {badge}
+        </span>
+      )}
+    </a>
+  );
+  return (
+    <nav class="sidebar" aria-label="Main">
+      <a href="/sessions" class="brand">
+        Drover
+      </a>
+      <div class="nav">
+        {item("/sessions", "Sessions", running)}
+        {item("/devices", "Devices")}
+        {item("/activity", "Activity")}
+      </div>
+      {me && (
+        <div class="me" title={`Signed in as ${me.name} (${me.role})`}>
+          {me.name} · {me.role}
+        </div>
+      )}
+    </nav>
+  );
+}
+
+function route(path: string) {
+  if (path === "/" || path === "/sessions") return <SessionsPage />;
+  let m = path.match(/^\/sessions\/([A-Za-z0-9_]+)$/);
+  if (m) return <SessionPage id={m[1]} />;
+  if (path === "/devices") return <DevicesPage />;
+  m = path.match(/^\/devices\/([^/]+)$/);
+  if (m) return <DevicePage name={decodeURIComponent(m[1])} />;
+  if (path === "/activity") return <ActivityPage />;
+  return <NotFound />;
+}
+
+function App() {
+  const loc = useLocation();
+  const [me, setMe] = useState<Me | null>(null);
+  const [signedOut, setSignedOut] = useState<string | null>(null);
+  const [running, setRunning] = useState<number | null>(null);
+
+  useEffect(() => onSignedOut((code) => setSignedOut(code)), []);
+  useEffect(() => {
+    api<Me>("/api/v1/me").then(setMe, () => {});
+    api<Overview>("/api/v1/overview").then((o) => setRunning(o.running), () => {});
+    return subscribe((m) => {
+      if (m.kind === "activity" || m.kind === "changed") setRunning(m.running);
+      if (m.kind === "resync") api<Overview>("/api/v1/overview").then((o) => setRunning(o.running), () => {});
+    });
+  }, []);
+  useEffect(() => {
+    if (signedOut) closeLive();
+  }, [signedOut]);
+
+  return (
+    <div class="layout">
+      <Sidebar running={running} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
+      <main class="main">
+        {signedOut && <SignedOut code={signedOut} />}
+        {route(loc.pathname)}
+      </main>
+    </div>
+  );
+}
+
+installLinkHandler();
+render(<App />, document.getElementById("app")!);

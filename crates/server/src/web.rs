@@ -16,6 +16,9 @@ mod assets {
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
+/// How long the cookie is kept after the sign-in it carries has expired.
+const COOKIE_GRACE_SECS: u64 = 7 * 24 * 3600;
+
 fn content_type(path: &str) -> &'static str {
     match path.rsplit_once('.').map(|(_, ext)| ext) {
         Some("html") => "text/html; charset=utf-8",
@@ -72,7 +75,10 @@ pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> R
     let chrono_ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::days(7));
     match state.store.redeem_login_link(&auth::digest(&code), &auth::digest(&cookie), chrono_ttl).await {
         Ok(Some(_)) => {
-            let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", auth::COOKIE, ttl.as_secs());
+            // The cookie outlives the sign-in by a week so the server can say "auth
+            // expired" (rather than "not signed in") when it has; the server decides.
+            let max_age = ttl.as_secs() + COOKIE_GRACE_SECS;
+            let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}", auth::COOKIE);
             let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/sessions")]).into_response();
             resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&set).expect("cookie is ASCII"));
             with_headers(resp, "no-store")

@@ -1,0 +1,58 @@
+// Badges: a run's outcome, a sandbox's own state, the green "running now" dot.
+
+import type { Outcome, SandboxState } from "./types";
+
+export const OUTCOME_HELP: Record<Outcome, string> = {
+  starting: "The session is being set up.",
+  running: "The session is live right now.",
+  completed: "The work was handed off: the task's stage advanced, or the sandbox was retired with Mark done.",
+  released: "The session was deliberately stopped before finishing — not a failure.",
+  incomplete: "The agent's process ended on its own without handing the stage off.",
+  failed: "The process ended badly: a non-zero exit, a stalled session replaced, or it failed to start.",
+  lost: "Contact with the device or the process was lost.",
+};
+
+export const STATE_HELP: Record<SandboxState, string> = {
+  provision: "The sandbox is being created.",
+  ready: "The sandbox is set up; no run has started in it yet.",
+  active: "A run is working in the sandbox.",
+  completing: "The sandbox is wrapping up after Finish session.",
+  done: "The sandbox finished; its work is kept.",
+  abandoned: "The sandbox was torn down without merging.",
+  stopped: "A session started on a device whose run has ended.",
+};
+
+const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/** The green dot: an agent process is running right now. */
+export function LiveDot({ live }: { live: boolean }) {
+  return live ? <span class="dot" title="An agent process is running right now" aria-label="running now" /> : null;
+}
+
+export function OutcomeBadge({ outcome, prefix }: { outcome: Outcome; prefix?: string }) {
+  const live = outcome === "running";
+  return (
+    <span class={`badge outcome outcome-${outcome}`} title={OUTCOME_HELP[outcome]} data-outcome={outcome}>
+      {live && <span class="dot" aria-hidden="true" />}
+      {prefix ? `${prefix} ` : ""}
+      {prefix ? outcome : cap(outcome)}
+    </span>
+  );
+}
+
+export function StateBadge({ state }: { state: SandboxState }) {
+  return (
+    <span class={`badge state state-${state}`} title={STATE_HELP[state]}>
+      {cap(state)}
+    </span>
+  );
+}
+
+export function TypeBadges({ kind, taskType }: { kind: string; taskType: string | null }) {
+  if (kind === "remote") return <span class="badge type" title="A session started on a device, with no task behind it">Remote</span>;
+  return (
+    <>
+      <span class="badge type">{taskType ?? "Task"}</span> <span class="badge type">Task</span>
+    </>
+  );
+}

@@ -1,0 +1,43 @@
+// The server's live update stream (server-sent events): activity events, changes, and
+// the running-session count. EventSource reconnects by itself and resumes with
+// Last-Event-ID, so nothing is missed.
+
+import type { ActivityEvent } from "./types";
+
+export type LiveMessage =
+  | { kind: "activity"; event: ActivityEvent; running: number }
+  | { kind: "changed"; session: string | null; running: number }
+  | { kind: "resync" };
+
+type Listener = (m: LiveMessage) => void;
+const listeners = new Set<Listener>();
+let source: EventSource | null = null;
+
+function ensure() {
+  if (source) return;
+  source = new EventSource("/api/v1/stream");
+  source.addEventListener("activity", (e) => {
+    const d = JSON.parse((e as MessageEvent).data);
+    emit({ kind: "activity", event: d.event, running: d.running });
+  });
+  source.addEventListener("changed", (e) => {
+    const d = JSON.parse((e as MessageEvent).data);
+    emit({ kind: "changed", session: d.session, running: d.running });
+  });
+  source.addEventListener("resync", () => emit({ kind: "resync" }));
+}
+
+function emit(m: LiveMessage) {
+  for (const f of listeners) f(m);
+}
+
+export function subscribe(f: Listener): () => void {
+  ensure();
+  listeners.add(f);
+  return () => listeners.delete(f);
+}
+
+export function closeLive() {
+  source?.close();
+  source = null;
+}

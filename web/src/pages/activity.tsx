@@ -1,0 +1,68 @@
+// The workspace's activity feed, newest first, growing live.
+
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError } from "../api";
+import { when } from "../format";
+import { subscribe } from "../live";
+import type { ActivityEvent } from "../types";
+import { EventDetail } from "./session";
+
+export function ActivityPage() {
+  const [events, setEvents] = useState<ActivityEvent[]>([]);
+  const [more, setMore] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const load = async (before: number | null) => {
+    const p = new URLSearchParams({ newest: "true", limit: "100" });
+    if (before != null) p.set("before", String(before));
+    try {
+      const page = await api<ActivityEvent[]>(`/api/v1/events?${p}`);
+      setEvents((old) => (before != null ? [...old, ...page] : page));
+      setMore(page.length === 100);
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : String(e));
+    }
+  };
+  useEffect(() => {
+    load(null);
+    return subscribe((m) => {
+      if (m.kind === "activity") setEvents((old) => (old.some((e) => e.seq === m.event.seq) ? old : [m.event, ...old]));
+      if (m.kind === "resync") load(null);
+    });
+  }, []);
+  return (
+    <section class="page">
+      <header class="page-header">
+        <h1>Activity</h1>
+      </header>
+      {error && <p class="error">{error}</p>}
+      <ol class="timeline feed">
+        {events.map((e) => (
+          <li key={e.id} data-kind={e.kind}>
+            <span class="when">{when(e.at)}</span> <strong>{e.label}</strong> <span class="muted">by {e.actor}</span>
+            {e.session && (
+              <>
+                {" "}
+                · <a href={`/sessions/${e.session}`}>{e.session}</a>
+              </>
+            )}
+            <EventDetail e={e} />
+          </li>
+        ))}
+      </ol>
+      {events.length === 0 && !error && <p class="empty">Nothing has happened yet.</p>}
+      {more && (
+        <p class="load-more">
+          <a
+            href="#"
+            onClick={(e) => {
+              e.preventDefault();
+              load(events[events.length - 1]?.seq ?? null);
+            }}
+          >
+            Load more
+          </a>
+        </p>
+      )}
+    </section>
+  );
+}

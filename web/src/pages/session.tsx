@@ -1,0 +1,428 @@
+// A session's page: the live terminal while it runs; its recorded summary, final screen
+// and recording once it has finished; "What this session did" either way.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { Terminal } from "@xterm/xterm";
+import { api, ApiError, enc } from "../api";
+import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
+import { duration, ago, when, bytes } from "../format";
+import { subscribe } from "../live";
+import { Player, parseCast, type Cast } from "../player";
+import { keySequence, LiveTerminal, pillText, type Pill } from "../terminal";
+import type { ActivityEvent, InputReceipt, Session } from "../types";
+import { isLive } from "../types";
+
+function PillView({ pill }: { pill: Pill }) {
+  const tone =
+    pill.kind === "connected" ? "ok" : pill.kind === "ended" ? `ended outcome-${pill.outcome}` : pill.kind === "connecting" || pill.kind === "reconnecting" ? "wait" : "bad";
+  return (
+    <span class={`pill ${tone}`} data-testid="pill" role="status" aria-live="polite">
+      {pillText(pill)}
+    </span>
+  );
+}
+
+function EndedBanner({ pill }: { pill: Pill }) {
+  if (pill.kind === "ended") {
+    const lost = pill.outcome === "lost";
+    return (
+      <div class={`banner ${lost ? "bad" : "info"}`} data-testid="ended-banner">
+        <strong>This session has ended: {pill.outcome}.</strong> {OUTCOME_HELP[pill.outcome]}
+        {pill.exitCode != null && ` Exit code ${pill.exitCode}.`}
+        {lost ? (pill.reason ? ` Reason: ${pill.reason}` : " No device-level reason was recorded.") : pill.reason ? ` ${pill.reason}` : ""} The terminal can no
+        longer be attached.
+      </div>
+    );
+  }
+  if (pill.kind === "no-permission") {
+    return (
+      <div class="banner bad" data-testid="ended-banner">
+        You can't open this terminal: only a workspace owner or admin, or the operator of the session's agent, can drop in. {pill.message}
+      </div>
+    );
+  }
+  if (pill.kind === "rejected") {
+    return (
+      <div class="banner bad" data-testid="ended-banner">
+        The connection couldn't be established ({pill.cause}).{" "}
+        {pill.cause === "auth expired" ? "Sign in again (run `drover ui`) and reopen the session." : ""}
+      </div>
+    );
+  }
+  return null;
+}
+
+function SendBox({ id }: { id: string }) {
+  const [text, setText] = useState("");
+  const [status, setStatus] = useState<{ ok: boolean; message: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+  const send = async () => {
+    if (!text.trim() || busy) return;
+    setBusy(true);
+    try {
+      const r = await api<InputReceipt>(`/api/v1/sessions/${enc(id)}/input`, { method: "POST", json: { text } });
+      setStatus({ ok: true, message: `Sent and recorded in the activity feed (${r.event}).` });
+      setText("");
+    } catch (e) {
+      setStatus({ ok: false, message: e instanceof ApiError ? e.message : String(e) });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form
+      class="send-box"
+      onSubmit={(e) => {
+        e.preventDefault();
+        send();
+      }}
+    >
+      <label for="send-text">Send input (audited)</label>
+      <textarea
+        id="send-text"
+        rows={3}
+        value={text}
+        placeholder="Text for the agent. Enter adds a line; Ctrl+Enter (⌘+Enter) sends, then presses Enter in its terminal."
+        onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+            e.preventDefault();
+            send();
+          }
+        }}
+      />
+      <div class="send-row">
+        <button type="submit" class="button primary" disabled={busy || !text.trim()}>
+          Send input (audited)
+        </button>
+        {status && (
+          <span class={status.ok ? "ok-text" : "error"} role="status" data-testid="send-status">
+            {status.message}
+          </span>
+        )}
+      </div>
+    </form>
+  );
+}
+
+function KeyRow({ live }: { live: LiveTerminal | null }) {
+  const keys: [Parameters<typeof keySequence>[0], string, string][] = [
+    ["esc", "Esc", "Escape"],
+    ["tab", "Tab", "Tab"],
+    ["backtab", "⇧Tab", "Shift+Tab"],
+    ["left", "←", "Left arrow"],
+    ["up", "↑", "Up arrow"],
+    ["down", "↓", "Down arrow"],
+    ["right", "→", "Right arrow"],
+  ];
+  return (
+    <div class="key-row" role="toolbar" aria-label="Terminal keys (not recorded)">
+      {keys.map(([k, label, aria]) => (
+        <button
+          type="button"
+          class="key"
+          aria-label={aria}
+          onClick={() => {
+            if (!live) return;
+            live.send(keySequence(k, live.appCursor));
+            live.term.focus();
+          }}
+        >
+          {label}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+function Activity({ id, version }: { id: string; version: number }) {
+  const [events, setEvents] = useState<ActivityEvent[] | null>(null);
+  useEffect(() => {
+    api<ActivityEvent[]>(`/api/v1/sessions/${enc(id)}/events`).then(setEvents, () => setEvents([]));
+  }, [id, version]);
+  return (
+    <section class="did" aria-labelledby="did-h">
+      <h2 id="did-h">What this session did</h2>
+      {events === null ? (
+        <p class="muted">Loading…</p>
+      ) : events.length === 0 ? (
+        <p class="muted">Nothing recorded yet.</p>
+      ) : (
+        <ol class="timeline">
+          {events.map((e) => (
+            <li key={e.id} data-kind={e.kind}>
+              <span class="when" title={when(e.at)}>
+                {when(e.at)}
+              </span>{" "}
+              <strong>{e.label}</strong> <span class="muted">by {e.actor}</span>
+              <EventDetail e={e} />
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
+export function EventDetail({ e }: { e: ActivityEvent }) {
+  const d = e.detail ?? {};
+  const parts: string[] = [];
+  if (typeof d.text === "string") parts.push(`“${d.text}”`);
+  if (typeof d.reason === "string") parts.push(d.reason);
+  if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
+  if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);
+  if (Array.isArray(d.command)) parts.push(d.command.join(" "));
+  if (typeof d.message === "string") parts.push(d.message);
+  if (parts.length === 0) return null;
+  return <div class="detail">{parts.join(" · ")}</div>;
+}
+
+function LiveView({ session, onSession }: { session: Session; onSession: (s: Session) => void }) {
+  const el = useRef<HTMLDivElement>(null);
+  const [pill, setPill] = useState<Pill>({ kind: "connecting" });
+  const [live, setLive] = useState<LiveTerminal | null>(null);
+  const [stopError, setStopError] = useState<string | null>(null);
+  const [stopping, setStopping] = useState(false);
+  useEffect(() => {
+    const t = new LiveTerminal(session.id, el.current!, setPill, onSession);
+    setLive(t);
+    return () => t.dispose();
+  }, [session.id]);
+  const ended = pill.kind === "ended" || pill.kind === "rejected" || pill.kind === "no-permission";
+  const stop = async () => {
+    setStopping(true);
+    try {
+      await api(`/api/v1/sessions/${enc(session.id)}/stop`, { method: "POST", json: {} });
+    } catch (e) {
+      setStopError(e instanceof ApiError ? e.message : String(e));
+      setStopping(false);
+    }
+  };
+  return (
+    <>
+      <header class="page-header">
+        <h1 class="title">{session.title}</h1>
+        <PillView pill={pill} />
+        {!ended && (
+          <button type="button" class="button danger" onClick={stop} disabled={stopping}>
+            {stopping ? "Stopping…" : "Stop"}
+          </button>
+        )}
+      </header>
+      <p class="meta">
+        <a href={`/devices/${enc(session.device)}`}>{session.device}</a> · started by {session.started_by} · {session.attached} attached
+      </p>
+      {stopError && <p class="error">{stopError}</p>}
+      <EndedBanner pill={pill} />
+      {!ended && (
+        <div class="banner info" data-testid="typing-banner">
+          Typing in the terminal (and the keys below) goes straight to the program and is <strong>not recorded</strong> in the activity feed. Use the Send box to
+          leave a record. Hold Shift to select or scroll when a full-screen program has captured the mouse.
+        </div>
+      )}
+      <div class="terminal" ref={el} data-testid="terminal" />
+      {!ended && <KeyRow live={live} />}
+      {!ended && <SendBox id={session.id} />}
+    </>
+  );
+}
+
+function FinalScreen({ id }: { id: string }) {
+  const el = useRef<HTMLDivElement>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let term: Terminal | null = null;
+    fetch(`/api/v1/sessions/${enc(id)}/screen`, { credentials: "same-origin" })
+      .then(async (r) => {
+        if (!r.ok) throw new Error(`the server answered ${r.status}`);
+        const cols = Number(r.headers.get("x-drover-cols")) || 80;
+        const rows = Number(r.headers.get("x-drover-rows")) || 24;
+        const data = new Uint8Array(await r.arrayBuffer());
+        term = new Terminal({ cols, rows, disableStdin: true, cursorBlink: false, scrollback: 0, fontSize: 13, theme: { background: "#0f1115" } });
+        term.open(el.current!);
+        term.write(data);
+      })
+      .catch((e) => setError(String(e.message ?? e)));
+    return () => term?.dispose();
+  }, [id]);
+  return (
+    <section aria-labelledby="final-h">
+      <h2 id="final-h">Final screen</h2>
+      {error ? <p class="error">{error}</p> : <div class="terminal static" ref={el} data-testid="final-screen" />}
+    </section>
+  );
+}
+
+function Recording({ id }: { id: string }) {
+  const el = useRef<HTMLDivElement>(null);
+  const [cast, setCast] = useState<Cast | null>(null);
+  const [player, setPlayer] = useState<Player | null>(null);
+  const [pos, setPos] = useState(0);
+  const [playing, setPlaying] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [speed, setSpeed] = useState(1);
+  useEffect(() => {
+    fetch(`/api/v1/sessions/${enc(id)}/export`, { credentials: "same-origin" })
+      .then(async (r) => {
+        if (!r.ok) throw new Error(`the server answered ${r.status}`);
+        setCast(parseCast(await r.text()));
+      })
+      .catch((e) => setError(String(e.message ?? e)));
+  }, [id]);
+  useEffect(() => {
+    if (!cast || !el.current) return;
+    const p = new Player(el.current, cast, (position, isPlaying) => {
+      setPos(position);
+      setPlaying(isPlaying);
+    });
+    setPlayer(p);
+    return () => p.dispose();
+  }, [cast]);
+  return (
+    <section aria-labelledby="rec-h">
+      <h2 id="rec-h">Recording</h2>
+      {error && <p class="error">{error}</p>}
+      {cast && (
+        <div class="player-controls">
+          <button type="button" class="button" onClick={() => (playing ? player?.pause() : player?.play())} data-testid="play">
+            {playing ? "Pause" : "Play"}
+          </button>
+          <input
+            type="range"
+            min={0}
+            max={Math.max(cast.length, 0.001)}
+            step={0.01}
+            value={pos}
+            aria-label="Position in the recording"
+            onInput={(e) => player?.seek(Number((e.target as HTMLInputElement).value))}
+          />
+          <span class="muted">
+            {duration(pos)} / {duration(cast.length)}
+          </span>
+          <select
+            aria-label="Speed"
+            value={String(speed)}
+            onChange={(e) => {
+              const s = Number((e.target as HTMLSelectElement).value);
+              setSpeed(s);
+              if (player) player.speed = s;
+            }}
+          >
+            {[0.5, 1, 2, 4, 8].map((s) => (
+              <option value={String(s)}>{s}×</option>
+            ))}
+          </select>
+          <a href={`/api/v1/sessions/${enc(id)}/export`} download>
+            Download .cast
+          </a>
+        </div>
+      )}
+      <div class="terminal static" ref={el} data-testid="player" />
+    </section>
+  );
+}
+
+function Summary({ s }: { s: Session }) {
+  const lost = s.outcome === "lost";
+  const rows: [string, preact.ComponentChildren][] = [
+    ["Agent", "—"],
+    ["Working on", s.title],
+    ["Stage", "—"],
+    ["State", <OutcomeBadge outcome={s.outcome} />],
+    ["Started", when(s.started_at ?? s.created_at)],
+    [lost ? "Lost at" : "Ended", when(s.ended_at)],
+  ];
+  if (!lost) rows.push(["Duration", duration(s.duration_secs)]);
+  rows.push(
+    ["Exit code", s.exit_code != null ? String(s.exit_code) : "—"],
+    ["Reason", s.reason ?? "—"],
+    ["Repo", "—"],
+    ["Device", <a href={`/devices/${enc(s.device)}`}>{s.device}</a>],
+    ["Cost", "—"],
+  );
+  return (
+    <dl class="summary" data-testid="summary">
+      {rows.map(([k, v]) => (
+        <div class="row">
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}
+
+function FinishedView({ s }: { s: Session }) {
+  const lost = s.outcome === "lost";
+  return (
+    <>
+      <header class="page-header">
+        <h1 class="title">{s.title}</h1>
+        <span class={`pill ended outcome-${s.outcome}`} data-testid="pill">
+          session {s.outcome}
+        </span>
+      </header>
+      <p class="meta">
+        <StateBadge state={s.sandbox_state} /> · started by {s.started_by} · <code>{s.command.join(" ")}</code> · {bytes(s.output_bytes)} of output ·{" "}
+        {ago(s.ended_at)}
+      </p>
+      {lost && (
+        <div class="banner bad">
+          Contact with this session was lost. {s.reason ? `Reason: ${s.reason}` : "No device-level reason was recorded."}
+        </div>
+      )}
+      <Summary s={s} />
+    </>
+  );
+}
+
+export function SessionPage({ id }: { id: string }) {
+  const [session, setSession] = useState<Session | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [version, setVersion] = useState(0);
+  const [liveAtOpen, setLiveAtOpen] = useState<boolean | null>(null);
+  useEffect(() => {
+    setSession(null);
+    setLiveAtOpen(null);
+    api<Session>(`/api/v1/sessions/${enc(id)}`).then(
+      (s) => {
+        setSession(s);
+        setLiveAtOpen(isLive(s.outcome));
+      },
+      (e) => setError(e),
+    );
+    return subscribe((m) => {
+      const sid = m.kind === "activity" ? m.event.session : m.kind === "changed" ? m.session : null;
+      if (sid === id) setVersion((v) => v + 1);
+    });
+  }, [id]);
+  if (error) {
+    // Nothing to connect to: the pill names why, and nothing retries.
+    const pill: Pill =
+      error.status === 401
+        ? { kind: "rejected", cause: error.code === "auth_expired" ? "auth expired" : "not signed in" }
+        : error.status === 403
+          ? { kind: "no-permission", message: error.message }
+          : { kind: "rejected", cause: error.status === 404 || error.status === 400 ? "no such session" : error.message };
+    return (
+      <section class="page session-page">
+        <header class="page-header">
+          <h1 class="title">Session {id}</h1>
+          <PillView pill={pill} />
+        </header>
+        <EndedBanner pill={pill} />
+      </section>
+    );
+  }
+  if (!session || liveAtOpen === null) return <section class="page muted">Loading…</section>;
+  const finished = !isLive(session.outcome);
+  return (
+    <section class="page session-page">
+      {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} />}
+      {liveAtOpen && finished && <Summary s={session} />}
+      <Activity id={id} version={version} />
+      {finished && <FinalScreen id={id} />}
+      {finished && <Recording id={id} />}
+    </section>
+  );
+}

@@ -1,0 +1,310 @@
+// The Sessions page (seed 001): Sessions needing attention, the filter bar, and the
+// sandbox list, loaded in batches as you scroll and kept current by the live stream.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, ApiError, enc } from "../api";
+import { LiveDot, OutcomeBadge, StateBadge, TypeBadges } from "../badges";
+import { ago, usd } from "../format";
+import { subscribe } from "../live";
+import { navigate, useLocation } from "../router";
+import type { Overview, Sandbox, SandboxList, SandboxState } from "../types";
+
+type Filter = "live" | "open" | "all";
+const HEADINGS: Record<Filter, string> = { live: "Sandboxes running now", open: "All open sandboxes", all: "All sandboxes" };
+const FINISHED: SandboxState[] = ["done", "abandoned", "stopped"];
+const BATCH = 50;
+
+function matches(b: Sandbox, filter: Filter): boolean {
+  if (filter === "live") return b.live;
+  if (filter === "open") return !FINISHED.includes(b.state);
+  return true;
+}
+
+function Attention({ overview, q }: { overview: Overview | null; q: string }) {
+  const needle = q.trim().toLowerCase();
+  const rows = (overview?.attention ?? []).filter(
+    (r) => !needle || [r.title, r.device, r.session, r.agent ?? ""].some((s) => s.toLowerCase().includes(needle)),
+  );
+  if (rows.length === 0) return null;
+  return (
+    <section class="attention" aria-labelledby="attention-h">
+      <h2 id="attention-h">Sessions needing attention</h2>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th>Session</th>
+              <th>State</th>
+              <th>Agent</th>
+              <th>Device</th>
+              <th>Last contact</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr key={r.session}>
+                <td>
+                  <a href={`/sessions/${r.session}`}>{r.title}</a>
+                </td>
+                <td>
+                  <OutcomeBadge outcome={r.outcome} /> <span class="badge warning">{r.flag}</span>
+                </td>
+                <td>{r.agent ?? "—"}</td>
+                <td>{r.device}</td>
+                <td>{ago(r.last_contact_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
+function Row({ b }: { b: Sandbox }) {
+  const run = b.last_run;
+  return (
+    <tr data-sandbox={b.id} data-session={run?.id ?? ""}>
+      <td data-label="Type">
+        <TypeBadges kind={b.kind} taskType={b.task_type} />
+      </td>
+      <td data-label="State">
+        <LiveDot live={b.live} /> <StateBadge state={b.state} />
+        {!b.live && run && (
+          <>
+            {" "}
+            <OutcomeBadge outcome={run.outcome} prefix="last run" />
+          </>
+        )}
+        {b.warning && <span class="badge warning">{b.warning}</span>}
+      </td>
+      <td data-label="Agent">{b.agent ?? "—"}</td>
+      <td data-label="Working on" class="working-on">
+        {run ? <a href={`/sessions/${run.id}`}>{b.working_on}</a> : b.working_on}
+      </td>
+      <td data-label="Device">
+        <a href={`/devices/${enc(b.device)}`}>{b.device}</a>
+      </td>
+      <td data-label="Repo">{b.repo ?? "—"}</td>
+      <td data-label="Cost">
+        {usd(b.cost_usd)}
+        {b.task_cost_usd != null && <div class="sub">task {usd(b.task_cost_usd)}</div>}
+      </td>
+      <td data-label="Actions" class="actions">
+        {b.live && run ? (
+          <a class="button primary" href={`/sessions/${run.id}`}>
+            ▶ Drop in
+          </a>
+        ) : run ? (
+          <a href={`/sessions/${run.id}`}>
+            Last run{b.runs > 1 ? ` · ${b.runs} runs` : ""}
+          </a>
+        ) : (
+          "—"
+        )}
+      </td>
+    </tr>
+  );
+}
+
+export function SessionsPage() {
+  const loc = useLocation();
+  const filter = (["live", "open", "all"].includes(loc.searchParams.get("filter") ?? "") ? loc.searchParams.get("filter") : "live") as Filter;
+  const q = loc.searchParams.get("q") ?? "";
+  const [typed, setTyped] = useState(q);
+  const [rows, setRows] = useState<Sandbox[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [loading, setLoading] = useState(false);
+  const [done, setDone] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [overview, setOverview] = useState<Overview | null>(null);
+  const generation = useRef(0);
+  const sentinel = useRef<HTMLDivElement>(null);
+  const state = useRef({ filter, q, cursor, loading, done });
+  state.current = { filter, q, cursor, loading, done };
+
+  const setParams = (f: Filter, query: string) => {
+    const p = new URLSearchParams();
+    if (f !== "live") p.set("filter", f);
+    if (query.trim()) p.set("q", query.trim());
+    const s = p.toString();
+    navigate(`/sessions${s ? "?" + s : ""}`, true);
+  };
+
+  const loadBatch = async (reset: boolean) => {
+    const st = state.current;
+    if (!reset && (st.loading || st.done)) return;
+    const gen = reset ? ++generation.current : generation.current;
+    setLoading(true);
+    const p = new URLSearchParams({ filter: st.filter, limit: String(BATCH) });
+    if (st.q.trim()) p.set("q", st.q.trim());
+    if (!reset && st.cursor) p.set("cursor", st.cursor);
+    try {
+      const list = await api<SandboxList>(`/api/v1/sandboxes?${p}`);
+      if (gen !== generation.current) return;
+      setRows((old) => (reset ? list.sandboxes : [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))]));
+      setCursor(list.next_cursor);
+      setDone(list.next_cursor === null);
+      setError(null);
+    } catch (e) {
+      if (gen === generation.current) setError(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      if (gen === generation.current) setLoading(false);
+    }
+  };
+
+  const loadOverview = () => api<Overview>("/api/v1/overview").then(setOverview, () => {});
+
+  useEffect(() => {
+    setTyped(q);
+    setRows([]);
+    setCursor(null);
+    setDone(false);
+    loadBatch(true);
+  }, [filter, q]);
+
+  useEffect(() => {
+    loadOverview();
+  }, []);
+
+  // Debounced search: the URL holds the query, so reload and back keep it.
+  useEffect(() => {
+    if (typed === q) return;
+    const t = setTimeout(() => setParams(filter, typed), 250);
+    return () => clearTimeout(t);
+  }, [typed]);
+
+  // More rows as the bottom of the list comes into view.
+  useEffect(() => {
+    const el = sentinel.current;
+    if (!el) return;
+    const io = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) loadBatch(false);
+    });
+    io.observe(el);
+    return () => io.disconnect();
+  }, [sentinel.current]);
+
+  // Live updates: refresh the one row a change concerns.
+  useEffect(
+    () =>
+      subscribe(async (m) => {
+        if (m.kind === "resync") {
+          loadOverview();
+          loadBatch(true);
+          return;
+        }
+        const session = m.kind === "activity" ? m.event.session : m.session;
+        setOverview((o) => (o ? { ...o, running: m.running } : o));
+        if (!session) return;
+        let list: SandboxList;
+        try {
+          list = await api<SandboxList>(`/api/v1/sandboxes?filter=all&limit=1&q=${enc(session)}`);
+        } catch {
+          return;
+        }
+        const b = list.sandboxes[0];
+        if (!b) return;
+        const { filter: f, q: query } = state.current;
+        setRows((old) => {
+          const i = old.findIndex((o) => o.id === b.id);
+          const fits = matches(b, f);
+          if (i >= 0) return fits ? old.map((o, j) => (j === i ? b : o)) : old.filter((_, j) => j !== i);
+          // New rows appear at the top when no search narrows the list.
+          return fits && !query.trim() ? [b, ...old] : old;
+        });
+      }),
+    [],
+  );
+
+  const badges = overview && (
+    <div class="header-badges">
+      {overview.queued > 0 && (
+        <span class="badge info" title="Sessions set up and waiting for a device slot; each starts when a slot frees">
+          {overview.queued} queued for a slot
+        </span>
+      )}
+      {overview.on_finished_tasks > 0 && (
+        <span class="badge warning" title="Sessions still open although their task already finished">
+          {overview.on_finished_tasks} on finished tasks
+        </span>
+      )}
+      {overview.stale > 0 && (
+        <span class="badge warning" title="Live sessions flagged stale: see Sessions needing attention">
+          {overview.stale} stale
+        </span>
+      )}
+    </div>
+  );
+
+  return (
+    <section class="page">
+      <header class="page-header">
+        <h1>Sessions</h1>
+        {badges}
+      </header>
+      <div class="filter-bar" role="search">
+        <div class="segmented" role="group" aria-label="Which sandboxes">
+          {(["live", "open", "all"] as Filter[]).map((f) => (
+            <button type="button" class={f === filter ? "seg current" : "seg"} aria-pressed={f === filter} onClick={() => setParams(f, typed)}>
+              {f === "live" ? "Live" : f === "open" ? "Open" : "All"}
+            </button>
+          ))}
+        </div>
+        <input
+          type="search"
+          class="search"
+          placeholder="Search title, device or id"
+          aria-label="Search sessions"
+          value={typed}
+          maxLength={200}
+          onInput={(e) => setTyped((e.target as HTMLInputElement).value)}
+        />
+      </div>
+      <Attention overview={overview} q={q} />
+      <h2 class="list-heading">{HEADINGS[filter]}</h2>
+      {error && <p class="error">{error}</p>}
+      <div class="table-wrap">
+        <table class="sandboxes">
+          <thead>
+            <tr>
+              <th>Type</th>
+              <th>State</th>
+              <th>Agent</th>
+              <th>Working on</th>
+              <th>Device</th>
+              <th>Repo</th>
+              <th>Cost</th>
+              <th>Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((b) => (
+              <Row key={b.id} b={b} />
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {!loading && rows.length === 0 && !error && (
+        <p class="empty">
+          {q ? "No sandboxes match this search." : filter === "live" ? "Nothing is running right now." : "No sandboxes yet."}{" "}
+          Start one with <code>drover session start --device NAME -- COMMAND</code>.
+        </p>
+      )}
+      <div ref={sentinel} class="sentinel" />
+      {!done && rows.length > 0 && (
+        <p class="load-more">
+          <a
+            href="#"
+            onClick={(e) => {
+              e.preventDefault();
+              loadBatch(false);
+            }}
+          >
+            {loading ? "Loading…" : "Load more"}
+          </a>
+        </p>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,210 @@
+// The live terminal: xterm.js on the session's WebSocket, with the connection states
+// the page header shows (seed 001 "The live-terminal page").
+
+import { Terminal } from "@xterm/xterm";
+import { FitAddon } from "@xterm/addon-fit";
+import { api, ApiError, enc } from "./api";
+import type { Outcome, Session, ViewerEvent } from "./types";
+import { isLive } from "./types";
+
+export type Pill =
+  | { kind: "connecting" }
+  | { kind: "connected" }
+  | { kind: "reconnecting"; attempt: number }
+  | { kind: "ended"; outcome: Outcome; exitCode: number | null; reason: string | null }
+  | { kind: "rejected"; cause: string }
+  | { kind: "no-permission"; message: string };
+
+export function pillText(p: Pill): string {
+  switch (p.kind) {
+    case "connecting":
+      return "connecting…";
+    case "connected":
+      return "connected";
+    case "reconnecting":
+      return `reconnecting (attempt ${p.attempt})`;
+    case "ended":
+      return `session ${p.outcome}`;
+    case "rejected":
+      return `rejected: ${p.cause}`;
+    case "no-permission":
+      return "no permission";
+  }
+}
+
+const MAX_BACKOFF_MS = 10_000;
+
+/** Keys of the on-screen key row, as the terminal would send them. */
+export function keySequence(key: "esc" | "tab" | "backtab" | "up" | "down" | "right" | "left", appCursor: boolean): string {
+  const arrow = (c: string) => (appCursor ? `\x1bO${c}` : `\x1b[${c}`);
+  switch (key) {
+    case "esc":
+      return "\x1b";
+    case "tab":
+      return "\t";
+    case "backtab":
+      return "\x1b[Z";
+    case "up":
+      return arrow("A");
+    case "down":
+      return arrow("B");
+    case "right":
+      return arrow("C");
+    case "left":
+      return arrow("D");
+  }
+}
+
+export class LiveTerminal {
+  readonly term: Terminal;
+  private fit = new FitAddon();
+  private ws: WebSocket | null = null;
+  private attempt = 0;
+  private closed = false;
+  private timer: number | undefined;
+  private resizeObserver: ResizeObserver;
+  private encoder = new TextEncoder();
+  private sentSize = "";
+
+  constructor(
+    private id: string,
+    el: HTMLElement,
+    private onPill: (p: Pill) => void,
+    private onSession: (s: Session) => void,
+  ) {
+    this.term = new Terminal({
+      cursorBlink: true,
+      scrollback: 5000,
+      fontFamily: 'ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono", monospace',
+      fontSize: 13,
+      theme: { background: "#0f1115" },
+    });
+    this.term.loadAddon(this.fit);
+    this.term.open(el);
+    this.term.onData((d) => this.send(this.encoder.encode(d)));
+    this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+    this.resizeObserver = new ResizeObserver(() => this.refit());
+    this.resizeObserver.observe(el);
+    this.refit();
+    this.connect();
+  }
+
+  /** Sends keystrokes (not audited). */
+  send(bytes: Uint8Array | string) {
+    if (this.ws?.readyState !== WebSocket.OPEN) return;
+    this.ws.send(typeof bytes === "string" ? this.encoder.encode(bytes) : bytes);
+  }
+
+  get appCursor(): boolean {
+    return this.term.modes.applicationCursorKeysMode;
+  }
+
+  private refit() {
+    try {
+      this.fit.fit();
+    } catch {
+      return;
+    }
+    const size = `${this.term.cols}x${this.term.rows}`;
+    if (size !== this.sentSize && this.ws?.readyState === WebSocket.OPEN) {
+      this.sentSize = size;
+      this.ws.send(JSON.stringify({ type: "resize", cols: this.term.cols, rows: this.term.rows }));
+    }
+  }
+
+  /** Checks the session before (re)connecting: signed in, allowed, still live. */
+  private async check(): Promise<boolean> {
+    try {
+      const s = await api<Session>(`/api/v1/sessions/${enc(this.id)}`);
+      this.onSession(s);
+      if (!isLive(s.outcome)) {
+        this.finish({ kind: "ended", outcome: s.outcome, exitCode: s.exit_code, reason: s.reason });
+        return false;
+      }
+      return true;
+    } catch (e) {
+      if (e instanceof ApiError) {
+        if (e.status === 401) this.finish({ kind: "rejected", cause: e.code === "auth_expired" ? "auth expired" : "not signed in" });
+        else if (e.status === 403) this.finish({ kind: "no-permission", message: e.message });
+        else if (e.status === 404 || e.status === 400) this.finish({ kind: "rejected", cause: "no such session" });
+        else return true; // a passing server error: retry
+        return false;
+      }
+      return true;
+    }
+  }
+
+  private async connect() {
+    if (this.closed) return;
+    this.onPill(this.attempt === 0 ? { kind: "connecting" } : { kind: "reconnecting", attempt: this.attempt });
+    if (!(await this.check()) || this.closed) return;
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const url = `${proto}//${location.host}/api/v1/sessions/${enc(this.id)}/terminal?cols=${this.term.cols}&rows=${this.term.rows}`;
+    this.sentSize = `${this.term.cols}x${this.term.rows}`;
+    const ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    let ended = false;
+    ws.onmessage = (m) => {
+      if (typeof m.data !== "string") {
+        this.term.write(new Uint8Array(m.data as ArrayBuffer));
+        return;
+      }
+      let ev: ViewerEvent;
+      try {
+        ev = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      switch (ev.type) {
+        case "hello":
+          this.attempt = 0;
+          this.term.reset();
+          this.onPill({ kind: "connected" });
+          break;
+        case "resize":
+          break;
+        case "resync":
+          this.term.reset();
+          break;
+        case "ended":
+          ended = true;
+          this.finish({ kind: "ended", outcome: ev.outcome, exitCode: ev.exit_code, reason: ev.reason });
+          break;
+        case "error":
+          this.term.write(`\r\n\x1b[33m[drover: ${ev.message.replace(/[\x00-\x1f\x7f]/g, " ")}]\x1b[0m\r\n`);
+          break;
+      }
+    };
+    ws.onclose = () => {
+      if (this.ws === ws) this.ws = null;
+      if (ended || this.closed) return;
+      this.attempt += 1;
+      const delay = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(this.attempt, 6));
+      this.onPill({ kind: "reconnecting", attempt: this.attempt });
+      this.timer = window.setTimeout(() => this.connect(), delay);
+    };
+  }
+
+  private finish(p: Pill) {
+    this.closed = true;
+    window.clearTimeout(this.timer);
+    this.ws?.close();
+    this.ws = null;
+    this.term.options.disableStdin = true;
+    this.term.options.cursorBlink = false;
+    this.onPill(p);
+    if (p.kind === "ended") {
+      // The session's record changed: let the page reload it.
+      api<Session>(`/api/v1/sessions/${enc(this.id)}`).then(this.onSession, () => {});
+    }
+  }
+
+  dispose() {
+    this.closed = true;
+    window.clearTimeout(this.timer);
+    this.resizeObserver.disconnect();
+    this.ws?.close();
+    this.term.dispose();
+  }
+}

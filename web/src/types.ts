@@ -1,0 +1,105 @@
+// Shapes of the JSON the server sends (crates/protocol/src/api.rs).
+
+export type Outcome = "starting" | "running" | "completed" | "released" | "incomplete" | "failed" | "lost";
+export type SandboxState = "provision" | "ready" | "active" | "completing" | "done" | "abandoned" | "stopped";
+
+export interface Me { name: string; role: string }
+
+export interface LastRun {
+  id: string;
+  outcome: Outcome;
+  exit_code: number | null;
+  started_at: string | null;
+  ended_at: string | null;
+}
+
+export interface Sandbox {
+  id: string;
+  kind: "remote" | "task";
+  task_type: string | null;
+  state: SandboxState;
+  live: boolean;
+  last_run: LastRun | null;
+  runs: number;
+  agent: string | null;
+  working_on: string;
+  device: string;
+  repo: string | null;
+  cost_usd: number | null;
+  task_cost_usd: number | null;
+  warning: string | null;
+  created_at: string;
+}
+
+export interface SandboxList { sandboxes: Sandbox[]; next_cursor: string | null }
+
+export interface AttentionRow {
+  session: string;
+  title: string;
+  outcome: Outcome;
+  flag: string;
+  agent: string | null;
+  device: string;
+  last_contact_at: string | null;
+}
+
+export interface Overview {
+  running: number;
+  queued: number;
+  on_finished_tasks: number;
+  stale: number;
+  attention: AttentionRow[];
+}
+
+export interface Session {
+  id: string;
+  sandbox: string;
+  sandbox_state: SandboxState;
+  title: string;
+  device: string;
+  command: string[];
+  cwd: string;
+  outcome: Outcome;
+  exit_code: number | null;
+  reason: string | null;
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  duration_secs: number | null;
+  cols: number;
+  rows: number;
+  output_bytes: number;
+  attached: number;
+  started_by: string;
+}
+
+export interface Device {
+  id: string;
+  name: string;
+  slots: number;
+  live_sessions: number;
+  connected: boolean;
+  last_contact_at: string | null;
+}
+
+export interface ActivityEvent {
+  seq: number;
+  id: string;
+  kind: string;
+  label: string;
+  actor: string;
+  session: string | null;
+  detail: Record<string, unknown> | null;
+  at: string;
+}
+
+export interface InputReceipt { session: string; event: string; bracketed_paste: boolean; offset: number }
+
+export type ViewerEvent =
+  | { type: "hello"; session: string; cols: number; rows: number; read_only: boolean }
+  | { type: "resize"; cols: number; rows: number }
+  | { type: "resync" }
+  | { type: "ended"; outcome: Outcome; exit_code: number | null; reason: string | null }
+  | { type: "error"; message: string };
+
+export const isLive = (o: Outcome) => o === "starting" || o === "running";

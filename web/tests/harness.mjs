@@ -1,0 +1,116 @@
+// Test harness: a real `drover up` in a temporary home, the real CLI against it, and
+// Debian's Chromium driven by Playwright.
+
+import { spawn, execFile } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const run = promisify(execFile);
+export const DROVER = process.env.DROVER_BIN ?? resolve(import.meta.dirname, "../../target/debug/drover");
+export const SHOTS = resolve(import.meta.dirname, "../test-results");
+mkdirSync(SHOTS, { recursive: true });
+
+/** Starts `drover up`; resolves once it printed its URL and sign-in link. */
+export async function startDrover(extra = []) {
+  const home = mkdtempSync(join(tmpdir(), "drover-e2e-"));
+  const child = spawn(DROVER, ["up", "--listen", "127.0.0.1:0", "--name", "e2e", "--slots", "16", "--stop-grace", "1", ...extra], {
+    env: { ...process.env, DROVER_HOME: home, RUST_LOG: "warn" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines = createInterface({ input: child.stdout });
+  let url, login;
+  await new Promise((ok, fail) => {
+    const t = setTimeout(() => fail(new Error("drover up did not print its URL in 30 s")), 30_000);
+    child.on("exit", (code) => fail(new Error(`drover up exited (${code})`)));
+    lines.on("line", (l) => {
+      let m = l.match(/^Drover is running at (\S+)/);
+      if (m) url = m[1];
+      m = l.match(/open:\s+(\S+\/login\/\S+)/);
+      if (m) login = m[1];
+      if (url && login) {
+        clearTimeout(t);
+        ok();
+      }
+    });
+  });
+  const d = {
+    home,
+    url,
+    login,
+    async cli(...args) {
+      const { stdout } = await run(DROVER, args, { env: { ...process.env, DROVER_HOME: home } });
+      return stdout;
+    },
+    async json(...args) {
+      return JSON.parse(await d.cli("--json", ...args));
+    },
+    async startSession(command, extra = []) {
+      return (await d.cli("session", "start", "--device", "e2e", ...extra, "--", ...command)).trim();
+    },
+    async stop() {
+      const live = await d.json("session", "list").catch(() => ({ sessions: [] }));
+      for (const s of live.sessions ?? []) await d.cli("session", "stop", s.id).catch(() => {});
+      child.kill("SIGTERM");
+      await new Promise((ok) => (child.exitCode !== null ? ok() : child.on("exit", ok)));
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+  // The device connects a moment after the URL is printed.
+  for (let i = 0; i < 100; i++) {
+    if ((await d.cli("device", "list")).includes("connected")) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return d;
+}
+
+/** Debian's Chromium, headless, with nothing reaching out to the network. */
+export async function browser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+/** A signed-in page: a fresh one-time link (`drover ui`) sets the cookie and lands on
+ * Sessions; `link` uses a given one (such as the one `drover up` printed). */
+export async function signedIn(b, d, viewport = { width: 1280, height: 800 }, link = null) {
+  const context = await b.newContext({ viewport });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e));
+  page.on("dialog", (dialog) => {
+    errors.push(new Error(`unexpected dialog: ${dialog.message()}`));
+    dialog.dismiss();
+  });
+  await page.goto(link ?? JSON.parse(await d.cli("--json", "ui")).url);
+  await page.waitForURL(/\/sessions$/);
+  return { context, page, errors };
+}
+
+/** The text on an xterm.js terminal's screen. */
+export async function screenText(page, selector = '[data-testid="terminal"]') {
+  return page.locator(`${selector} .xterm-rows`).innerText();
+}
+
+export async function until(what, f, timeout = 15_000) {
+  const end = Date.now() + timeout;
+  let last;
+  while (Date.now() < end) {
+    try {
+      const v = await f();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
+}
+
+export async function shot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}

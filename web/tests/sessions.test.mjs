@@ -1,0 +1,157 @@
+// End to end in a real browser: start a session, see it appear with the badge, drop in,
+// type and see the echo, send through the Send box and find the audited event, stop it
+// and see the pill and banner change, open the finished page.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { browser, screenText, shot, signedIn, startDrover, until } from "./harness.mjs";
+
+let d, b;
+before(async () => {
+  d = await startDrover();
+  b = await browser();
+});
+after(async () => {
+  await b?.close();
+  await d?.stop();
+});
+
+test("a session from start to finished page", async () => {
+  const { page, errors } = await signedIn(b, d);
+  await page.getByRole("heading", { name: "Sandboxes running now" }).waitFor();
+  assert.equal(await page.getByTestId("running-badge").count(), 0, "no badge while nothing runs");
+
+  const id = await d.startSession(["bash", "--norc", "--noprofile"], ["--title", "browser flow"]);
+  // The row and the badge appear without a reload.
+  const row = page.locator(`tr[data-session="${id}"]`);
+  await row.waitFor({ timeout: 15_000 });
+  await until("badge 1", async () => (await page.getByTestId("running-badge").innerText()) === "1");
+  assert.match(await row.innerText(), /Remote/);
+  assert.match(await row.innerText(), /browser flow/);
+  await shot(page, "sessions-desktop");
+
+  await row.getByRole("link", { name: "▶ Drop in" }).click();
+  await page.waitForURL(new RegExp(`/sessions/${id}$`));
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+  assert.match(await page.getByTestId("typing-banner").innerText(), /not recorded/);
+
+  // Direct typing reaches the program (and is not audited).
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  await page.keyboard.type("echo typed-$((6*7))\n");
+  await until("echo of typed input", async () => (await screenText(page)).includes("typed-42"));
+
+  // The Send box goes through the audited path.
+  await page.getByLabel("Send input (audited)").fill("echo sent-$((5*5))");
+  await page.getByLabel("Send input (audited)").press("Control+Enter");
+  await until("send receipt", async () => (await page.getByTestId("send-status").innerText()).includes("recorded"));
+  await until("echo of sent input", async () => (await screenText(page)).includes("sent-25"));
+  const events = await d.json("session", "events", id);
+  const sent = (events.events ?? events).filter((e) => e.kind === "input_sent");
+  assert.equal(sent.length, 1, "exactly one audited input (typing is not recorded)");
+  assert.match(JSON.stringify(sent[0].detail), /sent-\$\(\(5\*5\)\)/);
+  await until("event on the page", async () => (await page.locator("section.did").innerText()).includes("input sent (audited)"));
+  await shot(page, "live-desktop");
+
+  // Stop: the pill and the banner change.
+  await page.getByRole("button", { name: "Stop" }).click();
+  await until("released pill", async () => (await page.getByTestId("pill").innerText()) === "session released", 20_000);
+  assert.match(await page.getByTestId("ended-banner").innerText(), /released/);
+  assert.equal(await page.getByRole("button", { name: "Stop" }).count(), 0, "no Stop once ended");
+  await until("badge gone", async () => (await page.getByTestId("running-badge").count()) === 0);
+
+  // The finished page: summary rows, what it did, final screen, recording.
+  await page.reload();
+  const summary = page.getByTestId("summary");
+  await summary.waitFor();
+  const text = await summary.innerText();
+  for (const label of ["Agent", "Working on", "Stage", "State", "Started", "Ended", "Duration", "Exit code", "Reason", "Repo", "Device", "Cost"]) {
+    assert.match(text, new RegExp(`^${label}$`, "m"), `summary row ${label}`);
+  }
+  assert.match(text, /Released/);
+  await until("the kill in the record", async () => (await page.locator("section.did").innerText()).includes("session killed"));
+  await until("final screen", async () => (await screenText(page, '[data-testid="final-screen"]')).includes("sent-25"));
+  await page.getByTestId("play").click();
+  await until("recording plays", async () => (await screenText(page, '[data-testid="player"]')).includes("typed-42"), 20_000);
+  await shot(page, "finished-desktop");
+
+  // The All filter lists it with its last run.
+  await page.goto(`${d.url}/sessions?filter=all`);
+  await page.getByRole("heading", { name: "All sandboxes" }).waitFor();
+  const ended = page.locator(`tr[data-session="${id}"]`);
+  await ended.waitFor();
+  assert.match(await ended.innerText(), /last run released/i);
+  assert.equal(await ended.locator('[title="The session was deliberately stopped before finishing — not a failure."]').count(), 1);
+  assert.deepEqual(errors, []);
+});
+
+test("search narrows the list and Load more reaches every sandbox", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push(await d.startSession(["sleep", "600"], ["--title", i === 1 ? "find the needle" : `haystack ${i}`]));
+  await until("three live rows", async () => (await page.locator("tbody tr[data-session]").count()) >= 3);
+  await page.getByLabel("Search sessions").fill("needle");
+  await until("one row", async () => (await page.locator("tbody tr[data-session]").count()) === 1);
+  assert.match(await page.locator("tbody tr[data-session]").innerText(), /find the needle/);
+  assert.match(page.url(), /q=needle/);
+  await page.getByLabel("Search sessions").fill("");
+  await until("all rows back", async () => (await page.locator("tbody tr[data-session]").count()) >= 3);
+  for (const id of ids) await d.cli("session", "stop", id);
+  await until("live list empty", async () => (await page.locator("tbody tr[data-session]").count()) === 0, 20_000);
+  await page.getByRole("button", { name: "Open" }).click();
+  await page.getByRole("heading", { name: "All open sandboxes" }).waitFor();
+  await page.getByRole("button", { name: "All" }).click();
+  await page.getByRole("heading", { name: "All sandboxes" }).waitFor();
+  await until("all rows", async () => (await page.locator("tbody tr[data-session]").count()) >= 4);
+  assert.deepEqual(errors, []);
+});
+
+test("nothing a program prints or a title says can inject HTML", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const evil = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`;
+  const id = await d.startSession(["sh", "-c", `printf '%s\\n' '${evil}'; sleep 600`], ["--title", evil]);
+  const row = page.locator(`tr[data-session="${id}"]`);
+  await row.waitFor();
+  assert.ok((await row.innerText()).includes(evil), "the title shows as text");
+  await page.goto(`${d.url}/sessions/${id}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+  await until("output shown", async () => (await screenText(page)).includes("onerror"));
+  assert.equal(await page.locator("main img").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.ok((await page.locator("h1.title").innerText()).includes("<script>"));
+  await d.cli("session", "stop", id);
+  assert.deepEqual(errors, []);
+});
+
+test("on a phone-sized screen nothing overflows and the key row works", async () => {
+  const { page, errors } = await signedIn(b, d, { width: 375, height: 740 });
+  const id = await d.startSession(["bash", "--norc", "--noprofile"], ["--title", "a rather long title for a narrow phone screen to wrap"]);
+  await page.locator(`tr[data-session="${id}"]`).waitFor();
+  const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.equal(await overflow(), 0, "the Sessions page fits 375 px");
+  await shot(page, "sessions-375");
+  await page.goto(`${d.url}/sessions/${id}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+  assert.equal(await overflow(), 0, "the live page fits 375 px");
+  // Esc, then an arrow-up recalls the last command in bash: typed through the key row.
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  await page.keyboard.type("echo from-phone\n");
+  await until("first echo", async () => (await screenText(page)).includes("from-phone"));
+  await page.getByRole("button", { name: "Up arrow" }).click();
+  await until("history recalled", async () => (await screenText(page)).split("echo from-phone").length === 3);
+  const keyRow = page.getByRole("toolbar", { name: /Terminal keys/ });
+  assert.equal(await keyRow.evaluate((el) => getComputedStyle(el).position), "sticky");
+  await shot(page, "live-375");
+  await d.cli("session", "stop", id);
+  await until("ended", async () => (await page.getByTestId("pill").innerText()).startsWith("session "), 20_000);
+  await page.reload();
+  await page.getByTestId("summary").waitFor();
+  assert.equal(await overflow(), 0, "the finished page fits 375 px");
+  await shot(page, "finished-375");
+  for (const path of ["/devices", "/devices/e2e", "/activity"]) {
+    await page.goto(`${d.url}${path}`);
+    await page.locator("h1").first().waitFor();
+    assert.equal(await overflow(), 0, `${path} fits 375 px`);
+  }
+  await shot(page, "activity-375");
+  assert.deepEqual(errors, []);
+});
