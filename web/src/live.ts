@@ -16,6 +16,13 @@ let source: EventSource | null = null;
 function ensure() {
   if (source) return;
   source = new EventSource("/api/v1/stream");
+  // What a page loaded just before the stream opened could have missed: reload once.
+  // (Later reconnects resume with Last-Event-ID and miss nothing.)
+  let opened = false;
+  source.addEventListener("open", () => {
+    if (!opened) emit({ kind: "resync" });
+    opened = true;
+  });
   source.addEventListener("activity", (e) => {
     const d = JSON.parse((e as MessageEvent).data);
     emit({ kind: "activity", event: d.event, running: d.running });

@@ -84,7 +84,7 @@ test("a session from start to finished page", async () => {
   assert.deepEqual(errors, []);
 });
 
-test("search narrows the list and Load more reaches every sandbox", async () => {
+test("search narrows the list, the filter switches, and Load more reaches every sandbox", async () => {
   const { page, errors } = await signedIn(b, d);
   const ids = [];
   for (let i = 0; i < 3; i++) ids.push(await d.startSession(["sleep", "600"], ["--title", i === 1 ? "find the needle" : `haystack ${i}`]));
@@ -102,6 +102,17 @@ test("search narrows the list and Load more reaches every sandbox", async () => 
   await page.getByRole("button", { name: "All" }).click();
   await page.getByRole("heading", { name: "All sandboxes" }).waitFor();
   await until("all rows", async () => (await page.locator("tbody tr[data-session]").count()) >= 4);
+
+  // More than one batch (50): the list stops at a batch, Load more brings the rest.
+  for (let i = 0; i < 6; i++) await Promise.all(Array.from({ length: 8 }, (_, j) => d.startSession(["true"], ["--title", `batch ${i}-${j}`])));
+  await page.reload();
+  await page.getByRole("heading", { name: "All sandboxes" }).waitFor();
+  await until("first batch", async () => (await page.locator("tbody tr[data-session]").count()) === 50);
+  const total = (await d.json("session", "list", "--all", "--limit", "1000")).length;
+  assert.ok(total > 50, `${total} sandboxes`);
+  await page.getByRole("link", { name: "Load more" }).click();
+  await until("every sandbox", async () => (await page.locator("tbody tr[data-session]").count()) === total);
+  assert.equal(await page.getByRole("link", { name: "Load more" }).count(), 0, "no Load more at the end");
   assert.deepEqual(errors, []);
 });
 

@@ -2,13 +2,15 @@
 //! machine, (1) output throughput of a session streaming a file to an attached viewer
 //! against a bare PTY (`script -qfc "cat FILE" /dev/null`) and tmux, (2) input-to-echo
 //! latency through `drover session attach`, idle and with other sessions streaming,
-//! and (3) the memory an idle session costs with many running at once.
+//! (3) the memory an idle session costs with many running at once, and (4) the sandbox
+//! list API with 100,000 sandboxes.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
 
 mod drover;
 mod latency;
+mod list;
 mod memory;
 mod pty;
 mod throughput;
@@ -39,7 +41,10 @@ struct Args {
     /// Idle sessions for the memory run.
     #[arg(long, default_value_t = 100)]
     idle: usize,
-    /// Only these parts (throughput, latency, memory); default all.
+    /// Sandboxes in the database for the list run.
+    #[arg(long, default_value_t = 100_000)]
+    sandboxes: usize,
+    /// Only these parts (throughput, latency, memory, list); default all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -68,6 +73,10 @@ fn main() -> Result<()> {
     if want("memory") {
         let r = memory::run(&exe, args.idle)?;
         report.insert("memory".into(), serde_json::to_value(r)?);
+    }
+    if want("list") {
+        let r = list::run(&exe, args.sandboxes)?;
+        report.insert("list".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;

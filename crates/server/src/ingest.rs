@@ -110,14 +110,26 @@ async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item
             }
         }
         Item::Ended { session, report } => {
-            if let Err(e) = end_session(state, device, device_name, session, &report).await {
-                tracing::error!(%session, "recording the end failed: {e}");
-                return;
+            // The device keeps the session until it is released: only release once the
+            // end is stored. A failure is retried; if it persists, the device reports
+            // the end again when it next connects.
+            let mut attempt = 0;
+            while let Err(e) = end_session(state, device, device_name, session, &report).await {
+                attempt += 1;
+                if attempt == END_ATTEMPTS {
+                    tracing::error!(%session, "recording the end failed {attempt} times, keeping the session until the device reconnects: {e}");
+                    return;
+                }
+                tracing::warn!(%session, "recording the end failed (retrying): {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
             }
             let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
         }
     }
 }
+
+/// Tries at storing a session's end before waiting for the device to report it again.
+const END_ATTEMPTS: u32 = 5;
 
 /// How a session ended, as reported.
 #[derive(Debug, Clone)]

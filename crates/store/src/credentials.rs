@@ -60,7 +60,7 @@ impl Principal {
 impl Store {
     /// The first workspace and its first owner, created if the database is empty.
     pub async fn bootstrap(&self, workspace_name: &str, owner_name: &str) -> Result<(WorkspaceId, MemberId)> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write().await?;
         let existing = sqlx::query("SELECT w.id AS w, m.id AS m FROM workspaces w JOIN members m ON m.workspace_id = w.id AND m.role = 'owner' ORDER BY w.created_at, m.created_at LIMIT 1")
             .fetch_optional(&mut *tx)
             .await?;

@@ -89,6 +89,13 @@ impl Store {
         self.changes.subscribe()
     }
 
+    /// A write transaction that takes the write lock at once (`BEGIN IMMEDIATE`): a
+    /// deferred one that reads first cannot wait for the lock when it then writes, and
+    /// fails with "database is locked" whenever two writers meet.
+    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     fn changed(&self, workspace: WorkspaceId, session: Option<SessionId>) {
         let _ = self.changes.send(Change { workspace, session });
     }

@@ -162,7 +162,7 @@ impl Store {
         .await
         .map_err(|e| StoreError::Io(e.to_string()))?
         .map_err(io)?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write().await?;
         for (session, end) in &written {
             sqlx::query("UPDATE sessions SET output_bytes = MAX(output_bytes, ?) WHERE id = ?")
                 .bind(*end as i64)

@@ -81,6 +81,11 @@ fn like_pattern(q: &str) -> String {
     p
 }
 
+/// A full-text phrase matching `q` literally (quotes doubled), for the trigram index.
+fn phrase(q: &str) -> String {
+    format!("\"{}\"", q.replace('"', "\"\""))
+}
+
 fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
     let state: String = r.get("state");
     let last_run = match r.get::<Option<String>, _>("s_id") {
@@ -134,8 +139,18 @@ impl Store {
             SandboxFilter::All => {}
         }
         let search = search.map(str::trim).filter(|q| !q.is_empty());
-        if search.is_some() {
-            sql.push_str(" AND (b.title LIKE ?2 ESCAPE '\\' OR d.name LIKE ?2 ESCAPE '\\' OR b.id = ?3 OR b.last_session_id = ?3)");
+        // Three characters or more: the trigram index finds the substring; shorter ones
+        // match so much that walking the list in order finds a batch quickly.
+        let indexed = search.is_some_and(|q| q.chars().count() >= 3);
+        match search {
+            // One set of matching rows (text, sandbox id, session id), looked up by rowid.
+            Some(_) if indexed => sql.push_str(
+                " AND b.rowid IN (SELECT rowid FROM sandbox_search WHERE sandbox_search MATCH ?2
+                                  UNION SELECT rowid FROM sandboxes WHERE id = ?3
+                                  UNION SELECT rowid FROM sandboxes WHERE last_session_id = ?3)",
+            ),
+            Some(_) => sql.push_str(" AND (b.title LIKE ?2 ESCAPE '\\' OR d.name LIKE ?2 ESCAPE '\\')"),
+            None => {}
         }
         if cursor.is_some() {
             sql.push_str(" AND (b.created_at, b.id) < (?4, ?5)");
@@ -143,7 +158,7 @@ impl Store {
         sql.push_str(" ORDER BY b.created_at DESC, b.id DESC LIMIT ?6");
         let rows = sqlx::query(&sql)
             .bind(workspace.to_string())
-            .bind(search.map(like_pattern))
+            .bind(search.map(|q| if indexed { phrase(q) } else { like_pattern(q) }))
             .bind(search)
             .bind(cursor.map(|c| c.created_at.clone()))
             .bind(cursor.map(|c| c.id.to_string()))
@@ -170,6 +185,11 @@ mod tests {
     use crate::{now, NewSession, RunTimes};
     use drover_core::outcome::{on_end, RunEnd};
     use drover_core::ExitStatus;
+
+    #[test]
+    fn phrases_quote_their_quotes() {
+        assert_eq!(phrase(r#"say "hi" now"#), r#""say ""hi"" now""#);
+    }
 
     #[test]
     fn like_patterns_match_literally() {
@@ -227,6 +247,17 @@ mod tests {
         let hit = s.list_sandboxes(ws, SandboxFilter::All, Some("100%_D"), None, 100).await.unwrap();
         assert_eq!(hit.len(), 1);
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("%"), None, 100).await.unwrap().len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("0%"), None, 100).await.unwrap().len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("ob \"3"), None, 100).await.unwrap().len(), 0);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("OB 3 1"), None, 100).await.unwrap().len(), 1);
+        // A sandbox renamed is found by its new title only.
+        sqlx::query("UPDATE sandboxes SET title = 'renamed thing' WHERE id = ?")
+            .bind(all[0].id.to_string())
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("renamed"), None, 100).await.unwrap().len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job 6"), None, 100).await.unwrap().len(), 0);
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job%3"), None, 100).await.unwrap().len(), 0);
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("BOX"), None, 100).await.unwrap().len(), 7);
         let by_session = s.list_sandboxes(ws, SandboxFilter::All, Some(&ids[4].to_string()), None, 100).await.unwrap();

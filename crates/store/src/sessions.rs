@@ -122,7 +122,7 @@ impl Store {
     /// "session started", in one transaction.
     pub async fn create_session(&self, s: &NewSession) -> Result<SessionId> {
         let (id, sandbox, at) = (SessionId::new(), SandboxId::new(), now());
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, last_session_id, runs, live)
              VALUES (?, ?, ?, 'remote', ?, ?, 'active', ?, ?, ?, 1, 1)",
@@ -246,7 +246,7 @@ impl Store {
     /// sandbox; records "session ended/killed/connection lost" — in one transaction.
     /// Returns false (and changes nothing) if the session had already ended.
     pub async fn end_session(&self, id: SessionId, ending: &Ending, times: RunTimes<'_>, final_offset: u64, actor: &str) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write().await?;
         let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome FROM sessions WHERE id = ?")
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
@@ -334,6 +334,47 @@ mod tests {
         assert_eq!(kinds, ["session_started", "session_ended"]);
         assert!(s.list_sessions(ws, false, 10).await.unwrap().is_empty());
         assert_eq!(s.list_sessions(ws, true, 10).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn many_sessions_ending_at_once_all_end() {
+        let (s, _d) = store().await;
+        let (ws, _) = session(&s).await;
+        let dev = s.upsert_device(ws, "box", 4).await.unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..24 {
+            let new = NewSession {
+                workspace: ws,
+                device: dev.id,
+                command: vec!["true".into()],
+                cwd: "/".into(),
+                title: String::new(),
+                cols: 80,
+                rows: 24,
+                created_by: "alice".into(),
+            };
+            ids.push(s.create_session(&new).await.unwrap());
+        }
+        let ending = on_end(Outcome::Starting, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
+        let ends = ids.iter().map(|id| {
+            let (s, ending) = (s.clone(), ending.clone());
+            let id = *id;
+            tokio::spawn(async move { s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await })
+        });
+        for r in futures_join(ends).await {
+            assert!(r.unwrap().unwrap(), "every end is stored (none fails with \"database is locked\")");
+        }
+        assert_eq!(s.count_live_sessions(ws).await.unwrap(), 1);
+    }
+
+    async fn futures_join<T>(
+        handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+    ) -> Vec<std::result::Result<T, tokio::task::JoinError>> {
+        let mut out = Vec::new();
+        for h in handles.collect::<Vec<_>>() {
+            out.push(h.await);
+        }
+        out
     }
 
     #[tokio::test]

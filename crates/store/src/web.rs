@@ -33,7 +33,7 @@ impl Store {
     /// Uses a login link: if it is unused and unexpired, marks it used and opens a web
     /// session with `session_digest` for `session_ttl`. Returns the member, or None.
     pub async fn redeem_login_link(&self, digest: &str, session_digest: &str, session_ttl: chrono::Duration) -> Result<Option<MemberId>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write().await?;
         let at = now();
         let used =
             sqlx::query("UPDATE login_links SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ? RETURNING member_id")

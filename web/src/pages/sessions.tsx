@@ -66,17 +66,26 @@ function Row({ b }: { b: Sandbox }) {
   return (
     <tr data-sandbox={b.id} data-session={run?.id ?? ""}>
       <td data-label="Type">
-        <TypeBadges kind={b.kind} taskType={b.task_type} />
+        <span class="cell">
+          <TypeBadges kind={b.kind} taskType={b.task_type} />
+        </span>
       </td>
       <td data-label="State">
-        <LiveDot live={b.live} /> <StateBadge state={b.state} />
-        {!b.live && run && (
-          <>
-            {" "}
-            <OutcomeBadge outcome={run.outcome} prefix="last run" />
-          </>
-        )}
-        {b.warning && <span class="badge warning">{b.warning}</span>}
+        <span class="cell">
+          <LiveDot live={b.live} /> <StateBadge state={b.state} />
+          {!b.live && run && (
+            <>
+              {" "}
+              <OutcomeBadge outcome={run.outcome} prefix="last run" />
+            </>
+          )}
+          {b.warning && (
+            <>
+              {" "}
+              <span class="badge warning">{b.warning}</span>
+            </>
+          )}
+        </span>
       </td>
       <td data-label="Agent">{b.agent ?? "—"}</td>
       <td data-label="Working on" class="working-on">
@@ -87,8 +96,10 @@ function Row({ b }: { b: Sandbox }) {
       </td>
       <td data-label="Repo">{b.repo ?? "—"}</td>
       <td data-label="Cost">
-        {usd(b.cost_usd)}
-        {b.task_cost_usd != null && <div class="sub">task {usd(b.task_cost_usd)}</div>}
+        <span class="cell">
+          {usd(b.cost_usd)}
+          {b.task_cost_usd != null && <div class="sub">task {usd(b.task_cost_usd)}</div>}
+        </span>
       </td>
       <td data-label="Actions" class="actions">
         {b.live && run ? (
