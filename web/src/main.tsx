@@ -57,7 +57,16 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
       </div>
       {me && (
         <div class="me" title={`Signed in as ${me.name} (${me.role})`}>
-          {me.name} · {me.role}
+          {me.name} · {me.role} ·{" "}
+          <a
+            href="#"
+            onClick={(e) => {
+              e.preventDefault();
+              api("/api/v1/logout", { method: "POST", json: {} }).finally(() => location.reload());
+            }}
+          >
+            Sign out
+          </a>
         </div>
       )}
     </nav>

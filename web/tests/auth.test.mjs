@@ -23,6 +23,12 @@ test("a sign-in link works once and sets a strict HttpOnly cookie", async () => 
   assert.equal(c.httpOnly, true);
   assert.equal(c.sameSite, "Strict");
   assert.equal(await page.evaluate(() => document.cookie), "", "not readable from script");
+  // Signing out ends the sign-in on the server, not only in this browser.
+  const cookie = c.value;
+  await page.getByRole("link", { name: "Sign out" }).click();
+  await page.getByText("You are not signed in.").waitFor();
+  const replay = await page.request.get(`${d.url}/api/v1/overview`, { headers: { cookie: `drover_session=${cookie}` } });
+  assert.equal(replay.status(), 401);
   const again = await (await b.newContext()).newPage();
   const resp = await again.goto(d.login);
   assert.equal(resp.status(), 410);

@@ -143,6 +143,11 @@ test("on a phone-sized screen nothing overflows and the key row works", async ()
   await page.goto(`${d.url}/sessions/${id}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
   assert.equal(await overflow(), 0, "the live page fits 375 px");
+  // The window's size is the session's size.
+  await until("session resized to the phone", async () => (await d.json("session", "show", id)).cols < 60);
+  await page.setViewportSize({ width: 700, height: 740 });
+  await until("session resized with the window", async () => (await d.json("session", "show", id)).cols > 60);
+  await page.setViewportSize({ width: 375, height: 740 });
   // Esc, then an arrow-up recalls the last command in bash: typed through the key row.
   await page.locator('[data-testid="terminal"] .xterm').click();
   await page.keyboard.type("echo from-phone\n");
