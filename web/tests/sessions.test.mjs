@@ -113,6 +113,12 @@ test("search narrows the list, the filter switches, and Load more reaches every 
   await page.getByRole("link", { name: "Load more" }).click();
   await until("every sandbox", async () => (await page.locator("tbody tr[data-session]").count()) === total);
   assert.equal(await page.getByRole("link", { name: "Load more" }).count(), 0, "no Load more at the end");
+  for (const path of ["/devices", "/devices/e2e", "/activity"]) {
+    await page.goto(`${d.url}${path}`);
+    await page.locator("main h1").first().waitFor();
+    await page.locator("main tbody tr, main .timeline li").first().waitFor();
+    await shot(page, `${path.slice(1).replace("/", "-")}-desktop`);
+  }
   assert.deepEqual(errors, []);
 });
 
@@ -167,7 +173,7 @@ test("on a phone-sized screen nothing overflows and the key row works", async ()
     await page.goto(`${d.url}${path}`);
     await page.locator("h1").first().waitFor();
     assert.equal(await overflow(), 0, `${path} fits 375 px`);
+    await shot(page, `${path.slice(1).replace("/", "-")}-375`);
   }
-  await shot(page, "activity-375");
   assert.deepEqual(errors, []);
 });
