@@ -10,7 +10,9 @@ import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
 const run = promisify(execFile);
-export const DROVER = process.env.DROVER_BIN ?? resolve(import.meta.dirname, "../../target/debug/drover");
+// The debug binary `cargo build` made (in $CARGO_TARGET_DIR when set), or $DROVER_BIN.
+export const DROVER =
+  process.env.DROVER_BIN ?? join(process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : resolve(import.meta.dirname, "../../target"), "debug/drover");
 export const SHOTS = resolve(import.meta.dirname, "../test-results");
 mkdirSync(SHOTS, { recursive: true });
 
@@ -26,6 +28,7 @@ export async function startDrover(extra = []) {
   await new Promise((ok, fail) => {
     const t = setTimeout(() => fail(new Error("drover up did not print its URL in 30 s")), 30_000);
     child.on("exit", (code) => fail(new Error(`drover up exited (${code})`)));
+    child.on("error", (e) => fail(new Error(`cannot run ${DROVER} (build it with \`cargo build\`, or set DROVER_BIN): ${e.message}`)));
     lines.on("line", (l) => {
       let m = l.match(/^Drover is running at (\S+)/);
       if (m) url = m[1];
