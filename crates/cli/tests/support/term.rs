@@ -11,6 +11,8 @@ use super::{bin, Drover};
 /// An attach client in its own PTY.
 pub struct Attached {
     pub output: Arc<Mutex<Vec<u8>>>,
+    /// Set once the reader has read everything (the client and its terminal are gone).
+    drained: Arc<std::sync::atomic::AtomicBool>,
     writer: Box<dyn Write + Send>,
     master: Box<dyn portable_pty::MasterPty + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
@@ -31,6 +33,8 @@ impl Attached {
         let writer = pair.master.take_writer().expect("writer");
         let output = Arc::new(Mutex::new(Vec::new()));
         let out = output.clone();
+        let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = drained.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
             while let Ok(n) = reader.read(&mut buf) {
@@ -39,8 +43,9 @@ impl Attached {
                 }
                 out.lock().unwrap().extend_from_slice(&buf[..n]);
             }
+            done.store(true, std::sync::atomic::Ordering::Release);
         });
-        Attached { output, writer, master: pair.master, child }
+        Attached { output, drained, writer, master: pair.master, child }
     }
 
     /// Types bytes.
@@ -73,9 +78,12 @@ impl Attached {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader collect the client's last words before anyone reads them.
+                let drain_deadline = Instant::now() + Duration::from_secs(5);
+                while !self.drained.load(std::sync::atomic::Ordering::Acquire) && Instant::now() < drain_deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 if !status.success() {
-                    // Let the reader collect the last words for the failure message.
-                    std::thread::sleep(Duration::from_millis(300));
                     eprintln!("attach exited with {status:?}; it printed: {:?}", self.text());
                 }
                 return status.success();
