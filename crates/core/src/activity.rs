@@ -18,17 +18,44 @@ pub enum EventKind {
     InputSent,
     /// A session's recording could not be written (e.g. disk full); the session goes on.
     RecordingError,
+    /// A task was filed.
+    TaskCreated,
+    /// A stage was handed off and the task moved on (with the hand-off note).
+    StageAdvanced,
+    /// A comment on a task.
+    Comment,
+    /// A blocker was filed.
+    BlockerFiled,
+    /// A blocker was resolved.
+    BlockerResolved,
+    /// An agent asked a human a question.
+    QuestionAsked,
+    /// A human answered.
+    QuestionAnswered,
+    /// The task finished (done, cancelled or abandoned).
+    TaskFinished,
+    /// A stage was left without a live session too many times: a human must look.
+    TaskFlagged,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
         EventKind::SessionConnectionLost,
         EventKind::InputSent,
         EventKind::RecordingError,
+        EventKind::TaskCreated,
+        EventKind::StageAdvanced,
+        EventKind::Comment,
+        EventKind::BlockerFiled,
+        EventKind::BlockerResolved,
+        EventKind::QuestionAsked,
+        EventKind::QuestionAnswered,
+        EventKind::TaskFinished,
+        EventKind::TaskFlagged,
     ];
 
     /// The identifier used in the API and storage.
@@ -40,6 +67,15 @@ impl EventKind {
             EventKind::SessionConnectionLost => "session_connection_lost",
             EventKind::InputSent => "input_sent",
             EventKind::RecordingError => "recording_error",
+            EventKind::TaskCreated => "task_created",
+            EventKind::StageAdvanced => "stage_advanced",
+            EventKind::Comment => "comment",
+            EventKind::BlockerFiled => "blocker_filed",
+            EventKind::BlockerResolved => "blocker_resolved",
+            EventKind::QuestionAsked => "question_asked",
+            EventKind::QuestionAnswered => "question_answered",
+            EventKind::TaskFinished => "task_finished",
+            EventKind::TaskFlagged => "task_flagged",
         }
     }
 
@@ -57,6 +93,15 @@ impl EventKind {
             EventKind::SessionConnectionLost => "session connection lost",
             EventKind::InputSent => "input sent (audited)",
             EventKind::RecordingError => "recording error",
+            EventKind::TaskCreated => "task created",
+            EventKind::StageAdvanced => "stage advanced",
+            EventKind::Comment => "comment",
+            EventKind::BlockerFiled => "blocker filed",
+            EventKind::BlockerResolved => "blocker resolved",
+            EventKind::QuestionAsked => "question asked",
+            EventKind::QuestionAnswered => "question answered",
+            EventKind::TaskFinished => "task finished",
+            EventKind::TaskFlagged => "task needs a human",
         }
     }
 }

@@ -143,6 +143,22 @@ typed_id!(
     /// An API or device credential (stored hashed).
     TokenId, "tok", "token"
 );
+typed_id!(
+    /// A task: one unit of work filed in plain language.
+    TaskId, "tsk", "task"
+);
+typed_id!(
+    /// An agent: a registered principal that runs a harness.
+    AgentId, "agt", "agent"
+);
+typed_id!(
+    /// A repository devices check worktrees out of.
+    RepoId, "rep", "repo"
+);
+typed_id!(
+    /// A blocker or a question filed on a task.
+    NoteId, "not", "note"
+);
 
 #[cfg(test)]
 mod tests {

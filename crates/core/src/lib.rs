@@ -5,13 +5,17 @@
 //! Nothing in this crate does I/O or is async; every rule is unit-tested here.
 
 pub mod activity;
+pub mod branch;
+pub mod harness;
 pub mod ids;
 pub mod input;
 pub mod names;
 pub mod outcome;
 pub mod permissions;
 pub mod sandbox;
+pub mod schedule;
+pub mod task;
 
-pub use ids::{DeviceId, EventId, IdError, MemberId, SandboxId, SessionId, TokenId, WorkspaceId};
+pub use ids::{AgentId, DeviceId, EventId, IdError, MemberId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WorkspaceId};
 pub use outcome::{ExitStatus, Outcome, RunEnd};
 pub use sandbox::SandboxState;

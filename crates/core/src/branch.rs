@@ -1,0 +1,97 @@
+//! A task's branch and worktree names: derived from the task id and a slug of its title,
+//! safe for git and the file system whatever the title holds.
+
+use crate::TaskId;
+
+/// Longest slug taken from a title.
+const SLUG_MAX: usize = 40;
+
+/// A slug of `title`: lowercase ASCII letters and digits joined by single `-`, at most
+/// 40 characters, never empty (`task`).
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    let mut dash = false;
+    for c in title.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            if dash && !out.is_empty() {
+                out.push('-');
+            }
+            dash = false;
+            if out.len() >= SLUG_MAX {
+                break;
+            }
+            out.push(c);
+        } else {
+            dash = true;
+        }
+    }
+    if out.is_empty() {
+        "task".into()
+    } else {
+        out
+    }
+}
+
+/// The short form of a task id used in names (the last 12 hex digits: unique enough
+/// within a repository and readable).
+fn short(task: TaskId) -> String {
+    let s = task.to_string();
+    s[s.len() - 12..].to_string()
+}
+
+/// The branch a task's sandbox works on: `drover/<short id>-<slug>`.
+pub fn branch_name(task: TaskId, title: &str) -> String {
+    format!("drover/{}-{}", short(task), slug(title))
+}
+
+/// The worktree's folder name: `<short id>-<slug>`.
+pub fn worktree_dir(task: TaskId, title: &str) -> String {
+    format!("{}-{}", short(task), slug(title))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `git check-ref-format` demands of a branch name (the parts our names can hit).
+    fn valid_ref(name: &str) -> bool {
+        !name.is_empty()
+            && !name.starts_with('-')
+            && !name.contains("..")
+            && !name.contains("//")
+            && !name.ends_with('/')
+            && !name.ends_with(".lock")
+            && !name.ends_with('.')
+            && !name.contains("@{")
+            && name.bytes().all(|b| b > 0x20 && b != 0x7f && !b" ~^:?*[\\\\".contains(&b))
+    }
+
+    #[test]
+    fn hostile_titles_make_safe_names() {
+        let id = TaskId::new();
+        let titles = [
+            "Fix the login page",
+            "$(rm -rf /); `reboot` && echo pwned | sh",
+            "../../etc/passwd",
+            "line one\nline two\r\n\ttabbed",
+            "🚀 Ship it 🚀 — ünïcödé",
+            "",
+            "....",
+            "-leading-dash",
+            "a.lock",
+            &"x".repeat(10_000),
+            "refs/heads/main@{0}~1^2:*?[",
+        ];
+        for t in titles {
+            let b = branch_name(id, t);
+            assert!(valid_ref(&b), "{b:?} from {t:?}");
+            let d = worktree_dir(id, t);
+            assert!(!d.contains('/') && !d.starts_with('.') && d.len() <= 53, "{d:?}");
+            assert!(d.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'), "{d:?}");
+        }
+        assert!(branch_name(id, "Fix the login page").ends_with("-fix-the-login-page"));
+        assert!(worktree_dir(id, "").ends_with("-task"));
+        assert_eq!(slug("🚀 Ship it 🚀 — ünïcödé"), "ship-it-n-c-d");
+        assert_eq!(slug(&"ab ".repeat(100)).len(), 40);
+    }
+}

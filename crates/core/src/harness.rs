@@ -1,0 +1,218 @@
+//! Harness presets: how each agent CLI is started with a first prompt and how it resumes
+//! its conversation (HARNESSES.md). Commands are argument lists, never shell strings: a
+//! prompt is one argument whatever it contains.
+
+use serde::{Deserialize, Serialize};
+
+/// The CLI an agent runs inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Harness {
+    /// Claude Code (`claude`).
+    Claude,
+    /// Codex CLI (`codex`).
+    Codex,
+    /// Gemini CLI (`gemini`).
+    Gemini,
+    /// Aider (`aider`).
+    Aider,
+    /// OpenCode (`opencode`).
+    Opencode,
+    /// Goose (`goose`).
+    Goose,
+    /// Any command, from a template.
+    Custom,
+}
+
+/// How an agent's runs are routed: harness, provider, account, model, effort.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    /// The model (passed to the harness when set).
+    pub model: Option<String>,
+    /// The provider (recorded; OpenCode takes `provider/model`).
+    pub provider: Option<String>,
+    /// The account (recorded).
+    pub account: Option<String>,
+    /// Reasoning effort (recorded).
+    pub effort: Option<String>,
+}
+
+/// Why a command cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessError {
+    /// A custom harness without a template.
+    #[error("a custom harness needs a command template (e.g. [\"my-agent\", \"--prompt\", \"{{prompt}}\"])")]
+    NoTemplate,
+    /// Unknown harness name.
+    #[error("unknown harness `{0}`: use claude, codex, gemini, aider, opencode, goose or custom")]
+    Unknown(String),
+}
+
+impl Harness {
+    /// Every harness.
+    pub const ALL: [Harness; 7] =
+        [Harness::Claude, Harness::Codex, Harness::Gemini, Harness::Aider, Harness::Opencode, Harness::Goose, Harness::Custom];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::Gemini => "gemini",
+            Harness::Aider => "aider",
+            Harness::Opencode => "opencode",
+            Harness::Goose => "goose",
+            Harness::Custom => "custom",
+        }
+    }
+
+    /// Parses the name.
+    pub fn parse(s: &str) -> Result<Harness, HarnessError> {
+        Harness::ALL.into_iter().find(|h| h.as_str() == s).ok_or_else(|| HarnessError::Unknown(s.chars().take(40).collect()))
+    }
+
+    /// The command that starts the harness with `prompt` as its first message. For a
+    /// custom harness every `{prompt}` in the template's arguments is replaced.
+    pub fn start(self, prompt: &str, route: &Route, template: &[String]) -> Result<Vec<String>, HarnessError> {
+        let mut argv: Vec<String> = match self {
+            Harness::Claude => vec!["claude".into()],
+            Harness::Codex => vec!["codex".into()],
+            Harness::Gemini => vec!["gemini".into()],
+            Harness::Aider => vec!["aider".into()],
+            Harness::Opencode => vec!["opencode".into()],
+            Harness::Goose => vec!["goose".into(), "session".into()],
+            Harness::Custom => return custom(template, prompt),
+        };
+        argv.extend(model_args(self, route));
+        match self {
+            Harness::Claude | Harness::Codex => argv.push(prompt.into()),
+            Harness::Gemini => argv.extend(["-i".into(), prompt.into()]),
+            Harness::Aider => argv.extend(["--message".into(), prompt.into()]),
+            Harness::Opencode => argv.extend(["--prompt".into(), prompt.into()]),
+            // Goose's interactive session takes no first message on the command line;
+            // it is sent as audited input once the session runs.
+            Harness::Goose | Harness::Custom => {}
+        }
+        Ok(argv)
+    }
+
+    /// The command that resumes the harness's latest conversation in the sandbox, when
+    /// the harness can; None means start afresh.
+    pub fn resume(self, route: &Route) -> Option<Vec<String>> {
+        let mut argv: Vec<String> = match self {
+            Harness::Claude => vec!["claude".into(), "--continue".into()],
+            Harness::Codex => vec!["codex".into(), "resume".into(), "--last".into()],
+            Harness::Gemini => vec!["gemini".into(), "-r".into(), "latest".into()],
+            Harness::Aider => vec!["aider".into(), "--restore-chat-history".into()],
+            Harness::Opencode => vec!["opencode".into(), "--continue".into()],
+            Harness::Goose => vec!["goose".into(), "session".into(), "--resume".into()],
+            Harness::Custom => return None,
+        };
+        argv.extend(model_args(self, route));
+        Some(argv)
+    }
+
+    /// Whether the first prompt must be sent as input after start (not on the command line).
+    pub fn prompt_as_input(self) -> bool {
+        matches!(self, Harness::Goose)
+    }
+}
+
+fn model_args(h: Harness, route: &Route) -> Vec<String> {
+    let Some(model) = route.model.clone().filter(|m| !m.is_empty()) else { return Vec::new() };
+    match h {
+        Harness::Claude | Harness::Aider => vec!["--model".into(), model],
+        Harness::Codex | Harness::Gemini => vec!["-m".into(), model],
+        Harness::Opencode => {
+            let full = match &route.provider {
+                Some(p) if !p.is_empty() && !model.contains('/') => format!("{p}/{model}"),
+                _ => model,
+            };
+            vec!["--model".into(), full]
+        }
+        Harness::Goose | Harness::Custom => Vec::new(),
+    }
+}
+
+fn custom(template: &[String], prompt: &str) -> Result<Vec<String>, HarnessError> {
+    if template.is_empty() || template[0].is_empty() {
+        return Err(HarnessError::NoTemplate);
+    }
+    Ok(template.iter().map(|a| a.replace("{prompt}", prompt)).collect())
+}
+
+/// The first message an agent gets for a stage of a task.
+pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, is_last: bool) -> String {
+    let next = if is_last { "finishes the task" } else { "moves the task to its next stage" };
+    format!(
+        "You are working the `{stage}` stage of this task.\n\nTask: {task_title}\n\n{task_body}\n\n\
+         Work in this directory (a git worktree on the task's own branch) and commit your work. \
+         When the stage is done, run `drover task advance --note \"what you did\"`: that hands the stage off and {next}. \
+         `drover task comment TEXT` posts a comment, `drover task block TEXT` files a blocker, \
+         and `drover task ask QUESTION` asks a human and waits for the answer."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "fix $(rm -rf /) `x` \"q\" 'q' ; && | > \n\t 🚀";
+
+    #[test]
+    fn names_round_trip() {
+        for h in Harness::ALL {
+            assert_eq!(Harness::parse(h.as_str()), Ok(h));
+        }
+        assert!(Harness::parse("bash").is_err());
+    }
+
+    #[test]
+    fn every_preset_keeps_the_prompt_one_argument() {
+        let route = Route { model: Some("m1".into()), ..Route::default() };
+        for h in Harness::ALL {
+            if h == Harness::Custom {
+                continue;
+            }
+            let argv = h.start(HOSTILE, &route, &[]).unwrap();
+            if h.prompt_as_input() {
+                assert!(!argv.iter().any(|a| a == HOSTILE));
+            } else {
+                assert_eq!(argv.iter().filter(|a| a.as_str() == HOSTILE).count(), 1, "{h:?}: {argv:?}");
+            }
+            assert!(argv[0].chars().all(|c| c.is_ascii_lowercase()));
+        }
+    }
+
+    #[test]
+    fn presets_build_the_documented_command_lines() {
+        let r = Route { model: Some("claude-sonnet-4-5".into()), ..Route::default() };
+        assert_eq!(Harness::Claude.start("hi", &r, &[]).unwrap(), ["claude", "--model", "claude-sonnet-4-5", "hi"]);
+        assert_eq!(Harness::Claude.resume(&Route::default()).unwrap(), ["claude", "--continue"]);
+        assert_eq!(Harness::Codex.start("hi", &Route::default(), &[]).unwrap(), ["codex", "hi"]);
+        assert_eq!(Harness::Codex.resume(&Route::default()).unwrap(), ["codex", "resume", "--last"]);
+        assert_eq!(Harness::Gemini.start("hi", &Route::default(), &[]).unwrap(), ["gemini", "-i", "hi"]);
+        assert_eq!(Harness::Aider.start("hi", &Route::default(), &[]).unwrap(), ["aider", "--message", "hi"]);
+        let oc = Route { model: Some("gpt-5".into()), provider: Some("openai".into()), ..Route::default() };
+        assert_eq!(Harness::Opencode.start("hi", &oc, &[]).unwrap(), ["opencode", "--model", "openai/gpt-5", "--prompt", "hi"]);
+        assert_eq!(Harness::Goose.start("hi", &Route::default(), &[]).unwrap(), ["goose", "session"]);
+        assert_eq!(Harness::Custom.resume(&Route::default()), None);
+    }
+
+    #[test]
+    fn custom_templates_substitute_per_argument() {
+        let t = vec!["my-agent".to_string(), "--prompt={prompt}".to_string(), "--fixed".to_string()];
+        assert_eq!(
+            Harness::Custom.start(HOSTILE, &Route::default(), &t).unwrap(),
+            ["my-agent".to_string(), format!("--prompt={HOSTILE}"), "--fixed".into()]
+        );
+        assert_eq!(Harness::Custom.start("x", &Route::default(), &[]), Err(HarnessError::NoTemplate));
+    }
+
+    #[test]
+    fn the_stage_prompt_names_the_stage_and_the_hand_off() {
+        let p = stage_prompt("Fix login", "It breaks on Safari.", "code", false);
+        assert!(p.contains("`code` stage") && p.contains("Fix login") && p.contains("drover task advance"));
+        assert!(stage_prompt("t", "", "verify", true).contains("finishes the task"));
+    }
+}

@@ -1,0 +1,60 @@
+//! Which device takes a stage that waits for a slot: eligible devices are connected, have
+//! the task's repository and a free slot; among them the one with the most free slots
+//! (then the name) wins. Waiting stages are served first queued, first started.
+
+/// A device as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate<D> {
+    /// Its id.
+    pub id: D,
+    /// Its name (the tie-break).
+    pub name: String,
+    /// Whether its daemon is connected.
+    pub connected: bool,
+    /// Whether it has the task's repository.
+    pub has_repo: bool,
+    /// Sessions it may run at once.
+    pub slots: u32,
+    /// Sessions live on it now (including ones placed this round).
+    pub live: u32,
+}
+
+impl<D> Candidate<D> {
+    fn free(&self) -> u32 {
+        self.slots.saturating_sub(self.live)
+    }
+}
+
+/// Picks the device for one waiting stage; None while nothing eligible has a slot.
+pub fn pick<D: Copy>(candidates: &[Candidate<D>]) -> Option<D> {
+    candidates
+        .iter()
+        .filter(|c| c.connected && c.has_repo && c.free() > 0)
+        .max_by(|a, b| a.free().cmp(&b.free()).then_with(|| b.name.cmp(&a.name)))
+        .map(|c| c.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(id: u32, connected: bool, has_repo: bool, slots: u32, live: u32) -> Candidate<u32> {
+        Candidate { id, name: format!("d{id}"), connected, has_repo, slots, live }
+    }
+
+    #[test]
+    fn only_eligible_devices_with_a_free_slot() {
+        assert_eq!(pick::<u32>(&[]), None);
+        assert_eq!(pick(&[c(1, false, true, 4, 0)]), None, "not connected");
+        assert_eq!(pick(&[c(1, true, false, 4, 0)]), None, "no repo");
+        assert_eq!(pick(&[c(1, true, true, 2, 2)]), None, "full");
+        assert_eq!(pick(&[c(1, true, true, 2, 3)]), None, "over-full after a slot change");
+        assert_eq!(pick(&[c(1, true, true, 2, 1)]), Some(1));
+    }
+
+    #[test]
+    fn most_free_slots_then_name() {
+        assert_eq!(pick(&[c(1, true, true, 4, 3), c(2, true, true, 4, 1)]), Some(2));
+        assert_eq!(pick(&[c(2, true, true, 4, 1), c(1, true, true, 4, 1)]), Some(1), "equal: first by name");
+    }
+}

@@ -1,0 +1,183 @@
+//! Tasks and their workflows: a task moves through its stages one hand-off at a time;
+//! a stage left without a live session is staffed again, a bounded number of times.
+
+use serde::{Deserialize, Serialize};
+
+/// A task's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Being worked.
+    Open,
+    /// Every stage handed off.
+    Done,
+    /// Called off by a person.
+    Cancelled,
+    /// Torn down without merging.
+    Abandoned,
+}
+
+impl TaskStatus {
+    /// Every status.
+    pub const ALL: [TaskStatus; 4] = [TaskStatus::Open, TaskStatus::Done, TaskStatus::Cancelled, TaskStatus::Abandoned];
+
+    /// The lowercase word used in the API and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Open => "open",
+            TaskStatus::Done => "done",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Abandoned => "abandoned",
+        }
+    }
+
+    /// Parses the lowercase word.
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        TaskStatus::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether the task has finished (a session still open on it is a leftover).
+    pub fn is_finished(self) -> bool {
+        !matches!(self, TaskStatus::Open)
+    }
+}
+
+/// The default workflow (DESIGN.md).
+pub const DEFAULT_STAGES: [&str; 5] = ["plan", "code", "review", "merge", "verify"];
+
+/// Most stages a workflow may have.
+pub const MAX_STAGES: usize = 20;
+
+/// Why a workflow is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkflowError {
+    /// No stages.
+    #[error("a workflow needs at least one stage")]
+    Empty,
+    /// Too many stages.
+    #[error("a workflow has at most {MAX_STAGES} stages")]
+    TooLong,
+    /// A stage name is not a short lowercase word.
+    #[error("stage `{0}` is not a valid name: use 1–32 lowercase letters, digits, `-` or `_`")]
+    BadName(String),
+    /// A stage appears twice.
+    #[error("stage `{0}` appears twice")]
+    Duplicate(String),
+}
+
+/// Checks a workflow's stage names.
+pub fn check_workflow(stages: &[String]) -> Result<(), WorkflowError> {
+    if stages.is_empty() {
+        return Err(WorkflowError::Empty);
+    }
+    if stages.len() > MAX_STAGES {
+        return Err(WorkflowError::TooLong);
+    }
+    for (i, s) in stages.iter().enumerate() {
+        let ok = (1..=32).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(WorkflowError::BadName(s.chars().take(40).collect()));
+        }
+        if stages[..i].contains(s) {
+            return Err(WorkflowError::Duplicate(s.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Where a task goes when its current stage is handed off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterHandOff {
+    /// The next stage, by index.
+    Stage(usize),
+    /// That was the last stage: the task is done.
+    Done,
+}
+
+/// The step after handing off stage `current` of a workflow of `len` stages.
+pub fn after_hand_off(current: usize, len: usize) -> AfterHandOff {
+    if current + 1 < len {
+        AfterHandOff::Stage(current + 1)
+    } else {
+        AfterHandOff::Done
+    }
+}
+
+/// What to do when a task's run ended without handing its stage off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restaff {
+    /// Staff the stage again (this is attempt number `n`, 1-based).
+    Again(u32),
+    /// Attempts used up: flag the task for a human instead of looping.
+    Flag,
+}
+
+/// Whether a stage whose run ended without a hand-off is staffed again, given the
+/// attempts already made on it and the limit.
+pub fn restaff(attempts_made: u32, max_attempts: u32) -> Restaff {
+    if attempts_made < max_attempts {
+        Restaff::Again(attempts_made + 1)
+    } else {
+        Restaff::Flag
+    }
+}
+
+/// A stage's display name: `Code`.
+pub fn stage_label(stage: &str) -> String {
+    let mut c = stage.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in TaskStatus::ALL {
+            assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
+        }
+        assert!(!TaskStatus::Open.is_finished());
+        assert!(TaskStatus::Done.is_finished() && TaskStatus::Cancelled.is_finished() && TaskStatus::Abandoned.is_finished());
+        assert_eq!(TaskStatus::parse("closed"), None);
+    }
+
+    #[test]
+    fn workflows_are_checked() {
+        let ok: Vec<String> = DEFAULT_STAGES.iter().map(|s| s.to_string()).collect();
+        assert_eq!(check_workflow(&ok), Ok(()));
+        assert_eq!(check_workflow(&[]), Err(WorkflowError::Empty));
+        assert!(matches!(check_workflow(&["Plan".into()]), Err(WorkflowError::BadName(_))));
+        assert!(matches!(check_workflow(&["a b".into()]), Err(WorkflowError::BadName(_))));
+        assert!(matches!(check_workflow(&["".into()]), Err(WorkflowError::BadName(_))));
+        assert_eq!(check_workflow(&["a".into(), "a".into()]), Err(WorkflowError::Duplicate("a".into())));
+        assert_eq!(check_workflow(&vec!["x".to_string(); 0]), Err(WorkflowError::Empty));
+        let long: Vec<String> = (0..21).map(|i| format!("s{i}")).collect();
+        assert_eq!(check_workflow(&long), Err(WorkflowError::TooLong));
+    }
+
+    #[test]
+    fn hand_offs_walk_the_stages_then_finish() {
+        assert_eq!(after_hand_off(0, 5), AfterHandOff::Stage(1));
+        assert_eq!(after_hand_off(3, 5), AfterHandOff::Stage(4));
+        assert_eq!(after_hand_off(4, 5), AfterHandOff::Done);
+        assert_eq!(after_hand_off(0, 1), AfterHandOff::Done);
+    }
+
+    #[test]
+    fn restaffing_is_bounded() {
+        assert_eq!(restaff(0, 3), Restaff::Again(1));
+        assert_eq!(restaff(2, 3), Restaff::Again(3));
+        assert_eq!(restaff(3, 3), Restaff::Flag);
+        assert_eq!(restaff(0, 0), Restaff::Flag);
+    }
+
+    #[test]
+    fn stage_labels() {
+        assert_eq!(stage_label("code"), "Code");
+        assert_eq!(stage_label(""), "");
+    }
+}
