@@ -154,7 +154,6 @@ mod tests {
         assert!(matches!(check_workflow(&["a b".into()]), Err(WorkflowError::BadName(_))));
         assert!(matches!(check_workflow(&["".into()]), Err(WorkflowError::BadName(_))));
         assert_eq!(check_workflow(&["a".into(), "a".into()]), Err(WorkflowError::Duplicate("a".into())));
-        assert_eq!(check_workflow(&vec!["x".to_string(); 0]), Err(WorkflowError::Empty));
         let long: Vec<String> = (0..21).map(|i| format!("s{i}")).collect();
         assert_eq!(check_workflow(&long), Err(WorkflowError::TooLong));
     }
