@@ -196,6 +196,19 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
     })
 }
 
+/// Ends a run whose work was handed off (its stage advanced) or retired with Mark done:
+/// whatever the process did on its way out, the outcome is `completed`, with `why`.
+pub fn on_completed_end(from: Outcome, end: &RunEnd, why: &str) -> Result<Ending, TransitionError> {
+    if !from.is_live() {
+        return Err(TransitionError { from, action: "ended again" });
+    }
+    let exit_code = match end {
+        RunEnd::Exited { status, .. } => status.code.or(status.signal.map(|s| 128 + s)),
+        RunEnd::StartFailed { .. } | RunEnd::Lost { .. } => None,
+    };
+    Ok(Ending { outcome: Outcome::Completed, exit_code, reason: why.to_string(), killed: false })
+}
+
 /// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
 pub fn describe_exit(status: ExitStatus) -> String {
     match (status.code, status.signal) {
@@ -308,5 +321,20 @@ mod tests {
         assert_eq!(ExitStatus::code(2).shell_code(), 2);
         assert_eq!(ExitStatus::signal(9).shell_code(), 137);
         assert_eq!(ExitStatus { code: None, signal: None }.shell_code(), -1);
+    }
+
+    #[test]
+    fn a_handed_off_run_completes_however_its_process_ends() {
+        for end in [
+            RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false },
+            RunEnd::Exited { status: ExitStatus::signal(15), stop_requested: true },
+            RunEnd::Lost { reason: "gone".into() },
+        ] {
+            let e = on_completed_end(Outcome::Running, &end, "the stage was handed off").unwrap();
+            assert_eq!(e.outcome, Outcome::Completed);
+            assert_eq!(e.reason, "the stage was handed off");
+            assert!(!e.killed);
+        }
+        assert!(on_completed_end(Outcome::Completed, &RunEnd::Lost { reason: String::new() }, "x").is_err());
     }
 }

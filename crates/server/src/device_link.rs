@@ -169,6 +169,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
                 let event = drover_store::NewEvent {
                     workspace: row.workspace,
                     session: Some(session),
+                    task: None,
                     kind: drover_core::activity::EventKind::RecordingError,
                     actor: format!("device {}", row.device_name),
                     detail: serde_json::json!({ "message": message }),

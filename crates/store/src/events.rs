@@ -1,7 +1,7 @@
 //! The activity record: append-only, numbered, read back in order.
 
 use drover_core::activity::EventKind;
-use drover_core::{EventId, SessionId, WorkspaceId};
+use drover_core::{EventId, SessionId, TaskId, WorkspaceId};
 use sqlx::{Row, SqliteConnection};
 
 use crate::{now, Result, Store};
@@ -13,6 +13,8 @@ pub struct NewEvent {
     pub workspace: WorkspaceId,
     /// The session it concerns, if any.
     pub session: Option<SessionId>,
+    /// The task it concerns, if any (else the session's task, if it has one).
+    pub task: Option<TaskId>,
     /// What happened.
     pub kind: EventKind,
     /// Who did it.
@@ -43,16 +45,20 @@ pub struct EventRow {
 /// Inserts an event inside an open transaction; returns its id.
 pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<EventId> {
     let id = EventId::new();
-    sqlx::query("INSERT INTO events (id, workspace_id, session_id, kind, actor, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        .bind(id.to_string())
-        .bind(e.workspace.to_string())
-        .bind(e.session.map(|s| s.to_string()))
-        .bind(e.kind.as_str())
-        .bind(&e.actor)
-        .bind(e.detail.to_string())
-        .bind(now())
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(
+        "INSERT INTO events (id, workspace_id, session_id, task_id, kind, actor, detail, at)
+         VALUES (?1, ?2, ?3, COALESCE(?4, (SELECT task_id FROM sessions WHERE id = ?3)), ?5, ?6, ?7, ?8)",
+    )
+    .bind(id.to_string())
+    .bind(e.workspace.to_string())
+    .bind(e.session.map(|s| s.to_string()))
+    .bind(e.task.map(|t| t.to_string()))
+    .bind(e.kind.as_str())
+    .bind(&e.actor)
+    .bind(e.detail.to_string())
+    .bind(now())
+    .execute(&mut *conn)
+    .await?;
     Ok(id)
 }
 
@@ -63,6 +69,16 @@ impl Store {
         let id = insert(&mut conn, e).await?;
         self.changed(e.workspace, e.session);
         Ok(id)
+    }
+
+    /// A task's events (its Activity timeline), oldest first.
+    pub async fn task_events(&self, task: TaskId, limit: i64) -> Result<Vec<EventRow>> {
+        let rows = sqlx::query("SELECT seq, id, session_id, kind, actor, detail, at FROM events WHERE task_id = ? ORDER BY seq LIMIT ?")
+            .bind(task.to_string())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(event_row).collect())
     }
 
     /// A workspace's events, newest first, before `before_seq` (all when None).

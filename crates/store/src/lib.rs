@@ -8,6 +8,7 @@ mod events;
 mod output;
 mod sandboxes;
 mod sessions;
+mod tasks;
 mod web;
 
 use std::path::Path;
@@ -24,6 +25,7 @@ pub use events::{EventRow, NewEvent};
 pub use output::{Mark, OutputChunk};
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem};
 pub use sessions::{NewSession, RunTimes, SessionRow};
+pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, StageSpec, TaskRow};
 pub use web::WebSessionState;
 
 /// A storage failure.

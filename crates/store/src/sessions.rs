@@ -83,12 +83,22 @@ pub struct SessionRow {
     pub final_offset: Option<u64>,
     /// Who asked for a Stop.
     pub stop_requested_by: Option<String>,
+    /// The task it works, if any.
+    pub task: Option<drover_core::TaskId>,
+    /// The stage it was staffed for.
+    pub stage: Option<String>,
+    /// The agent running it.
+    pub agent: Option<drover_core::AgentId>,
+    /// The agent's name.
+    pub agent_name: Option<String>,
+    /// Why it completes, once its work was handed off or retired with Mark done.
+    pub handed_off: Option<String>,
 }
 
-const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name
-    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id";
+pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
+    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
 
-fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
     let outcome: String = r.get("outcome");
     let state: String = r.get("sandbox_state");
     let command: String = r.get("command");
@@ -114,6 +124,11 @@ fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         output_bytes: r.get::<i64, _>("output_bytes") as u64,
         final_offset: r.get::<Option<i64>, _>("final_offset").map(|c| c as u64),
         stop_requested_by: r.get("stop_requested_by"),
+        task: r.get::<Option<String>, _>("task_id").as_deref().map(parse_id).transpose()?,
+        stage: r.get("stage"),
+        agent: r.get::<Option<String>, _>("agent_id").as_deref().map(parse_id).transpose()?,
+        agent_name: r.get("agent_name"),
+        handed_off: r.get("handed_off"),
     })
 }
 
@@ -156,7 +171,14 @@ impl Store {
         let detail = serde_json::json!({ "command": s.command, "cwd": s.cwd, "title": s.title });
         insert(
             &mut tx,
-            &NewEvent { workspace: s.workspace, session: Some(id), kind: EventKind::SessionStarted, actor: s.created_by.clone(), detail },
+            &NewEvent {
+                workspace: s.workspace,
+                session: Some(id),
+                task: None,
+                kind: EventKind::SessionStarted,
+                actor: s.created_by.clone(),
+                detail,
+            },
         )
         .await?;
         tx.commit().await?;
@@ -283,7 +305,7 @@ impl Store {
         .await?;
         let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
         let kind = ending_kind(ending.outcome, ending.killed);
-        insert(&mut tx, &NewEvent { workspace, session: Some(id), kind, actor: actor.to_string(), detail }).await?;
+        insert(&mut tx, &NewEvent { workspace, session: Some(id), task: None, kind, actor: actor.to_string(), detail }).await?;
         tx.commit().await?;
         self.recordings.close(id);
         self.changed(workspace, Some(id));

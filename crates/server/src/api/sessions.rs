@@ -181,6 +181,7 @@ async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Res
     let event = NewEvent {
         workspace: row.workspace,
         session: Some(row.id),
+        task: None,
         kind: EventKind::InputSent,
         actor: who,
         detail: serde_json::json!({ "text": text, "bracketed_paste": bracketed_paste, "offset": offset }),

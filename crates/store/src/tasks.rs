@@ -1,0 +1,868 @@
+//! Tasks, their stages and the runs that staff them; repositories and agents.
+
+use drover_core::activity::EventKind;
+use drover_core::task::{after_hand_off, AfterHandOff, TaskStatus};
+use drover_core::{AgentId, DeviceId, MemberId, NoteId, RepoId, SandboxId, SessionId, TaskId, WorkspaceId};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use crate::events::{insert, NewEvent};
+use crate::sessions::{session_row, SESSION_SELECT};
+use crate::{now, parse_id, Result, SessionRow, Store, StoreError};
+
+/// One stage of a task's workflow and who it is pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageSpec {
+    /// The stage's name (`plan`, `code`, …).
+    pub stage: String,
+    /// The agent pinned to it (by name); None: a human works it.
+    pub assignee: Option<String>,
+}
+
+/// A task to file.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// Its type (`story`, `bug`, `chore`, …).
+    pub kind: String,
+    /// Title.
+    pub title: String,
+    /// Body, in plain language.
+    pub body: String,
+    /// The repository it works in.
+    pub repo: RepoId,
+    /// Its stages.
+    pub workflow: Vec<StageSpec>,
+    /// Who filed it.
+    pub created_by: String,
+}
+
+/// A task as stored.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    /// Its id.
+    pub id: TaskId,
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// Its type.
+    pub kind: String,
+    /// Title.
+    pub title: String,
+    /// Body.
+    pub body: String,
+    /// Status.
+    pub status: TaskStatus,
+    /// Its repository.
+    pub repo: RepoId,
+    /// The repository's name.
+    pub repo_name: String,
+    /// Its stages.
+    pub workflow: Vec<StageSpec>,
+    /// The current stage, by index.
+    pub stage_index: usize,
+    /// Runs on the current stage so far.
+    pub attempts: u32,
+    /// Waiting for a slot since.
+    pub queued_at: Option<String>,
+    /// Why a human must look, if flagged.
+    pub flagged: Option<String>,
+    /// Its sandbox, once it has one.
+    pub sandbox: Option<SandboxId>,
+    /// The sandbox's device, once it has one.
+    pub sandbox_device: Option<DeviceId>,
+    /// The sandbox's branch.
+    pub branch: Option<String>,
+    /// Who filed it.
+    pub created_by: String,
+    /// When.
+    pub created_at: String,
+}
+
+impl TaskRow {
+    /// The current stage (None once the task is done).
+    pub fn stage(&self) -> Option<&StageSpec> {
+        if self.status == TaskStatus::Open {
+            self.workflow.get(self.stage_index)
+        } else {
+            None
+        }
+    }
+}
+
+/// A registered agent.
+#[derive(Debug, Clone)]
+pub struct AgentRow {
+    /// Its id.
+    pub id: AgentId,
+    /// Its name.
+    pub name: String,
+    /// The member who created it.
+    pub operator: MemberId,
+    /// The operator's name.
+    pub operator_name: String,
+    /// Its harness (`claude`, …).
+    pub harness: String,
+    /// Execution route.
+    pub route: drover_core::harness::Route,
+    /// Command template (custom harness).
+    pub template: Vec<String>,
+}
+
+/// A blocker or a question.
+#[derive(Debug, Clone)]
+pub struct NoteRow {
+    /// Its id.
+    pub id: NoteId,
+    /// Its task.
+    pub task: TaskId,
+    /// `blocker` or `question`.
+    pub kind: String,
+    /// What it says.
+    pub text: String,
+    /// The answer (questions).
+    pub answer: Option<String>,
+    /// Who resolved or answered it.
+    pub closed_by: Option<String>,
+    /// When.
+    pub closed_at: Option<String>,
+    /// Who filed it.
+    pub created_by: String,
+    /// When.
+    pub created_at: String,
+}
+
+/// A run to start for a task's current stage.
+#[derive(Debug, Clone)]
+pub struct NewTaskSession {
+    /// The task.
+    pub task: TaskId,
+    /// The device (its sandbox's, when it has one).
+    pub device: DeviceId,
+    /// The agent staffing the stage.
+    pub agent: AgentId,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// The worktree it runs in.
+    pub cwd: String,
+    /// The task's branch.
+    pub branch: String,
+    /// Terminal size.
+    pub cols: u16,
+    /// Terminal size.
+    pub rows: u16,
+}
+
+const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, b.device_id AS sandbox_device, b.branch AS branch
+    FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
+
+fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
+    let status: String = r.get("status");
+    let workflow: String = r.get("workflow");
+    Ok(TaskRow {
+        id: parse_id(r.get("id"))?,
+        workspace: parse_id(r.get("workspace_id"))?,
+        kind: r.get("type"),
+        title: r.get("title"),
+        body: r.get("body"),
+        status: TaskStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("task status {status}")))?,
+        repo: parse_id(r.get("repo_id"))?,
+        repo_name: r.get("repo_name"),
+        workflow: serde_json::from_str(&workflow).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        stage_index: r.get::<i64, _>("stage_index") as usize,
+        attempts: r.get::<i64, _>("attempts") as u32,
+        queued_at: r.get("queued_at"),
+        flagged: r.get("flagged"),
+        sandbox: r.get::<Option<String>, _>("sandbox_id").as_deref().map(parse_id).transpose()?,
+        sandbox_device: r.get::<Option<String>, _>("sandbox_device").as_deref().map(parse_id).transpose()?,
+        branch: r.get("branch"),
+        created_by: r.get("created_by"),
+        created_at: r.get("created_at"),
+    })
+}
+
+fn agent_row(r: &sqlx::sqlite::SqliteRow) -> Result<AgentRow> {
+    let template: String = r.get("template");
+    Ok(AgentRow {
+        id: parse_id(r.get("id"))?,
+        name: r.get("name"),
+        operator: parse_id(r.get("operator_id"))?,
+        operator_name: r.get("operator_name"),
+        harness: r.get("harness"),
+        route: drover_core::harness::Route {
+            model: r.get("model"),
+            provider: r.get("provider"),
+            account: r.get("account"),
+            effort: r.get("effort"),
+        },
+        template: serde_json::from_str(&template).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    })
+}
+
+fn note_row(r: &sqlx::sqlite::SqliteRow) -> Result<NoteRow> {
+    Ok(NoteRow {
+        id: parse_id(r.get("id"))?,
+        task: parse_id(r.get("task_id"))?,
+        kind: r.get("kind"),
+        text: r.get("text"),
+        answer: r.get("answer"),
+        closed_by: r.get("closed_by"),
+        closed_at: r.get("closed_at"),
+        created_by: r.get("created_by"),
+        created_at: r.get("created_at"),
+    })
+}
+
+/// Why a hand-off was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandOffRefused {
+    /// The task is not open.
+    TaskFinished(TaskStatus),
+    /// The session is not the live run of the task's current stage.
+    NotCurrent,
+}
+
+impl Store {
+    /// Registers a repository (or returns the one with that name).
+    pub async fn add_repo(&self, workspace: WorkspaceId, name: &str) -> Result<RepoId> {
+        let mut tx = self.write().await?;
+        if let Some(r) = sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+        {
+            return parse_id(r.get("id"));
+        }
+        let id = RepoId::new();
+        sqlx::query("INSERT INTO repos (id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)")
+            .bind(id.to_string())
+            .bind(workspace.to_string())
+            .bind(name)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// A repository by name.
+    pub async fn repo_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<RepoId>> {
+        let r = sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        r.map(|r| parse_id(r.get("id"))).transpose()
+    }
+
+    /// Repositories with the devices that have them: (id, name, [(device name, path)]).
+    pub async fn list_repos(&self, workspace: WorkspaceId) -> Result<Vec<(RepoId, String, Vec<(String, String)>)>> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.name, d.name AS device, dr.path FROM repos r
+             LEFT JOIN device_repos dr ON dr.repo_id = r.id LEFT JOIN devices d ON d.id = dr.device_id
+             WHERE r.workspace_id = ? ORDER BY r.name, d.name",
+        )
+        .bind(workspace.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: Vec<(RepoId, String, Vec<(String, String)>)> = Vec::new();
+        for r in rows {
+            let id: RepoId = parse_id(r.get("id"))?;
+            if out.last().map(|l| l.0) != Some(id) {
+                out.push((id, r.get("name"), Vec::new()));
+            }
+            if let (Some(d), Some(p)) = (r.get::<Option<String>, _>("device"), r.get::<Option<String>, _>("path")) {
+                out.last_mut().expect("pushed").2.push((d, p));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Declares that `device` has `repo` cloned at `path`.
+    pub async fn set_device_repo(&self, device: DeviceId, repo: RepoId, path: &str) -> Result<()> {
+        sqlx::query("INSERT INTO device_repos (device_id, repo_id, path) VALUES (?, ?, ?) ON CONFLICT (device_id, repo_id) DO UPDATE SET path = excluded.path")
+            .bind(device.to_string())
+            .bind(repo.to_string())
+            .bind(path)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Where `device` has `repo`, if it has it.
+    pub async fn device_repo_path(&self, device: DeviceId, repo: RepoId) -> Result<Option<String>> {
+        let r = sqlx::query("SELECT path FROM device_repos WHERE device_id = ? AND repo_id = ?")
+            .bind(device.to_string())
+            .bind(repo.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(r.map(|r| r.get("path")))
+    }
+
+    /// Registers an agent.
+    pub async fn create_agent(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        operator: MemberId,
+        harness: &str,
+        route: &drover_core::harness::Route,
+        template: &[String],
+    ) -> Result<Option<AgentId>> {
+        let id = AgentId::new();
+        let done = sqlx::query(
+            "INSERT INTO agents (id, workspace_id, name, operator_id, harness, provider, account, model, effort, template, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workspace_id, name) DO NOTHING",
+        )
+        .bind(id.to_string())
+        .bind(workspace.to_string())
+        .bind(name)
+        .bind(operator.to_string())
+        .bind(harness)
+        .bind(&route.provider)
+        .bind(&route.account)
+        .bind(&route.model)
+        .bind(&route.effort)
+        .bind(serde_json::to_string(template).expect("strings serialise"))
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok((done.rows_affected() == 1).then_some(id))
+    }
+
+    /// An agent by name.
+    pub async fn agent_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<AgentRow>> {
+        let r = sqlx::query(
+            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = ? AND a.name = ?",
+        )
+        .bind(workspace.to_string())
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        r.as_ref().map(agent_row).transpose()
+    }
+
+    /// The workspace's agents.
+    pub async fn list_agents(&self, workspace: WorkspaceId) -> Result<Vec<AgentRow>> {
+        let rows = sqlx::query(
+            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = ? ORDER BY a.name",
+        )
+        .bind(workspace.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(agent_row).collect()
+    }
+
+    /// Files a task; its first stage waits for a slot when an agent is pinned to it.
+    pub async fn create_task(&self, t: &NewTask) -> Result<TaskId> {
+        let (id, at) = (TaskId::new(), now());
+        let queued = t.workflow.first().is_some_and(|s| s.assignee.is_some()).then(|| at.clone());
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO tasks (id, workspace_id, type, title, body, status, repo_id, workflow, queued_at, created_by, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(t.workspace.to_string())
+        .bind(&t.kind)
+        .bind(&t.title)
+        .bind(&t.body)
+        .bind(t.repo.to_string())
+        .bind(serde_json::to_string(&t.workflow).expect("serialises"))
+        .bind(&queued)
+        .bind(&t.created_by)
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        let detail = serde_json::json!({ "title": t.title, "type": t.kind });
+        let e = NewEvent {
+            workspace: t.workspace,
+            session: None,
+            task: Some(id),
+            kind: EventKind::TaskCreated,
+            actor: t.created_by.clone(),
+            detail,
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(t.workspace, None);
+        Ok(id)
+    }
+
+    /// One task.
+    pub async fn task(&self, id: TaskId) -> Result<Option<TaskRow>> {
+        let r = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        r.as_ref().map(task_row).transpose()
+    }
+
+    /// A workspace's tasks, newest first.
+    pub async fn list_tasks(&self, workspace: WorkspaceId, limit: i64) -> Result<Vec<TaskRow>> {
+        let rows = sqlx::query(&format!("{TASK_SELECT} WHERE t.workspace_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT ?"))
+            .bind(workspace.to_string())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(task_row).collect()
+    }
+
+    /// Tasks whose current stage waits for a slot, first queued first.
+    pub async fn queued_tasks(&self, limit: i64) -> Result<Vec<TaskRow>> {
+        let rows =
+            sqlx::query(&format!("{TASK_SELECT} WHERE t.queued_at IS NOT NULL AND t.status = 'open' ORDER BY t.queued_at, t.id LIMIT ?"))
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(task_row).collect()
+    }
+
+    /// Counts for the Sessions page header: (queued for a slot, live sessions on finished tasks).
+    pub async fn task_counts(&self, workspace: WorkspaceId) -> Result<(u32, u32)> {
+        let q: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE workspace_id = ? AND queued_at IS NOT NULL AND status = 'open'")
+            .bind(workspace.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        let f: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sessions s JOIN tasks t ON t.id = s.task_id
+             WHERE s.workspace_id = ? AND s.outcome IN ('starting', 'running') AND t.status != 'open'",
+        )
+        .bind(workspace.to_string())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((q as u32, f as u32))
+    }
+
+    /// Puts the task's current stage in the queue for a slot (again).
+    pub async fn queue_task(&self, id: TaskId) -> Result<()> {
+        sqlx::query("UPDATE tasks SET queued_at = COALESCE(queued_at, ?), updated_at = ? WHERE id = ? AND status = 'open'")
+            .bind(now())
+            .bind(now())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Flags the task for a human (no more automatic restaffing of this stage).
+    pub async fn flag_task(&self, id: TaskId, why: &str, actor: &str) -> Result<()> {
+        let mut tx = self.write().await?;
+        let r = sqlx::query("UPDATE tasks SET flagged = ?, queued_at = NULL, updated_at = ? WHERE id = ? RETURNING workspace_id")
+            .bind(why)
+            .bind(now())
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(r) = r else { return Ok(()) };
+        let workspace: WorkspaceId = parse_id(r.get("workspace_id"))?;
+        let e = NewEvent {
+            workspace,
+            session: None,
+            task: Some(id),
+            kind: EventKind::TaskFlagged,
+            actor: actor.into(),
+            detail: serde_json::json!({ "reason": why }),
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(workspace, None);
+        Ok(())
+    }
+
+    /// Creates the run for a task's current stage: its sandbox (created on first use, on
+    /// `device`, on the task's branch), the session, and takes the task off the queue.
+    pub async fn create_task_session(&self, n: &NewTaskSession, actor: &str) -> Result<(SessionId, SandboxId)> {
+        let mut tx = self.write().await?;
+        let t = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(n.task.to_string()).fetch_one(&mut *tx).await?;
+        let task = task_row(&t)?;
+        let stage = task.stage().map(|s| s.stage.clone()).ok_or_else(|| StoreError::Corrupt("staffing a finished task".into()))?;
+        let (id, at) = (SessionId::new(), now());
+        let sandbox = match task.sandbox {
+            Some(b) => b,
+            None => {
+                let b = SandboxId::new();
+                sqlx::query(
+                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch)
+                     VALUES (?, ?, ?, 'task', ?, ?, 'ready', ?, ?, ?, ?, ?)",
+                )
+                .bind(b.to_string())
+                .bind(task.workspace.to_string())
+                .bind(n.device.to_string())
+                .bind(&task.title)
+                .bind(&n.cwd)
+                .bind(&at)
+                .bind(&at)
+                .bind(task.id.to_string())
+                .bind(task.repo.to_string())
+                .bind(&n.branch)
+                .execute(&mut *tx)
+                .await?;
+                b
+            }
+        };
+        sqlx::query(
+            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, task_id, stage, agent_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(task.workspace.to_string())
+        .bind(sandbox.to_string())
+        .bind(n.device.to_string())
+        .bind(serde_json::to_string(&n.command).expect("strings serialise"))
+        .bind(&n.cwd)
+        .bind(n.cols as i64)
+        .bind(n.rows as i64)
+        .bind(actor)
+        .bind(&at)
+        .bind(task.id.to_string())
+        .bind(&stage)
+        .bind(n.agent.to_string())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE sandboxes SET state = 'active', live = 1, runs = runs + 1, last_session_id = ?, updated_at = ? WHERE id = ?")
+            .bind(id.to_string())
+            .bind(&at)
+            .bind(sandbox.to_string())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE tasks SET sandbox_id = ?, queued_at = NULL, attempts = attempts + 1, updated_at = ? WHERE id = ?")
+            .bind(sandbox.to_string())
+            .bind(&at)
+            .bind(task.id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts + 1 });
+        let e = NewEvent {
+            workspace: task.workspace,
+            session: Some(id),
+            task: Some(task.id),
+            kind: EventKind::SessionStarted,
+            actor: actor.into(),
+            detail,
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(task.workspace, Some(id));
+        Ok((id, sandbox))
+    }
+
+    /// The live run of a task, if any.
+    pub async fn live_task_session(&self, task: TaskId) -> Result<Option<SessionRow>> {
+        let r = sqlx::query(&format!(
+            "{SESSION_SELECT} WHERE s.task_id = ? AND s.outcome IN ('starting', 'running') ORDER BY s.created_at DESC LIMIT 1"
+        ))
+        .bind(task.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        r.as_ref().map(session_row).transpose()
+    }
+
+    /// Every run of a task, oldest first (its Workflow view).
+    pub async fn task_sessions(&self, task: TaskId) -> Result<Vec<SessionRow>> {
+        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.task_id = ? ORDER BY s.created_at, s.id"))
+            .bind(task.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(session_row).collect()
+    }
+
+    /// Hands the current stage off from `session` with `note`: the run will end
+    /// `completed`; the task moves to its next stage (queued for a slot when an agent is
+    /// pinned to it) or is done. Returns where it went.
+    pub async fn hand_off(
+        &self,
+        task: TaskId,
+        session: SessionId,
+        note: &str,
+        actor: &str,
+    ) -> Result<std::result::Result<AfterHandOff, HandOffRefused>> {
+        let mut tx = self.write().await?;
+        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
+        if t.status != TaskStatus::Open {
+            return Ok(Err(HandOffRefused::TaskFinished(t.status)));
+        }
+        let stage = t.workflow[t.stage_index].stage.clone();
+        let current = sqlx::query(
+            "UPDATE sessions SET handed_off = 'the stage was handed off' WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
+        )
+        .bind(session.to_string())
+        .bind(task.to_string())
+        .bind(&stage)
+        .execute(&mut *tx)
+        .await?;
+        if current.rows_affected() != 1 {
+            return Ok(Err(HandOffRefused::NotCurrent));
+        }
+        let next = after_hand_off(t.stage_index, t.workflow.len());
+        let at = now();
+        match next {
+            AfterHandOff::Stage(i) => {
+                let queued = t.workflow[i].assignee.is_some().then(|| at.clone());
+                sqlx::query("UPDATE tasks SET stage_index = ?, attempts = 0, flagged = NULL, queued_at = ?, updated_at = ? WHERE id = ?")
+                    .bind(i as i64)
+                    .bind(queued)
+                    .bind(&at)
+                    .bind(task.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            AfterHandOff::Done => {
+                sqlx::query("UPDATE tasks SET status = 'done', stage_index = ?, queued_at = NULL, updated_at = ? WHERE id = ?")
+                    .bind(t.workflow.len() as i64)
+                    .bind(&at)
+                    .bind(task.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        let to = match next {
+            AfterHandOff::Stage(i) => serde_json::Value::String(t.workflow[i].stage.clone()),
+            AfterHandOff::Done => serde_json::Value::Null,
+        };
+        let detail = serde_json::json!({ "stage": stage, "next": to, "note": note });
+        let e = NewEvent {
+            workspace: t.workspace,
+            session: Some(session),
+            task: Some(task),
+            kind: EventKind::StageAdvanced,
+            actor: actor.into(),
+            detail,
+        };
+        insert(&mut tx, &e).await?;
+        if next == AfterHandOff::Done {
+            let e = NewEvent {
+                workspace: t.workspace,
+                session: None,
+                task: Some(task),
+                kind: EventKind::TaskFinished,
+                actor: actor.into(),
+                detail: serde_json::json!({ "status": "done" }),
+            };
+            insert(&mut tx, &e).await?;
+        }
+        tx.commit().await?;
+        self.changed(t.workspace, Some(session));
+        Ok(Ok(next))
+    }
+
+    /// Sets a sandbox's state (e.g. `done` after its worktree is cleaned up).
+    pub async fn set_sandbox_state(&self, sandbox: SandboxId, state: drover_core::SandboxState) -> Result<()> {
+        sqlx::query("UPDATE sandboxes SET state = ?, updated_at = ? WHERE id = ?")
+            .bind(state.as_str())
+            .bind(now())
+            .bind(sandbox.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a task by a person's decision (cancelled or abandoned).
+    pub async fn finish_task(&self, task: TaskId, status: TaskStatus, actor: &str) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let r = sqlx::query(
+            "UPDATE tasks SET status = ?, queued_at = NULL, updated_at = ? WHERE id = ? AND status = 'open' RETURNING workspace_id",
+        )
+        .bind(status.as_str())
+        .bind(now())
+        .bind(task.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(r) = r else { return Ok(false) };
+        let workspace: WorkspaceId = parse_id(r.get("workspace_id"))?;
+        let e = NewEvent {
+            workspace,
+            session: None,
+            task: Some(task),
+            kind: EventKind::TaskFinished,
+            actor: actor.into(),
+            detail: serde_json::json!({ "status": status }),
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(workspace, None);
+        Ok(true)
+    }
+
+    /// Marks a session to complete when it ends (Mark done), with `why`.
+    pub async fn mark_completing(&self, session: SessionId, why: &str) -> Result<()> {
+        sqlx::query("UPDATE sessions SET handed_off = COALESCE(handed_off, ?) WHERE id = ?")
+            .bind(why)
+            .bind(session.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a session-scoped credential.
+    pub async fn add_session_token(&self, session: SessionId, digest: &str) -> Result<()> {
+        sqlx::query("INSERT INTO session_tokens (hash, session_id, created_at) VALUES (?, ?, ?)")
+            .bind(digest)
+            .bind(session.to_string())
+            .bind(now())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The session a session-scoped credential belongs to, while that session is live.
+    pub async fn session_for_token(&self, digest: &str) -> Result<Option<SessionRow>> {
+        let r = sqlx::query(&format!(
+            "{SESSION_SELECT} JOIN session_tokens k ON k.session_id = s.id
+             WHERE k.hash = ? AND k.revoked_at IS NULL AND s.outcome IN ('starting', 'running')"
+        ))
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?;
+        r.as_ref().map(session_row).transpose()
+    }
+
+    /// Files a blocker or a question.
+    pub async fn add_note(&self, task: &TaskRow, session: Option<SessionId>, kind: &str, text: &str, actor: &str) -> Result<NoteId> {
+        let id = NoteId::new();
+        let mut tx = self.write().await?;
+        sqlx::query("INSERT INTO notes (id, task_id, session_id, kind, text, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            .bind(id.to_string())
+            .bind(task.id.to_string())
+            .bind(session.map(|s| s.to_string()))
+            .bind(kind)
+            .bind(text)
+            .bind(actor)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?;
+        let ev = if kind == "blocker" { EventKind::BlockerFiled } else { EventKind::QuestionAsked };
+        let e = NewEvent {
+            workspace: task.workspace,
+            session,
+            task: Some(task.id),
+            kind: ev,
+            actor: actor.into(),
+            detail: serde_json::json!({ "note": id, "text": text }),
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(task.workspace, session);
+        Ok(id)
+    }
+
+    /// Resolves a blocker or answers a question; false if it was already closed.
+    pub async fn close_note(&self, task: &TaskRow, note: NoteId, answer: Option<&str>, actor: &str) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let r = sqlx::query("UPDATE notes SET answer = ?, closed_by = ?, closed_at = ? WHERE id = ? AND task_id = ? AND closed_at IS NULL RETURNING kind, session_id")
+            .bind(answer)
+            .bind(actor)
+            .bind(now())
+            .bind(note.to_string())
+            .bind(task.id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(r) = r else { return Ok(false) };
+        let kind: String = r.get("kind");
+        let ev = if kind == "blocker" { EventKind::BlockerResolved } else { EventKind::QuestionAnswered };
+        let session: Option<SessionId> = r.get::<Option<String>, _>("session_id").as_deref().map(parse_id).transpose()?;
+        let e = NewEvent {
+            workspace: task.workspace,
+            session,
+            task: Some(task.id),
+            kind: ev,
+            actor: actor.into(),
+            detail: serde_json::json!({ "note": note, "text": answer }),
+        };
+        insert(&mut tx, &e).await?;
+        tx.commit().await?;
+        self.changed(task.workspace, session);
+        Ok(true)
+    }
+
+    /// One note.
+    pub async fn note(&self, id: NoteId) -> Result<Option<NoteRow>> {
+        let r = sqlx::query("SELECT * FROM notes WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        r.as_ref().map(note_row).transpose()
+    }
+
+    /// A task's blockers and questions, oldest first.
+    pub async fn task_notes(&self, task: TaskId) -> Result<Vec<NoteRow>> {
+        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = ? ORDER BY created_at, id")
+            .bind(task.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(note_row).collect()
+    }
+
+    /// Records a comment on a task.
+    pub async fn comment(&self, task: &TaskRow, session: Option<SessionId>, text: &str, actor: &str) -> Result<()> {
+        let e = NewEvent {
+            workspace: task.workspace,
+            session,
+            task: Some(task.id),
+            kind: EventKind::Comment,
+            actor: actor.into(),
+            detail: serde_json::json!({ "text": text }),
+        };
+        self.record_event(&e).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+
+    #[tokio::test]
+    async fn a_task_is_queued_staffed_handed_off_and_done() {
+        let (s, _d) = store().await;
+        let (ws, owner) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 2).await.unwrap();
+        let repo = s.add_repo(ws, "app").await.unwrap();
+        assert_eq!(s.add_repo(ws, "app").await.unwrap(), repo, "same name, same repo");
+        s.set_device_repo(dev.id, repo, "/src/app").await.unwrap();
+        assert_eq!(s.device_repo_path(dev.id, repo).await.unwrap().as_deref(), Some("/src/app"));
+        let agent = s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
+        assert_eq!(s.create_agent(ws, "bot", owner, "custom", &Default::default(), &[]).await.unwrap(), None, "names are unique");
+        let workflow =
+            vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()) }, StageSpec { stage: "review".into(), assignee: None }];
+        let t = NewTask {
+            workspace: ws,
+            kind: "bug".into(),
+            title: "Fix it".into(),
+            body: "b".into(),
+            repo,
+            workflow,
+            created_by: "alice".into(),
+        };
+        let id = s.create_task(&t).await.unwrap();
+        assert_eq!(s.queued_tasks(10).await.unwrap().len(), 1);
+        assert_eq!(s.task_counts(ws).await.unwrap(), (1, 0));
+        let n = NewTaskSession {
+            task: id,
+            device: dev.id,
+            agent,
+            command: vec!["x".into()],
+            cwd: "/wt".into(),
+            branch: "drover/x-fix-it".into(),
+            cols: 80,
+            rows: 24,
+        };
+        let (ses, sbx) = s.create_task_session(&n, "scheduler").await.unwrap();
+        let task = s.task(id).await.unwrap().unwrap();
+        assert_eq!((task.queued_at.as_deref(), task.attempts, task.sandbox), (None, 1, Some(sbx)));
+        assert_eq!(s.live_task_session(id).await.unwrap().unwrap().id, ses);
+        // Only the live run of the current stage can hand off.
+        assert_eq!(s.hand_off(id, SessionId::new(), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, ses, "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
+        assert_eq!(s.hand_off(id, ses, "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        let task = s.task(id).await.unwrap().unwrap();
+        assert_eq!(task.stage().unwrap().stage, "review");
+        assert_eq!(task.queued_at, None, "a human works review: nothing is queued");
+        let kinds: Vec<String> = s.task_events(id, 100).await.unwrap().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["task_created", "session_started", "stage_advanced"]);
+        // Notes.
+        let q = s.add_note(&task, Some(ses), "question", "which db?", "bot").await.unwrap();
+        assert!(s.close_note(&task, q, Some("sqlite"), "alice").await.unwrap());
+        assert!(!s.close_note(&task, q, Some("pg"), "alice").await.unwrap());
+        assert_eq!(s.note(q).await.unwrap().unwrap().answer.as_deref(), Some("sqlite"));
+        assert!(s.finish_task(id, TaskStatus::Cancelled, "alice").await.unwrap());
+        assert!(!s.finish_task(id, TaskStatus::Cancelled, "alice").await.unwrap());
+    }
+}
