@@ -25,7 +25,7 @@ pub use events::{EventRow, NewEvent};
 pub use output::{Mark, OutputChunk};
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem};
 pub use sessions::{NewSession, RunTimes, SessionRow};
-pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, StageSpec, TaskRow};
+pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
 pub use web::WebSessionState;
 
 /// A storage failure.

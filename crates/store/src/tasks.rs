@@ -213,6 +213,17 @@ fn note_row(r: &sqlx::sqlite::SqliteRow) -> Result<NoteRow> {
     })
 }
 
+/// A repository with the devices that have it: (device name, clone path).
+#[derive(Debug, Clone)]
+pub struct RepoRow {
+    /// Its id.
+    pub id: RepoId,
+    /// Its name.
+    pub name: String,
+    /// Devices that have it, with the path of their clone.
+    pub devices: Vec<(String, String)>,
+}
+
 /// Why a hand-off was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandOffRefused {
@@ -257,7 +268,7 @@ impl Store {
     }
 
     /// Repositories with the devices that have them: (id, name, [(device name, path)]).
-    pub async fn list_repos(&self, workspace: WorkspaceId) -> Result<Vec<(RepoId, String, Vec<(String, String)>)>> {
+    pub async fn list_repos(&self, workspace: WorkspaceId) -> Result<Vec<RepoRow>> {
         let rows = sqlx::query(
             "SELECT r.id, r.name, d.name AS device, dr.path FROM repos r
              LEFT JOIN device_repos dr ON dr.repo_id = r.id LEFT JOIN devices d ON d.id = dr.device_id
@@ -266,14 +277,14 @@ impl Store {
         .bind(workspace.to_string())
         .fetch_all(&self.pool)
         .await?;
-        let mut out: Vec<(RepoId, String, Vec<(String, String)>)> = Vec::new();
+        let mut out: Vec<RepoRow> = Vec::new();
         for r in rows {
             let id: RepoId = parse_id(r.get("id"))?;
-            if out.last().map(|l| l.0) != Some(id) {
-                out.push((id, r.get("name"), Vec::new()));
+            if out.last().map(|l| l.id) != Some(id) {
+                out.push(RepoRow { id, name: r.get("name"), devices: Vec::new() });
             }
             if let (Some(d), Some(p)) = (r.get::<Option<String>, _>("device"), r.get::<Option<String>, _>("path")) {
-                out.last_mut().expect("pushed").2.push((d, p));
+                out.last_mut().expect("pushed").devices.push((d, p));
             }
         }
         Ok(out)
