@@ -33,6 +33,11 @@ impl DeviceConfig {
         self.home.join("sessions")
     }
 
+    /// Where task sandboxes' git worktrees live.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.home.join("worktrees")
+    }
+
     /// The WebSocket URL to connect to.
     pub fn connect_url(&self) -> String {
         let base = self.server_url.trim_end_matches('/');

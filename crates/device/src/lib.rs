@@ -7,6 +7,7 @@ mod config;
 mod link;
 mod session;
 mod spawn;
+mod worktree;
 
 pub use config::{DeviceConfig, HEARTBEAT};
 pub use link::run;

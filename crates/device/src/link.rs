@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use drover_core::SessionId;
-use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
+use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage, Worktree};
 use drover_protocol::shim::{SessionSpec, ShimRequest};
 use drover_protocol::PROTOCOL_VERSION;
 use drover_term::dir::SessionDir;
@@ -184,8 +184,18 @@ async fn send(up: &Uplink, msg: &DeviceMessage) {
 
 async fn dispatch(config: &DeviceConfig, registry: &Registry, up: &Uplink, msg: ServerMessage) {
     let (session, cmd) = match msg {
-        ServerMessage::Start { spec } => {
-            start_session(config, registry, up, spec).await;
+        ServerMessage::Start { spec, worktree } => {
+            start_session(config, registry, up, spec, worktree).await;
+            return;
+        }
+        ServerMessage::RemoveWorktree { worktree, force } => {
+            let root = config.worktrees_dir();
+            let w = worktree.clone();
+            match tokio::task::spawn_blocking(move || crate::worktree::remove(&root, &w, force)).await {
+                Ok(Ok(())) => tracing::info!(dir = %worktree.dir, "worktree removed"),
+                Ok(Err(e)) => tracing::warn!(dir = %worktree.dir, "worktree kept: {e}"),
+                Err(e) => tracing::warn!("removing a worktree: {e}"),
+            }
             return;
         }
         ServerMessage::SendText { session, req, text } => (session, SessionCmd::Shim(ShimRequest::SendText { req, text })),
@@ -211,10 +221,18 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, up: &Uplink, msg: 
     }
 }
 
-async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, mut spec: SessionSpec) {
+async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, mut spec: SessionSpec, worktree: Option<Worktree>) {
     let id = spec.session;
     if handle(registry, id).is_some() {
         return;
+    }
+    if let Some(w) = worktree {
+        let root = config.worktrees_dir();
+        match tokio::task::spawn_blocking(move || crate::worktree::ensure(&root, &w)).await {
+            Ok(Ok(path)) => spec.cwd = path.display().to_string(),
+            Ok(Err(e)) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
+            Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
+        }
     }
     if spec.cwd.is_empty() {
         spec.cwd = config.default_cwd.display().to_string();
@@ -226,12 +244,16 @@ async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, 
             let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
         }
         Err(e) => {
-            let end = drover_core::RunEnd::StartFailed { reason: format!("the device could not start the session: {e}") };
-            let ended_at = chrono::Utc::now().to_rfc3339();
-            send(up, &DeviceMessage::Ended { session: id, end, started_at: None, ended_at, final_offset: 0 }).await;
+            start_failed(up, id, format!("the device could not start the session: {e}")).await;
             let _ = std::fs::remove_dir_all(dir.root());
         }
     }
+}
+
+async fn start_failed(up: &Uplink, id: drover_core::SessionId, reason: String) {
+    let end = drover_core::RunEnd::StartFailed { reason };
+    let ended_at = chrono::Utc::now().to_rfc3339();
+    send(up, &DeviceMessage::Ended { session: id, end, started_at: None, ended_at, final_offset: 0 }).await;
 }
 
 async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, spec: &SessionSpec) -> std::io::Result<tokio::net::UnixStream> {

@@ -140,6 +140,17 @@ pub enum ServerMessage {
     Start {
         /// What to run.
         spec: SessionSpec,
+        /// For a task's run: the git worktree to run it in (created if missing); the
+        /// spec's working directory is then the worktree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<Worktree>,
+    },
+    /// Remove a task's worktree (its branch is kept).
+    RemoveWorktree {
+        /// The worktree.
+        worktree: Worktree,
+        /// Remove even with uncommitted changes (Abandon); otherwise a dirty worktree is kept.
+        force: bool,
     },
     /// Send audited text.
     SendText {
@@ -303,4 +314,15 @@ mod tests {
             serde_json::from_str(r#"{"type":"ack","session":"ses_0190b8c2d7e87c3d8a0a2d9f3e4b5c6d","offset":5}"#).unwrap();
         assert!(matches!(back, ServerMessage::Ack { offset: 5, .. }));
     }
+}
+
+/// A task's git worktree on a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// The device's clone of the repository.
+    pub repo_path: String,
+    /// The worktree's folder name under the device's worktree directory.
+    pub dir: String,
+    /// The task's branch (created from the clone's HEAD the first time).
+    pub branch: String,
 }

@@ -131,7 +131,7 @@ pub async fn start(
         NewSession { workspace: ws, device: device.id, command: req.command.clone(), cwd: cwd.clone(), title, cols, rows, created_by: who };
     let id = state.store.create_session(&new).await?;
     let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
-    if state.devices.send(device.id, &ServerMessage::Start { spec }).await.is_err() {
+    if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
         crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
     }

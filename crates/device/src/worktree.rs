@@ -1,0 +1,139 @@
+//! Task sandboxes on the device: git worktrees on the task's branch, created before a
+//! run starts and removed when the sandbox is done or abandoned. git is run with
+//! argument lists, never through a shell.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use drover_protocol::device::Worktree;
+
+/// A git step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// The repository path is not a git clone.
+    #[error("{0} is not a git repository on this device (declare the right path with `drover repo add`)")]
+    NotARepo(String),
+    /// A name could escape the worktree directory.
+    #[error("invalid worktree name `{0}`")]
+    BadName(String),
+    /// git failed.
+    #[error("git {args}: {stderr}")]
+    Git {
+        /// What was run.
+        args: String,
+        /// What git said.
+        stderr: String,
+    },
+    /// git could not be run.
+    #[error("cannot run git: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0").output()?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(WorktreeError::Git { args: args.join(" "), stderr: String::from_utf8_lossy(&out.stderr).trim().chars().take(500).collect() })
+    }
+}
+
+fn path_of(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
+    let ok = !w.dir.is_empty() && !w.dir.starts_with('.') && w.dir.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok {
+        return Err(WorktreeError::BadName(w.dir.chars().take(80).collect()));
+    }
+    Ok(root.join(&w.dir))
+}
+
+/// Makes sure the worktree exists under `root` on its branch; returns its path. Work
+/// carries from stage to stage: an existing worktree is reused as it is.
+pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
+    let path = path_of(root, w)?;
+    let repo = Path::new(&w.repo_path);
+    if git(repo, &["rev-parse", "--git-dir"]).is_err() {
+        return Err(WorktreeError::NotARepo(w.repo_path.clone()));
+    }
+    if path.join(".git").exists() {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(root)?;
+    // Forget worktrees whose folders are gone, so the branch can be checked out again.
+    let _ = git(repo, &["worktree", "prune"]);
+    let p = path.to_string_lossy().to_string();
+    let exists = git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{}", w.branch)]).is_ok();
+    if exists {
+        git(repo, &["worktree", "add", &p, &w.branch])?;
+    } else {
+        git(repo, &["worktree", "add", "-b", &w.branch, &p, "HEAD"])?;
+    }
+    Ok(path)
+}
+
+/// Removes the worktree (the branch and its commits stay). Without `force`, a worktree
+/// with uncommitted changes is kept and the refusal returned.
+pub fn remove(root: &Path, w: &Worktree, force: bool) -> Result<(), WorktreeError> {
+    let path = path_of(root, w)?;
+    if !path.exists() {
+        return Ok(());
+    }
+    let p = path.to_string_lossy().to_string();
+    let repo = Path::new(&w.repo_path);
+    if force {
+        git(repo, &["worktree", "remove", "--force", &p])?;
+    } else {
+        git(repo, &["worktree", "remove", &p])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for args in [
+            vec!["init", "-q", "-b", "main"],
+            vec!["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"],
+        ] {
+            assert!(Command::new("git").arg("-C").arg(d.path()).args(&args).status().unwrap().success());
+        }
+        d
+    }
+
+    #[test]
+    fn worktrees_are_created_reused_and_removed_keeping_the_branch() {
+        let r = repo();
+        let root = tempfile::tempdir().unwrap();
+        let w = Worktree { repo_path: r.path().display().to_string(), dir: "abc-fix-it".into(), branch: "drover/abc-fix-it".into() };
+        let path = ensure(root.path(), &w).unwrap();
+        assert_eq!(git(&path, &["branch", "--show-current"]).unwrap(), "drover/abc-fix-it");
+        std::fs::write(path.join("work.txt"), "x").unwrap();
+        assert_eq!(ensure(root.path(), &w).unwrap(), path, "reused");
+        assert!(path.join("work.txt").exists(), "work carries");
+        // Uncommitted work is never removed without force.
+        assert!(remove(root.path(), &w, false).is_err());
+        assert!(path.exists());
+        git(&path, &["add", "."]).unwrap();
+        git(&path, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "work"]).unwrap();
+        remove(root.path(), &w, false).unwrap();
+        assert!(!path.exists());
+        assert!(git(r.path(), &["rev-parse", "--verify", "refs/heads/drover/abc-fix-it"]).is_ok(), "the branch stays");
+        // Checked out again from the existing branch, with the committed work.
+        let again = ensure(root.path(), &w).unwrap();
+        assert!(again.join("work.txt").exists());
+    }
+
+    #[test]
+    fn bad_inputs_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let not_repo = tempfile::tempdir().unwrap();
+        let w = Worktree { repo_path: not_repo.path().display().to_string(), dir: "x".into(), branch: "b".into() };
+        assert!(matches!(ensure(root.path(), &w), Err(WorktreeError::NotARepo(_))));
+        for dir in ["../escape", "", ".hidden", "a/b"] {
+            let w = Worktree { repo_path: "/".into(), dir: dir.into(), branch: "b".into() };
+            assert!(matches!(ensure(root.path(), &w), Err(WorktreeError::BadName(_))), "{dir}");
+        }
+    }
+}
