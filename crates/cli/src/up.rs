@@ -38,6 +38,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
     let config = ServerConfig {
         stop_grace: Duration::from_secs_f64(args.stop_grace),
         web_session_ttl: Duration::from_secs(args.web_session_secs),
+        public_url: url.clone(),
         ..ServerConfig::default()
     };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })

@@ -29,7 +29,8 @@ impl Role {
         [Role::Owner, Role::Admin, Role::Member].into_iter().find(|r| r.as_str() == s)
     }
 
-    fn is_admin(self) -> bool {
+    /// Owners and admins.
+    pub fn is_admin(self) -> bool {
         match self {
             Role::Owner | Role::Admin => true,
             Role::Member => false,

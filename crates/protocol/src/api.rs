@@ -87,6 +87,15 @@ pub struct SessionView {
     pub attached: u32,
     /// Who started it.
     pub started_by: String,
+    /// The task it works, if any.
+    #[serde(default)]
+    pub task: Option<drover_core::TaskId>,
+    /// The stage it was staffed for.
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// The agent running it.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 /// A page of sessions.
@@ -302,4 +311,163 @@ pub struct StreamUpdate {
     pub event: EventView,
     /// Sessions running right now, after it.
     pub running: u32,
+}
+
+/// `POST /api/v1/repos`: register a repository and the device clone that has it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddRepo {
+    /// The repository's name in the workspace.
+    pub name: String,
+    /// A device that has a clone.
+    pub device: String,
+    /// The clone's path on that device.
+    pub path: String,
+}
+
+/// A repository as listed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoView {
+    /// Its name.
+    pub name: String,
+    /// Devices that have it: (device, path).
+    pub devices: Vec<(String, String)>,
+}
+
+/// `POST /api/v1/agents`: register an agent (the caller is its operator).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateAgent {
+    /// Its name.
+    pub name: String,
+    /// `claude`, `codex`, `gemini`, `aider`, `opencode`, `goose` or `custom`.
+    pub harness: String,
+    /// Model.
+    pub model: Option<String>,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Account.
+    pub account: Option<String>,
+    /// Reasoning effort.
+    pub effort: Option<String>,
+    /// For `custom`: the command, `{prompt}` replaced in each argument.
+    #[serde(default)]
+    pub template: Vec<String>,
+}
+
+/// An agent as listed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentView {
+    /// Its name.
+    pub name: String,
+    /// Its operator (the member who created it).
+    pub operator: String,
+    /// Its harness.
+    pub harness: String,
+    /// Model.
+    pub model: Option<String>,
+    /// Provider.
+    pub provider: Option<String>,
+}
+
+/// One stage of a workflow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageView {
+    /// Its name.
+    pub stage: String,
+    /// The agent pinned to it; null: a human works it.
+    pub assignee: Option<String>,
+}
+
+/// `POST /api/v1/tasks`: file a task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateTask {
+    /// Type (`story`, `bug`, `chore`, …; default `story`).
+    pub kind: Option<String>,
+    /// Title.
+    pub title: String,
+    /// Body.
+    #[serde(default)]
+    pub body: String,
+    /// The repository.
+    pub repo: String,
+    /// Stages (default plan, code, review, merge, verify), with assignees.
+    pub workflow: Option<Vec<StageView>>,
+    /// Pin this agent to every stage that has no assignee.
+    pub agent: Option<String>,
+}
+
+/// A task as shown.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskView {
+    /// Its id.
+    pub id: drover_core::TaskId,
+    /// Type.
+    pub kind: String,
+    /// Title.
+    pub title: String,
+    /// Body.
+    pub body: String,
+    /// `open`, `done`, `cancelled`, `abandoned`.
+    pub status: String,
+    /// The repository.
+    pub repo: String,
+    /// Its stages.
+    pub workflow: Vec<StageView>,
+    /// The current stage (null once finished).
+    pub stage: Option<String>,
+    /// Runs on the current stage so far.
+    pub attempts: u32,
+    /// Waiting for a slot since.
+    pub queued_at: Option<String>,
+    /// Why a human must look.
+    pub flagged: Option<String>,
+    /// The task's branch, once it has a sandbox.
+    pub branch: Option<String>,
+    /// Its sandbox.
+    pub sandbox: Option<SandboxId>,
+    /// Its live run.
+    pub live_session: Option<SessionId>,
+    /// Who filed it.
+    pub created_by: String,
+    /// When.
+    pub created_at: String,
+}
+
+/// A blocker or a question.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NoteView {
+    /// Its id.
+    pub id: String,
+    /// `blocker` or `question`.
+    pub kind: String,
+    /// What it says.
+    pub text: String,
+    /// The answer (questions).
+    pub answer: Option<String>,
+    /// Who resolved or answered it.
+    pub closed_by: Option<String>,
+    /// When.
+    pub closed_at: Option<String>,
+    /// Who filed it.
+    pub created_by: String,
+}
+
+/// `GET /api/v1/tasks/{id}`: a task with its runs, notes and activity.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskDetail {
+    /// The task.
+    pub task: TaskView,
+    /// Every run, oldest first (its Workflow view).
+    pub sessions: Vec<SessionView>,
+    /// Blockers and questions.
+    pub notes: Vec<NoteView>,
+    /// Its Activity timeline.
+    pub events: Vec<EventView>,
+}
+
+/// A text body (hand-off note, comment, blocker, question, answer).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TextBody {
+    /// The text.
+    #[serde(default)]
+    pub text: String,
 }

@@ -22,6 +22,8 @@ use crate::{ApiError, AppState};
 pub const MEMBER_TOKEN_PREFIX: &str = "drv_";
 /// Prefix of device credentials.
 pub const DEVICE_TOKEN_PREFIX: &str = "drd_";
+/// Prefix of session-scoped agent credentials.
+pub const SESSION_TOKEN_PREFIX: &str = "drs_";
 /// Prefix of one-time login codes.
 pub const LOGIN_CODE_PREFIX: &str = "drl_";
 /// Prefix of browser session cookies.
@@ -48,6 +50,13 @@ pub async fn issue_member_token(store: &Store, ws: WorkspaceId, member: MemberId
     Ok(token)
 }
 
+/// Issues and stores a session-scoped credential for the agent in `session`.
+pub async fn issue_session_token(store: &Store, session: drover_core::SessionId) -> Result<String, drover_store::StoreError> {
+    let token = new_token(SESSION_TOKEN_PREFIX);
+    store.add_session_token(session, &digest(&token)).await?;
+    Ok(token)
+}
+
 /// Issues and stores a device credential; returns the token (shown once).
 pub async fn issue_device_token(store: &Store, ws: WorkspaceId, device: DeviceId, label: &str) -> Result<String, drover_store::StoreError> {
     let token = new_token(DEVICE_TOKEN_PREFIX);
@@ -70,6 +79,9 @@ impl Caller {
         match &self.0 {
             Principal::Member { name, .. } => Ok(name.clone()),
             Principal::Device { .. } => Err(ApiError::Forbidden("device credentials can only open the device link".into())),
+            Principal::Agent { .. } => Err(ApiError::Forbidden(
+                "an agent's session credential can only hand off, comment, file blockers and ask on its own task".into(),
+            )),
         }
     }
 }
@@ -92,6 +104,17 @@ impl FromRequestParts<AppState> for Caller {
         };
         if token.len() > 256 {
             return Err(ApiError::Unauthorized("the token is not valid".into()));
+        }
+        if token.starts_with(SESSION_TOKEN_PREFIX) {
+            return match state.store.session_for_token(&digest(token)).await? {
+                Some(s) => Ok(Caller(Principal::Agent {
+                    workspace: s.workspace,
+                    session: s.id,
+                    task: s.task,
+                    name: s.agent_name.unwrap_or_else(|| "agent".into()),
+                })),
+                None => Err(ApiError::Unauthorized("this session credential is not valid: its session has ended".into())),
+            };
         }
         match state.store.principal_for(&digest(token)).await? {
             Some(p) => Ok(Caller(p)),

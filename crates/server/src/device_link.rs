@@ -88,6 +88,8 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
     let epoch = state.devices.connect(device, down_tx);
     tracing::info!(device = %name, "device connected");
+    // Stages waiting for this device (or any device) may start now.
+    state.scheduler.notify_one();
     let writer = tokio::spawn(async move {
         while let Some(m) = down_rx.recv().await {
             if sink.send(m).await.is_err() {

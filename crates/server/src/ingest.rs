@@ -163,7 +163,11 @@ pub async fn end_session(
     if row.device != device {
         return Ok(());
     }
-    let Ok(ending) = on_end(row.outcome, &report.end) else {
+    let ending = match &row.handed_off {
+        Some(why) => drover_core::outcome::on_completed_end(row.outcome, &report.end, why),
+        None => on_end(row.outcome, &report.end),
+    };
+    let Ok(ending) = ending else {
         return Ok(());
     };
     let actor = match (&ending.killed, &row.stop_requested_by) {
@@ -178,5 +182,5 @@ pub async fn end_session(
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }
-    Ok(())
+    crate::tasks::after_end(state, &row, &ending).await
 }

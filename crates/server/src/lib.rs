@@ -12,7 +12,9 @@ mod error;
 mod hub;
 mod ingest;
 mod render;
+pub mod scheduler;
 mod state;
+mod tasks;
 mod viewer;
 mod web;
 
@@ -41,6 +43,12 @@ pub struct ServerConfig {
     pub web_session_ttl: Duration,
     /// How long a one-time sign-in link works.
     pub login_link_ttl: Duration,
+    /// The server's URL as agents on devices reach it (`DROVER_URL` in their runs).
+    pub public_url: String,
+    /// How often the scheduler looks at waiting stages without being woken.
+    pub schedule_tick: Duration,
+    /// Runs a stage gets without a hand-off before the task is flagged for a human.
+    pub max_attempts: u32,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +62,9 @@ impl Default for ServerConfig {
             ask_timeout: Duration::from_secs(60),
             web_session_ttl: Duration::from_secs(7 * 24 * 3600),
             login_link_ttl: Duration::from_secs(15 * 60),
+            public_url: "http://127.0.0.1:7070".into(),
+            schedule_tick: Duration::from_secs(5),
+            max_attempts: 3,
         }
     }
 }
@@ -61,6 +72,7 @@ impl Default for ServerConfig {
 /// Serves the API on `listener` until the process ends.
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
+    scheduler::spawn(state.clone());
     let app = api::router(state);
     // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
     let listener = listener.tap_io(|tcp| {

@@ -22,11 +22,20 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// The workspace this server serves by default.
     pub workspace: WorkspaceId,
+    /// Wakes the scheduler (a stage may be staffable now).
+    pub scheduler: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
     /// New state over `store`.
     pub fn new(store: Store, workspace: WorkspaceId, config: ServerConfig) -> AppState {
-        AppState { store, devices: Arc::new(Devices::default()), hubs: Arc::new(Hubs::default()), config: Arc::new(config), workspace }
+        AppState {
+            store,
+            devices: Arc::new(Devices::default()),
+            hubs: Arc::new(Hubs::default()),
+            config: Arc::new(config),
+            workspace,
+            scheduler: Arc::new(tokio::sync::Notify::new()),
+        }
     }
 }

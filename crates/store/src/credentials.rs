@@ -38,13 +38,24 @@ pub enum Principal {
         /// Its name.
         name: String,
     },
+    /// An agent, with the credential of the session it runs in.
+    Agent {
+        /// The workspace.
+        workspace: WorkspaceId,
+        /// The session the credential belongs to.
+        session: drover_core::SessionId,
+        /// The session's task.
+        task: Option<drover_core::TaskId>,
+        /// The agent's name.
+        name: String,
+    },
 }
 
 impl Principal {
     /// The workspace the principal acts in.
     pub fn workspace(&self) -> WorkspaceId {
         match self {
-            Principal::Member { workspace, .. } | Principal::Device { workspace, .. } => *workspace,
+            Principal::Member { workspace, .. } | Principal::Device { workspace, .. } | Principal::Agent { workspace, .. } => *workspace,
         }
     }
 
@@ -53,6 +64,7 @@ impl Principal {
         match self {
             Principal::Member { name, .. } => name.clone(),
             Principal::Device { name, .. } => format!("device {name}"),
+            Principal::Agent { name, .. } => format!("agent {name}"),
         }
     }
 }

@@ -455,6 +455,18 @@ impl Store {
         Ok(())
     }
 
+    /// Launch session: a fresh run for the current stage (clears a flag and the count of
+    /// attempts).
+    pub async fn relaunch_task(&self, id: TaskId) -> Result<()> {
+        sqlx::query("UPDATE tasks SET queued_at = ?, flagged = NULL, attempts = 0, updated_at = ? WHERE id = ? AND status = 'open'")
+            .bind(now())
+            .bind(now())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Flags the task for a human (no more automatic restaffing of this stage).
     pub async fn flag_task(&self, id: TaskId, why: &str, actor: &str) -> Result<()> {
         let mut tx = self.write().await?;
@@ -577,13 +589,14 @@ impl Store {
         rows.iter().map(session_row).collect()
     }
 
-    /// Hands the current stage off from `session` with `note`: the run will end
-    /// `completed`; the task moves to its next stage (queued for a slot when an agent is
+    /// Hands the current stage off with `note`, from its live run `session` (which will
+    /// end `completed`) or, with None, by a person when no run is live (a human-worked
+    /// stage). The task moves to its next stage (queued for a slot when an agent is
     /// pinned to it) or is done. Returns where it went.
     pub async fn hand_off(
         &self,
         task: TaskId,
-        session: SessionId,
+        session: Option<SessionId>,
         note: &str,
         actor: &str,
     ) -> Result<std::result::Result<AfterHandOff, HandOffRefused>> {
@@ -593,15 +606,29 @@ impl Store {
             return Ok(Err(HandOffRefused::TaskFinished(t.status)));
         }
         let stage = t.workflow[t.stage_index].stage.clone();
-        let current = sqlx::query(
-            "UPDATE sessions SET handed_off = 'the stage was handed off' WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
-        )
-        .bind(session.to_string())
-        .bind(task.to_string())
-        .bind(&stage)
-        .execute(&mut *tx)
-        .await?;
-        if current.rows_affected() != 1 {
+        let current = match session {
+            Some(session) => {
+                sqlx::query(
+                    "UPDATE sessions SET handed_off = 'the stage was handed off'
+                 WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
+                )
+                .bind(session.to_string())
+                .bind(task.to_string())
+                .bind(&stage)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+            None => {
+                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = ? AND outcome IN ('starting', 'running')")
+                    .bind(task.to_string())
+                    .fetch_one(&mut *tx)
+                    .await?
+                    == 0
+            }
+        };
+        if !current {
             return Ok(Err(HandOffRefused::NotCurrent));
         }
         let next = after_hand_off(t.stage_index, t.workflow.len());
@@ -631,14 +658,7 @@ impl Store {
             AfterHandOff::Done => serde_json::Value::Null,
         };
         let detail = serde_json::json!({ "stage": stage, "next": to, "note": note });
-        let e = NewEvent {
-            workspace: t.workspace,
-            session: Some(session),
-            task: Some(task),
-            kind: EventKind::StageAdvanced,
-            actor: actor.into(),
-            detail,
-        };
+        let e = NewEvent { workspace: t.workspace, session, task: Some(task), kind: EventKind::StageAdvanced, actor: actor.into(), detail };
         insert(&mut tx, &e).await?;
         if next == AfterHandOff::Done {
             let e = NewEvent {
@@ -652,7 +672,7 @@ impl Store {
             insert(&mut tx, &e).await?;
         }
         tx.commit().await?;
-        self.changed(t.workspace, Some(session));
+        self.changed(t.workspace, session);
         Ok(Ok(next))
     }
 
@@ -860,9 +880,10 @@ mod tests {
         assert_eq!((task.queued_at.as_deref(), task.attempts, task.sandbox), (None, 1, Some(sbx)));
         assert_eq!(s.live_task_session(id).await.unwrap().unwrap().id, ses);
         // Only the live run of the current stage can hand off.
-        assert_eq!(s.hand_off(id, SessionId::new(), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.hand_off(id, ses, "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
-        assert_eq!(s.hand_off(id, ses, "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, Some(SessionId::new()), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, None, "a person, while a run is live", "alice").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, Some(ses), "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
+        assert_eq!(s.hand_off(id, Some(ses), "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
         let task = s.task(id).await.unwrap().unwrap();
         assert_eq!(task.stage().unwrap().stage, "review");
         assert_eq!(task.queued_at, None, "a human works review: nothing is queued");

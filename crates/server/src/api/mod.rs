@@ -5,6 +5,7 @@ pub mod devices;
 pub mod events;
 pub mod sessions;
 pub mod stream;
+pub mod tasks;
 pub mod web;
 
 use axum::extract::rejection::JsonRejection;
@@ -41,6 +42,22 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/devices/{name}/sessions", get(web::device_sessions))
         .route("/api/v1/sessions/{id}/screen", get(web::screen))
         .route("/login/{code}", get(crate::web::login))
+        .route("/api/v1/repos", get(tasks::repos).post(tasks::add_repo))
+        .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
+        .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
+        .route("/api/v1/tasks/{id}", get(tasks::show))
+        .route("/api/v1/tasks/{id}/advance", post(tasks::advance))
+        .route("/api/v1/tasks/{id}/comments", post(tasks::comment))
+        .route("/api/v1/tasks/{id}/blockers", post(tasks::block))
+        .route("/api/v1/tasks/{id}/questions", post(tasks::ask))
+        .route("/api/v1/tasks/{id}/launch", post(tasks::launch))
+        .route("/api/v1/tasks/{id}/finish", post(tasks::finish))
+        .route("/api/v1/tasks/{id}/mark-done", post(tasks::mark_done))
+        .route("/api/v1/tasks/{id}/abandon", post(tasks::abandon))
+        .route("/api/v1/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/api/v1/notes/{id}", get(tasks::note))
+        .route("/api/v1/notes/{id}/answer", post(tasks::answer))
+        .route("/api/v1/notes/{id}/resolve", post(tasks::resolve))
         .route("/api/v1/devices", get(devices::list).post(devices::add))
         .route("/api/v1/device/connect", get(device_link::connect))
         .route("/api/v1/sessions", get(sessions::list).post(sessions::start))

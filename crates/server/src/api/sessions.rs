@@ -64,6 +64,9 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
         output_bytes: r.output_bytes,
         attached: hub.map(|h| h.attached()).unwrap_or(0),
         started_by: r.created_by,
+        task: r.task,
+        stage: r.stage,
+        agent: r.agent_name,
     }
 }
 

@@ -17,7 +17,7 @@ use crate::{render, ApiError, AppState};
 pub async fn me(caller: Caller) -> Result<Json<MeView>, ApiError> {
     match caller.0 {
         Principal::Member { name, role, .. } => Ok(Json(MeView { name, role: role.as_str().to_string() })),
-        Principal::Device { .. } => Err(ApiError::Forbidden("device credentials can only open the device link".into())),
+        Principal::Device { .. } | Principal::Agent { .. } => Err(ApiError::Forbidden("only members have a profile".into())),
     }
 }
 

@@ -1,0 +1,486 @@
+//! Tasks, agents and repositories: filing and reading tasks, the agent's own calls
+//! (hand off, comment, blockers, questions) and the Sessions panel's controls.
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use drover_core::permissions::Role;
+use drover_core::task::{check_workflow, AfterHandOff, TaskStatus, DEFAULT_STAGES};
+use drover_core::{NoteId, SandboxState, TaskId};
+use drover_protocol::api::{AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskDetail, TaskView, TextBody};
+use drover_protocol::device::ServerMessage;
+use drover_store::{HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
+use serde::Deserialize;
+
+use super::sessions::view as session_view;
+use super::ApiJson;
+use crate::auth::Caller;
+use crate::{ApiError, AppState};
+
+/// Longest task body accepted.
+const MAX_BODY: usize = 64 * 1024;
+/// Longest note, comment or answer accepted.
+const MAX_TEXT: usize = 16 * 1024;
+/// How long after a hand-off the run is stopped (its `drover task advance` gets its answer first).
+const STOP_AFTER_HAND_OFF: Duration = Duration::from_millis(500);
+
+fn bad(e: impl std::fmt::Display) -> ApiError {
+    ApiError::BadRequest(e.to_string())
+}
+
+fn check_text(what: &str, text: &str, max: usize) -> Result<(), ApiError> {
+    if text.trim().is_empty() {
+        return Err(bad(format!("the {what} is empty")));
+    }
+    if text.len() > max {
+        return Err(ApiError::TooLarge(format!("the {what} is over {max} bytes")));
+    }
+    if text.contains('\0') {
+        return Err(bad(format!("the {what} contains a NUL byte")));
+    }
+    Ok(())
+}
+
+fn member(caller: &Caller) -> Result<(drover_core::MemberId, String, Role), ApiError> {
+    match &caller.0 {
+        Principal::Member { id, name, role, .. } => Ok((*id, name.clone(), *role)),
+        _ => Err(caller.member_name().expect_err("not a member")),
+    }
+}
+
+fn admin(caller: &Caller) -> Result<String, ApiError> {
+    let (_, name, role) = member(caller)?;
+    if !role.is_admin() {
+        return Err(ApiError::Forbidden("only a workspace owner or admin can do this".into()));
+    }
+    Ok(name)
+}
+
+async fn load_task(state: &AppState, caller: &Caller, id: &str) -> Result<TaskRow, ApiError> {
+    let tid: TaskId = id.trim().parse().map_err(bad)?;
+    match state.store.task(tid).await? {
+        Some(t) if t.workspace == caller.0.workspace() => Ok(t),
+        _ => Err(ApiError::NotFound(format!("no task {tid}: `drover task list` shows the tasks there are"))),
+    }
+}
+
+/// Members may act on any task; an agent only on its own session's task.
+fn actor_for(caller: &Caller, task: &TaskRow) -> Result<(String, Option<drover_core::SessionId>), ApiError> {
+    match &caller.0 {
+        Principal::Member { name, .. } => Ok((name.clone(), None)),
+        Principal::Agent { task: Some(t), session, name, .. } if *t == task.id => Ok((format!("agent {name}"), Some(*session))),
+        Principal::Agent { .. } => Err(ApiError::Forbidden("an agent can only act on the task of its own session".into())),
+        Principal::Device { .. } => Err(ApiError::Forbidden("device credentials can only open the device link".into())),
+    }
+}
+
+fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
+    TaskView {
+        id: t.id,
+        kind: t.kind.clone(),
+        title: t.title.clone(),
+        body: t.body.clone(),
+        status: t.status.as_str().into(),
+        repo: t.repo_name.clone(),
+        workflow: t.workflow.iter().map(|s| StageView { stage: s.stage.clone(), assignee: s.assignee.clone() }).collect(),
+        stage: t.stage().map(|s| s.stage.clone()),
+        attempts: t.attempts,
+        queued_at: t.queued_at.clone(),
+        flagged: t.flagged.clone(),
+        branch: t.branch.clone(),
+        sandbox: t.sandbox,
+        live_session: live,
+        created_by: t.created_by.clone(),
+        created_at: t.created_at.clone(),
+    }
+}
+
+fn note_view(n: NoteRow) -> NoteView {
+    NoteView {
+        id: n.id.to_string(),
+        kind: n.kind,
+        text: n.text,
+        answer: n.answer,
+        closed_by: n.closed_by,
+        closed_at: n.closed_at,
+        created_by: n.created_by,
+    }
+}
+
+/// `POST /api/v1/repos`.
+pub async fn add_repo(State(state): State<AppState>, caller: Caller, ApiJson(req): ApiJson<AddRepo>) -> Result<StatusCode, ApiError> {
+    admin(&caller)?;
+    drover_core::names::check_device_name(&req.name).map_err(|_| bad("a repository name is 1–64 letters, digits, `-`, `_` or `.`"))?;
+    if req.path.is_empty() || !req.path.starts_with('/') || req.path.contains('\0') || req.path.len() > 4096 {
+        return Err(bad("the clone's path must be an absolute path on the device"));
+    }
+    let ws = caller.0.workspace();
+    let device = state
+        .store
+        .device_by_name(ws, &req.device)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no device named `{}`", req.device)))?;
+    let repo = state.store.add_repo(ws, &req.name).await?;
+    state.store.set_device_repo(device.id, repo, &req.path).await?;
+    state.scheduler.notify_one();
+    Ok(StatusCode::CREATED)
+}
+
+/// `GET /api/v1/repos`.
+pub async fn repos(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<RepoView>>, ApiError> {
+    caller.member_name()?;
+    let rows = state.store.list_repos(caller.0.workspace()).await?;
+    Ok(Json(rows.into_iter().map(|r| RepoView { name: r.name, devices: r.devices }).collect()))
+}
+
+/// `POST /api/v1/agents`: the caller becomes the agent's operator.
+pub async fn create_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateAgent>,
+) -> Result<StatusCode, ApiError> {
+    let (id, _, _) = member(&caller)?;
+    drover_core::names::check_device_name(&req.name).map_err(|_| bad("an agent name is 1–64 letters, digits, `-`, `_` or `.`"))?;
+    let harness = drover_core::harness::Harness::parse(&req.harness).map_err(bad)?;
+    if harness == drover_core::harness::Harness::Custom && req.template.first().is_none_or(|p| p.is_empty()) {
+        return Err(bad(drover_core::harness::HarnessError::NoTemplate));
+    }
+    if req.template.len() > 64 || req.template.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
+        return Err(bad("the command template is too long or contains a NUL byte"));
+    }
+    let route = drover_core::harness::Route { model: req.model, provider: req.provider, account: req.account, effort: req.effort };
+    match state.store.create_agent(caller.0.workspace(), &req.name, id, harness.as_str(), &route, &req.template).await? {
+        Some(_) => Ok(StatusCode::CREATED),
+        None => Err(ApiError::Conflict(format!("an agent named `{}` already exists", req.name))),
+    }
+}
+
+/// `GET /api/v1/agents`.
+pub async fn agents(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<AgentView>>, ApiError> {
+    caller.member_name()?;
+    let rows = state.store.list_agents(caller.0.workspace()).await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|a| AgentView {
+                name: a.name,
+                operator: a.operator_name,
+                harness: a.harness,
+                model: a.route.model,
+                provider: a.route.provider,
+            })
+            .collect(),
+    ))
+}
+
+/// `POST /api/v1/tasks`: files a task; its first stage is staffed when an agent is pinned.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateTask>,
+) -> Result<(StatusCode, Json<TaskView>), ApiError> {
+    let who = caller.member_name()?;
+    drover_core::names::check_title(&req.title).map_err(bad)?;
+    check_text("title", &req.title, 500)?;
+    if req.body.len() > MAX_BODY || req.body.contains('\0') {
+        return Err(ApiError::TooLarge(format!("the body is over {MAX_BODY} bytes or contains a NUL byte")));
+    }
+    let kind = req.kind.unwrap_or_else(|| "story".into());
+    if !(1..=32).contains(&kind.len()) || !kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+        return Err(bad("a task type is a short lowercase word (story, bug, chore, …)"));
+    }
+    let ws = caller.0.workspace();
+    let repo = state
+        .store
+        .repo_by_name(ws, &req.repo)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no repository named `{}`: `drover repo add` registers one", req.repo)))?;
+    let stages =
+        req.workflow.unwrap_or_else(|| DEFAULT_STAGES.iter().map(|s| StageView { stage: s.to_string(), assignee: None }).collect());
+    let names: Vec<String> = stages.iter().map(|s| s.stage.clone()).collect();
+    check_workflow(&names).map_err(bad)?;
+    let mut workflow = Vec::new();
+    for s in stages {
+        let assignee = s.assignee.or_else(|| req.agent.clone());
+        if let Some(a) = &assignee {
+            if state.store.agent_by_name(ws, a).await?.is_none() {
+                return Err(ApiError::NotFound(format!("no agent named `{a}`: `drover agent create` registers one")));
+            }
+        }
+        workflow.push(StageSpec { stage: s.stage, assignee });
+    }
+    let new = NewTask { workspace: ws, kind, title: req.title, body: req.body, repo, workflow, created_by: who };
+    let id = state.store.create_task(&new).await?;
+    state.scheduler.notify_one();
+    let t = state.store.task(id).await?.expect("just created");
+    Ok((StatusCode::CREATED, Json(task_view(&t, None))))
+}
+
+/// `GET /api/v1/tasks`.
+pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<TaskView>>, ApiError> {
+    caller.member_name()?;
+    let rows = state.store.list_tasks(caller.0.workspace(), 500).await?;
+    let mut out = Vec::new();
+    for t in rows {
+        let live = if t.status == TaskStatus::Open { state.store.live_task_session(t.id).await?.map(|s| s.id) } else { None };
+        out.push(task_view(&t, live));
+    }
+    Ok(Json(out))
+}
+
+/// `GET /api/v1/tasks/{id}`.
+pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskDetail>, ApiError> {
+    let t = load_task(&state, &caller, &id).await?;
+    actor_for(&caller, &t)?;
+    let sessions = state.store.task_sessions(t.id).await?;
+    let live = sessions.iter().rev().find(|s| s.outcome.is_live()).map(|s| s.id);
+    let notes = state.store.task_notes(t.id).await?;
+    let events = state.store.task_events(t.id, 1000).await?;
+    Ok(Json(TaskDetail {
+        task: task_view(&t, live),
+        sessions: sessions.into_iter().map(|s| session_view(&state, s)).collect(),
+        notes: notes.into_iter().map(note_view).collect(),
+        events: events.into_iter().map(super::events::view).collect(),
+    }))
+}
+
+/// `POST /api/v1/tasks/{id}/advance`: hands the current stage off with a note.
+pub async fn advance(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TextBody>,
+) -> Result<Json<TaskView>, ApiError> {
+    let t = load_task(&state, &caller, &id).await?;
+    let (actor, session) = actor_for(&caller, &t)?;
+    if req.text.len() > MAX_TEXT {
+        return Err(ApiError::TooLarge(format!("the note is over {MAX_TEXT} bytes")));
+    }
+    match state.store.hand_off(t.id, session, &req.text, &actor).await? {
+        Ok(next) => {
+            if let Some(session) = session {
+                // The run's work is handed off: end it (it completes), after this reply.
+                let (st, device) = (state.clone(), state.store.session(session).await?.map(|s| s.device));
+                if let Some(device) = device {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(STOP_AFTER_HAND_OFF).await;
+                        let grace_ms = st.config.stop_grace.as_millis() as u64;
+                        let _ = st.devices.send(device, &ServerMessage::Stop { session, grace_ms }).await;
+                    });
+                }
+            } else if next == AfterHandOff::Done {
+                crate::tasks::remove_worktree(&state, &state.store.task(t.id).await?.expect("exists"), false).await?;
+            }
+            state.scheduler.notify_one();
+            let t = state.store.task(t.id).await?.expect("exists");
+            Ok(Json(task_view(&t, None)))
+        }
+        Err(HandOffRefused::TaskFinished(s)) => {
+            Err(ApiError::Conflict(format!("task {} is {}; there is nothing to hand off", t.id, s.as_str())))
+        }
+        Err(HandOffRefused::NotCurrent) => Err(ApiError::Conflict(match session {
+            Some(_) => "this session is not the live run of the task's current stage (it may have been handed off already)".into(),
+            None => "the current stage has a live run: it hands off itself (or stop it first)".into(),
+        })),
+    }
+}
+
+/// `POST /api/v1/tasks/{id}/comments`.
+pub async fn comment(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TextBody>,
+) -> Result<StatusCode, ApiError> {
+    let t = load_task(&state, &caller, &id).await?;
+    let (actor, session) = actor_for(&caller, &t)?;
+    check_text("comment", &req.text, MAX_TEXT)?;
+    state.store.comment(&t, session, &req.text, &actor).await?;
+    Ok(StatusCode::CREATED)
+}
+
+async fn add_note(state: &AppState, caller: &Caller, id: &str, kind: &str, text: &str) -> Result<(StatusCode, Json<NoteView>), ApiError> {
+    let t = load_task(state, caller, id).await?;
+    let (actor, session) = actor_for(caller, &t)?;
+    check_text(kind, text, MAX_TEXT)?;
+    let note = state.store.add_note(&t, session, kind, text, &actor).await?;
+    Ok((StatusCode::CREATED, Json(note_view(state.store.note(note).await?.expect("just added")))))
+}
+
+/// `POST /api/v1/tasks/{id}/blockers`.
+pub async fn block(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TextBody>,
+) -> Result<(StatusCode, Json<NoteView>), ApiError> {
+    add_note(&state, &caller, &id, "blocker", &req.text).await
+}
+
+/// `POST /api/v1/tasks/{id}/questions`: an agent asks a human.
+pub async fn ask(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TextBody>,
+) -> Result<(StatusCode, Json<NoteView>), ApiError> {
+    add_note(&state, &caller, &id, "question", &req.text).await
+}
+
+async fn load_note(state: &AppState, caller: &Caller, id: &str) -> Result<(NoteRow, TaskRow), ApiError> {
+    let nid: NoteId = id.trim().parse().map_err(bad)?;
+    let note = state.store.note(nid).await?.ok_or_else(|| ApiError::NotFound(format!("no blocker or question {nid}")))?;
+    let task = load_task(state, caller, &note.task.to_string()).await?;
+    actor_for(caller, &task)?;
+    Ok((note, task))
+}
+
+/// How long to wait for an answer.
+#[derive(Debug, Deserialize)]
+pub struct WaitParams {
+    /// Seconds to wait for the note to close (at most 3600).
+    pub wait: Option<f64>,
+}
+
+/// `GET /api/v1/notes/{id}`: a blocker or question; with `wait`, returns once it is
+/// resolved or answered (or the wait is over).
+pub async fn note(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(p): Query<WaitParams>,
+) -> Result<Json<NoteView>, ApiError> {
+    let (mut note, _) = load_note(&state, &caller, &id).await?;
+    let wait = match p.wait {
+        Some(w) if (0.0..=3600.0).contains(&w) => Duration::from_secs_f64(w),
+        Some(_) => return Err(bad("wait must be between 0 and 3600 seconds")),
+        None => Duration::ZERO,
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut changes = state.store.subscribe();
+    while note.closed_at.is_none() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => break,
+            c = changes.recv() => if c.is_err() { changes = state.store.subscribe(); },
+        }
+        note = state.store.note(note.id).await?.expect("notes are not deleted");
+    }
+    Ok(Json(note_view(note)))
+}
+
+/// `POST /api/v1/notes/{id}/answer`: a person answers a question (or resolves a blocker).
+pub async fn answer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TextBody>,
+) -> Result<Json<NoteView>, ApiError> {
+    let who = caller.member_name()?;
+    let (note, task) = load_note(&state, &caller, &id).await?;
+    if note.kind == "question" {
+        check_text("answer", &req.text, MAX_TEXT)?;
+    }
+    let answer = (!req.text.trim().is_empty()).then_some(req.text.as_str());
+    if !state.store.close_note(&task, note.id, answer, &who).await? {
+        return Err(ApiError::Conflict(format!("{} {} was already closed", note.kind, note.id)));
+    }
+    Ok(Json(note_view(state.store.note(note.id).await?.expect("exists"))))
+}
+
+/// `POST /api/v1/notes/{id}/resolve`: resolves a blocker (the agent that filed it, or a person).
+pub async fn resolve(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<NoteView>, ApiError> {
+    let (note, task) = load_note(&state, &caller, &id).await?;
+    let (actor, _) = actor_for(&caller, &task)?;
+    if note.kind != "blocker" {
+        return Err(bad("only blockers are resolved; questions are answered"));
+    }
+    if !state.store.close_note(&task, note.id, None, &actor).await? {
+        return Err(ApiError::Conflict(format!("blocker {} was already resolved", note.id)));
+    }
+    Ok(Json(note_view(state.store.note(note.id).await?.expect("exists"))))
+}
+
+/// `POST /api/v1/tasks/{id}/launch`: sets up a fresh run for the current stage when the
+/// task has no live run (clears a flag).
+pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    caller.member_name()?;
+    let t = load_task(&state, &caller, &id).await?;
+    let Some(stage) = t.stage() else { return Err(ApiError::Conflict(format!("task {} is {}", t.id, t.status.as_str()))) };
+    if stage.assignee.is_none() {
+        return Err(ApiError::Conflict(format!("the {} stage is worked by a person: hand it off with `drover task advance`", stage.stage)));
+    }
+    if let Some(live) = state.store.live_task_session(t.id).await? {
+        return Err(ApiError::Conflict(format!("the task already has a live run: {}", live.id)));
+    }
+    state.store.relaunch_task(t.id).await?;
+    state.scheduler.notify_one();
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &str) -> Result<(), ApiError> {
+    if let Some(live) = state.store.live_task_session(t.id).await? {
+        match completes {
+            Some(why) => state.store.mark_completing(live.id, why).await?,
+            None => state.store.mark_stop_requested(live.id, by).await?,
+        }
+        let grace_ms = state.config.stop_grace.as_millis() as u64;
+        let _ = state.devices.send(live.device, &ServerMessage::Stop { session: live.id, grace_ms }).await;
+    }
+    Ok(())
+}
+
+/// `POST /api/v1/tasks/{id}/finish`: moves the sandbox toward a normal close (completing).
+pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    let (me, _, role) = member(&caller)?;
+    let t = load_task(&state, &caller, &id).await?;
+    // The stage's pinned assignee is an agent: its operator acts for it.
+    let pinned = match t.stage().and_then(|s| s.assignee.clone()) {
+        Some(agent) => state.store.agent_by_name(t.workspace, &agent).await?.is_some_and(|a| a.operator == me),
+        None => false,
+    };
+    if !role.is_admin() && !pinned {
+        return Err(ApiError::Forbidden("only the stage's pinned assignee or an admin can finish the session".into()));
+    }
+    let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
+    state.store.set_sandbox_state(sandbox, SandboxState::Completing).await?;
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// `POST /api/v1/tasks/{id}/mark-done`: closes the sandbox for good: stops a live run
+/// (it ends `completed`), removes the worktree (keeping the branch); the task's stage is
+/// not touched.
+pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    let who = admin(&caller)?;
+    let t = load_task(&state, &caller, &id).await?;
+    let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
+    stop_live(&state, &t, Some("the sandbox was retired with Mark done"), &who).await?;
+    state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+    crate::tasks::remove_worktree(&state, &t, false).await?;
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// `POST /api/v1/tasks/{id}/abandon`: tears the sandbox down without merging; a live run
+/// ends `released`; the task is abandoned.
+pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    let who = admin(&caller)?;
+    let t = load_task(&state, &caller, &id).await?;
+    stop_live(&state, &t, None, &who).await?;
+    state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
+    if let Some(sandbox) = t.sandbox {
+        state.store.set_sandbox_state(sandbox, SandboxState::Abandoned).await?;
+    }
+    crate::tasks::remove_worktree(&state, &t, true).await?;
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// `POST /api/v1/tasks/{id}/cancel`: calls the task off; a live run is stopped (released).
+pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    let who = caller.member_name()?;
+    let t = load_task(&state, &caller, &id).await?;
+    if !state.store.finish_task(t.id, TaskStatus::Cancelled, &who).await? {
+        return Err(ApiError::Conflict(format!("task {} is already {}", t.id, t.status.as_str())));
+    }
+    stop_live(&state, &t, None, &who).await?;
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}

@@ -1,0 +1,110 @@
+//! Staffing: each task stage waiting for a slot is started on an eligible device (the
+//! sandbox's device once the task has one; otherwise any connected device that has the
+//! repository and a free slot), first queued first started. Runs once per wake-up (a
+//! task filed or handed off, a run ended, a device connected) and on a timer.
+
+use std::collections::HashMap;
+
+use drover_core::harness::{stage_prompt, Harness};
+use drover_core::schedule::{pick, Candidate};
+use drover_core::{branch, DeviceId, RunEnd, WorkspaceId};
+use drover_protocol::device::{ServerMessage, Worktree};
+use drover_protocol::shim::SessionSpec;
+use drover_store::{DeviceRow, NewTaskSession, TaskRow};
+
+use crate::{auth, ingest, AppState};
+
+/// Terminal size of an agent's run until a viewer resizes it.
+const AGENT_SIZE: (u16, u16) = (120, 40);
+/// Waiting stages looked at per round.
+const ROUND: i64 = 200;
+
+/// Runs the scheduler until the process ends.
+pub fn spawn(state: AppState) {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = round(&state).await {
+                tracing::warn!("scheduler: {e}");
+            }
+            tokio::select! {
+                _ = state.scheduler.notified() => {}
+                _ = tokio::time::sleep(state.config.schedule_tick) => {}
+            }
+        }
+    });
+}
+
+/// One pass over the waiting stages.
+pub async fn round(state: &AppState) -> Result<(), drover_store::StoreError> {
+    let queued = state.store.queued_tasks(ROUND).await?;
+    let mut devices: HashMap<WorkspaceId, Vec<DeviceRow>> = HashMap::new();
+    for task in queued {
+        let list = match devices.entry(task.workspace) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(state.store.list_devices(task.workspace).await?),
+        };
+        if let Some(device) = staff(state, &task, list).await? {
+            if let Some(d) = list.iter_mut().find(|d| d.id == device) {
+                d.live_sessions += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Starts a run for `task`'s current stage if a device can take it; returns the device.
+async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Result<Option<DeviceId>, drover_store::StoreError> {
+    let Some(stage) = task.stage() else { return Ok(None) };
+    let Some(agent_name) = &stage.assignee else { return Ok(None) };
+    let Some(agent) = state.store.agent_by_name(task.workspace, agent_name).await? else {
+        state.store.flag_task(task.id, &format!("no agent named `{agent_name}` to staff the {} stage", stage.stage), "scheduler").await?;
+        return Ok(None);
+    };
+    let mut candidates = Vec::new();
+    let mut paths = HashMap::new();
+    for d in devices.iter().filter(|d| task.sandbox_device.is_none_or(|s| s == d.id)) {
+        let path = state.store.device_repo_path(d.id, task.repo).await?;
+        candidates.push(Candidate {
+            id: d.id,
+            name: d.name.clone(),
+            connected: state.devices.is_connected(d.id),
+            has_repo: path.is_some(),
+            slots: d.slots,
+            live: d.live_sessions,
+        });
+        if let Some(p) = path {
+            paths.insert(d.id, p);
+        }
+    }
+    let Some(device) = pick(&candidates) else { return Ok(None) };
+    let device_name = devices.iter().find(|d| d.id == device).map(|d| d.name.clone()).unwrap_or_default();
+    let is_last = task.stage_index + 1 == task.workflow.len();
+    let prompt = stage_prompt(&task.title, &task.body, &stage.stage, is_last);
+    let command = match Harness::parse(&agent.harness).and_then(|h| h.start(&prompt, &agent.route, &agent.template)) {
+        Ok(c) => c,
+        Err(e) => {
+            state.store.flag_task(task.id, &format!("agent `{}` cannot be started: {e}", agent.name), "scheduler").await?;
+            return Ok(None);
+        }
+    };
+    let branch = task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title));
+    let worktree = Worktree { repo_path: paths[&device].clone(), dir: branch::worktree_dir(task.id, &task.title), branch: branch.clone() };
+    let (cols, rows) = AGENT_SIZE;
+    let new = NewTaskSession { task: task.id, device, agent: agent.id, command: command.clone(), cwd: String::new(), branch, cols, rows };
+    let (session, _) = state.store.create_task_session(&new, "scheduler").await?;
+    let token = auth::issue_session_token(&state.store, session).await?;
+    let env = vec![
+        ("DROVER_URL".to_string(), state.config.public_url.clone()),
+        ("DROVER_TOKEN".to_string(), token),
+        ("DROVER_SESSION".to_string(), session.to_string()),
+        ("DROVER_TASK".to_string(), task.id.to_string()),
+        ("DROVER_STAGE".to_string(), stage.stage.clone()),
+    ];
+    let spec = SessionSpec { session, command, cwd: String::new(), env, cols, rows };
+    if state.devices.send(device, &ServerMessage::Start { spec, worktree: Some(worktree) }).await.is_err() {
+        let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
+        ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
+    }
+    tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
+    Ok(Some(device))
+}

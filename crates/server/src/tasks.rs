@@ -1,0 +1,50 @@
+//! What happens to a task when one of its runs ends: a handed-off run completes (and a
+//! finished task's worktree is cleaned up); a run that ended without a hand-off is
+//! replaced, a bounded number of times, before the task is flagged for a human.
+
+use drover_core::outcome::Ending;
+use drover_core::task::{restaff, Restaff, TaskStatus};
+use drover_core::{branch, Outcome, SandboxState};
+use drover_protocol::device::{ServerMessage, Worktree};
+use drover_store::{SessionRow, StoreError, TaskRow};
+
+use crate::AppState;
+
+/// Follows up a task run that just ended.
+pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> Result<(), StoreError> {
+    let Some(task_id) = row.task else { return Ok(()) };
+    let Some(task) = state.store.task(task_id).await? else { return Ok(()) };
+    if task.status == TaskStatus::Done && row.handed_off.is_some() {
+        remove_worktree(state, &task, false).await?;
+        if let Some(sandbox) = task.sandbox {
+            state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+        }
+    } else if task.status == TaskStatus::Open
+        && row.handed_off.is_none()
+        && matches!(ending.outcome, Outcome::Incomplete | Outcome::Failed | Outcome::Lost)
+        && task.stage().map(|s| &s.stage) == row.stage.as_ref()
+    {
+        match restaff(task.attempts, state.config.max_attempts) {
+            Restaff::Again(_) => state.store.queue_task(task.id).await?,
+            Restaff::Flag => {
+                let stage = row.stage.clone().unwrap_or_default();
+                let why = format!("the {stage} stage ended {} times without a hand-off", task.attempts);
+                state.store.flag_task(task.id, &why, "scheduler").await?;
+            }
+        }
+    }
+    state.scheduler.notify_one();
+    Ok(())
+}
+
+/// Asks the sandbox's device to remove the task's worktree (the branch stays). Without
+/// `force` a worktree with uncommitted work is kept.
+pub async fn remove_worktree(state: &AppState, task: &TaskRow, force: bool) -> Result<(), StoreError> {
+    let (Some(device), Some(branch)) = (task.sandbox_device, task.branch.clone()) else { return Ok(()) };
+    let Some(repo_path) = state.store.device_repo_path(device, task.repo).await? else { return Ok(()) };
+    let worktree = Worktree { repo_path, dir: branch::worktree_dir(task.id, &task.title), branch };
+    if state.devices.send(device, &ServerMessage::RemoveWorktree { worktree, force }).await.is_err() {
+        tracing::warn!(task = %task.id, "the sandbox's device is offline: its worktree stays until removed by hand");
+    }
+    Ok(())
+}
