@@ -33,6 +33,18 @@ pub enum Command {
     Session(SessionCmd),
     /// Print a one-time link that signs this browser in to the web app.
     Ui,
+    /// File, follow and steer tasks; inside an agent's run, hand off, comment, block, ask.
+    #[command(subcommand)]
+    Task(TaskCmd),
+    /// Register and list agents.
+    #[command(subcommand)]
+    Agent(AgentCmd),
+    /// Register repositories and the device clones that have them.
+    #[command(subcommand)]
+    Repo(RepoCmd),
+    /// List sandboxes (the Sessions page's list).
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
     /// The per-session shim (started by the device daemon; not for direct use).
     #[command(hide = true)]
     Shim {
@@ -209,5 +221,176 @@ pub enum SessionCmd {
     Events {
         /// The session id.
         id: String,
+    },
+}
+
+/// Task commands. Inside an agent's run, `--task` defaults to `$DROVER_TASK`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCmd {
+    /// File a task (its first stage is staffed when an agent is pinned to it).
+    Create {
+        /// The repository it works in.
+        #[arg(long)]
+        repo: String,
+        /// Title.
+        #[arg(long)]
+        title: String,
+        /// Body, in plain language.
+        #[arg(long, default_value = "")]
+        body: String,
+        /// Type (story, bug, chore, …).
+        #[arg(long = "type", default_value = "story")]
+        kind: String,
+        /// Pin this agent to every stage without an assignee.
+        #[arg(long)]
+        agent: Option<String>,
+        /// The stages, comma-separated (default plan,code,review,merge,verify).
+        #[arg(long, value_delimiter = ',')]
+        stages: Vec<String>,
+        /// Pin an assignee to a stage: STAGE=AGENT (or STAGE=human).
+        #[arg(long = "assign")]
+        assign: Vec<String>,
+    },
+    /// List tasks.
+    List,
+    /// Show a task: its stages, runs, blockers, questions and activity.
+    Show {
+        /// The task id (default $DROVER_TASK).
+        id: Option<String>,
+    },
+    /// Hand the current stage off with a note (the run ends completed; the task moves on).
+    Advance {
+        /// The task id (default $DROVER_TASK).
+        #[arg(long)]
+        task: Option<String>,
+        /// What was done, for whoever works the next stage.
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// Post a comment on the task.
+    Comment {
+        /// The text.
+        text: String,
+        /// The task id (default $DROVER_TASK).
+        #[arg(long)]
+        task: Option<String>,
+    },
+    /// File a blocker; prints its id.
+    Block {
+        /// What blocks the work.
+        text: String,
+        /// The task id (default $DROVER_TASK).
+        #[arg(long)]
+        task: Option<String>,
+    },
+    /// Resolve a blocker.
+    Unblock {
+        /// The blocker's id.
+        note: String,
+    },
+    /// Ask a human a question and wait for the answer (printed).
+    Ask {
+        /// The question.
+        question: String,
+        /// The task id (default $DROVER_TASK).
+        #[arg(long)]
+        task: Option<String>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 3600.0)]
+        timeout: f64,
+    },
+    /// Answer a question an agent asked.
+    Answer {
+        /// The question's id.
+        note: String,
+        /// The answer.
+        text: String,
+    },
+    /// Launch session: a fresh run for the current stage when none is live.
+    Launch {
+        /// The task id.
+        id: String,
+    },
+    /// Finish session: move the sandbox toward a normal close.
+    Finish {
+        /// The task id.
+        id: String,
+    },
+    /// Mark done: stop a live run (it completes) and close the sandbox, keeping the branch.
+    MarkDone {
+        /// The task id.
+        id: String,
+    },
+    /// Abandon: tear the sandbox down without merging (admins and owners).
+    Abandon {
+        /// The task id.
+        id: String,
+    },
+    /// Cancel the task (a live run is stopped).
+    Cancel {
+        /// The task id.
+        id: String,
+    },
+}
+
+/// Agent commands.
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// Register an agent (you become its operator).
+    Create {
+        /// Its name.
+        name: String,
+        /// claude, codex, gemini, aider, opencode, goose or custom.
+        #[arg(long)]
+        harness: String,
+        /// Model.
+        #[arg(long)]
+        model: Option<String>,
+        /// Provider.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Account.
+        #[arg(long)]
+        account: Option<String>,
+        /// Reasoning effort.
+        #[arg(long)]
+        effort: Option<String>,
+        /// For custom: the command after `--`; `{prompt}` in an argument is replaced by the stage's prompt.
+        #[arg(last = true)]
+        template: Vec<String>,
+    },
+    /// List agents.
+    List,
+}
+
+/// Repository commands.
+#[derive(Debug, Subcommand)]
+pub enum RepoCmd {
+    /// Register a repository and the device clone that has it.
+    Add {
+        /// The repository's name.
+        name: String,
+        /// The device with the clone.
+        #[arg(long)]
+        device: String,
+        /// The clone's absolute path on that device.
+        #[arg(long)]
+        path: String,
+    },
+    /// List repositories and the devices that have them.
+    List,
+}
+
+/// Sandbox commands.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCmd {
+    /// List sandboxes: live (default), open or all.
+    List {
+        /// live, open or all.
+        #[arg(long, default_value = "live")]
+        filter: String,
+        /// Search text.
+        #[arg(long)]
+        search: Option<String>,
     },
 }

@@ -76,6 +76,12 @@ impl Client {
         resp.json().await.context("decoding the server's answer")
     }
 
+    /// POST JSON, expecting no body back.
+    pub async fn post_ok<B: Serialize>(&self, path: &str, body: &B) -> Result<()> {
+        self.send(self.request(Method::POST, path).json(body)).await?;
+        Ok(())
+    }
+
     /// The WebSocket URL for `path`.
     pub fn ws_url(&self, path: &str) -> String {
         let base = if let Some(rest) = self.url.strip_prefix("https://") {

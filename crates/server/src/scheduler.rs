@@ -56,6 +56,11 @@ pub async fn round(state: &AppState) -> Result<(), drover_store::StoreError> {
 async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Result<Option<DeviceId>, drover_store::StoreError> {
     let Some(stage) = task.stage() else { return Ok(None) };
     let Some(agent_name) = &stage.assignee else { return Ok(None) };
+    // One run at a time per sandbox: the previous stage's run finishes leaving first
+    // (its end wakes the scheduler again).
+    if state.store.live_task_session(task.id).await?.is_some() {
+        return Ok(None);
+    }
     let Some(agent) = state.store.agent_by_name(task.workspace, agent_name).await? else {
         state.store.flag_task(task.id, &format!("no agent named `{agent_name}` to staff the {} stage", stage.stage), "scheduler").await?;
         return Ok(None);

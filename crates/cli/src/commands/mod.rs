@@ -2,6 +2,7 @@
 
 mod device;
 mod session;
+mod task;
 
 use std::process::ExitCode;
 
@@ -28,6 +29,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Command::Session(cmd) => return session::run(cmd, cli.json).await,
+        Command::Task(cmd) => task::control(cmd, cli.json).await?,
+        Command::Agent(cmd) => task::agent(cmd, cli.json).await?,
+        Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
+        Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;
             let link: drover_protocol::api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;

@@ -22,6 +22,8 @@ pub struct Drover {
     pub home: tempfile::TempDir,
     pub url: String,
     pub device: String,
+    /// The local device's slots.
+    pub slots: u32,
     up: Option<Child>,
     extra: Vec<Child>,
 }
@@ -34,7 +36,12 @@ impl Drover {
 
     /// `drover up` on a free port in `home`.
     pub fn up_in(home: tempfile::TempDir) -> Drover {
-        let mut d = Drover { home, url: String::new(), device: "testdev".into(), up: None, extra: Vec::new() };
+        Drover::up_with_slots(home, 200)
+    }
+
+    /// `drover up` on a free port in `home`, with a device of `slots` slots.
+    pub fn up_with_slots(home: tempfile::TempDir, slots: u32) -> Drover {
+        let mut d = Drover { home, url: String::new(), device: "testdev".into(), slots, up: None, extra: Vec::new() };
         d.start_up("127.0.0.1:0");
         d
     }
@@ -42,7 +49,7 @@ impl Drover {
     /// Starts (or restarts) `drover up` on `listen`.
     pub fn start_up(&mut self, listen: &str) {
         let mut child = Command::new(bin())
-            .args(["up", "--listen", listen, "--name", &self.device, "--slots", "200", "--stop-grace", "1"])
+            .args(["up", "--listen", listen, "--name", &self.device, "--slots", &self.slots.to_string(), "--stop-grace", "1"])
             .env("DROVER_HOME", self.home.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -256,7 +263,7 @@ impl Drover {
         // The CLI reads client.json from DROVER_HOME: point a fresh home at the server's.
         let parent = home.path().parent().expect("parent").to_path_buf();
         std::fs::copy(parent.join("client.json"), home.path().join("client.json")).expect("client.json");
-        Drover { home, url: url.to_string(), device: device.to_string(), up: None, extra: Vec::new() }
+        Drover { home, url: url.to_string(), device: device.to_string(), slots: 0, up: None, extra: Vec::new() }
     }
 
     /// Waits until the device `name` is (or is not) connected.

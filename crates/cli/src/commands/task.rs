@@ -1,0 +1,280 @@
+//! `drover task|agent|repo|sandbox …`: tasks and what they run on; inside an agent's run
+//! the same commands hand off, comment, block and ask with the run's own credential.
+
+use anyhow::{bail, Context, Result};
+use drover_protocol::api::{
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody,
+};
+
+use super::print_json;
+use crate::args::{AgentCmd, RepoCmd, SandboxCmd, TaskCmd};
+use crate::client::{seg, Client};
+use crate::table;
+
+fn task_id(given: Option<String>) -> Result<String> {
+    given
+        .or_else(|| std::env::var("DROVER_TASK").ok().filter(|t| !t.is_empty()))
+        .context("which task? pass its id (`drover task list` shows them); inside an agent's run $DROVER_TASK names it")
+}
+
+fn workflow(stages: &[String], assign: &[String]) -> Result<Option<Vec<StageView>>> {
+    if stages.is_empty() && assign.is_empty() {
+        return Ok(None);
+    }
+    let names: Vec<String> =
+        if stages.is_empty() { drover_core::task::DEFAULT_STAGES.iter().map(|s| s.to_string()).collect() } else { stages.to_vec() };
+    let mut out: Vec<StageView> = names.into_iter().map(|stage| StageView { stage, assignee: None }).collect();
+    for a in assign {
+        let Some((stage, who)) = a.split_once('=') else { bail!("--assign takes STAGE=AGENT (or STAGE=human), not `{a}`") };
+        let Some(s) = out.iter_mut().find(|s| s.stage == stage) else {
+            bail!("--assign names stage `{stage}`, which is not in the workflow")
+        };
+        s.assignee = (who != "human").then(|| who.to_string());
+    }
+    Ok(Some(out))
+}
+
+fn print_task(t: &TaskView) {
+    let stages: Vec<String> = t
+        .workflow
+        .iter()
+        .map(|s| {
+            let here = if t.stage.as_deref() == Some(s.stage.as_str()) { "▶ " } else { "" };
+            format!("{here}{} ({})", s.stage, s.assignee.as_deref().unwrap_or("human"))
+        })
+        .collect();
+    println!("{}  {} [{}] {}", t.id, table::sanitize(&t.title), t.kind, t.status);
+    println!("  repo:     {}{}", t.repo, t.branch.as_deref().map(|b| format!("  branch {b}")).unwrap_or_default());
+    println!("  stages:   {}", stages.join(" → "));
+    if let Some(q) = &t.queued_at {
+        println!("  queued for a slot since {}", table::ago(Some(q)));
+    }
+    if let Some(f) = &t.flagged {
+        println!("  needs a human: {}", table::sanitize(f));
+    }
+    if let Some(s) = t.live_session {
+        println!("  live run: {s}");
+    }
+}
+
+/// Runs a task command.
+pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    match cmd {
+        TaskCmd::Create { repo, title, body, kind, agent, stages, assign } => {
+            let req = CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&stages, &assign)?, agent };
+            let t: TaskView = client.post("/api/v1/tasks", &req).await?;
+            if json {
+                return print_json(&t);
+            }
+            println!("{}", t.id);
+        }
+        TaskCmd::List => {
+            let tasks: Vec<TaskView> = client.get("/api/v1/tasks").await?;
+            if json {
+                return print_json(&tasks);
+            }
+            let rows: Vec<Vec<String>> = tasks
+                .iter()
+                .map(|t| {
+                    let state = match (&t.flagged, &t.queued_at, &t.live_session) {
+                        (Some(_), _, _) => "needs a human".to_string(),
+                        (_, Some(_), _) => "queued for a slot".into(),
+                        (_, _, Some(_)) => "running".into(),
+                        _ => "-".into(),
+                    };
+                    vec![t.id.to_string(), t.kind.clone(), t.status.clone(), t.stage.clone().unwrap_or("-".into()), state, t.title.clone()]
+                })
+                .collect();
+            table::print(&["ID", "TYPE", "STATUS", "STAGE", "NOW", "TITLE"], &rows);
+        }
+        TaskCmd::Show { id } => {
+            let d: TaskDetail = client.get(&format!("/api/v1/tasks/{}", seg(&task_id(id)?))).await?;
+            if json {
+                return print_json(&d);
+            }
+            print_task(&d.task);
+            println!("\nRuns:");
+            for s in &d.sessions {
+                println!(
+                    "  {}  {:<8} {:<10} {}",
+                    s.id,
+                    s.stage.as_deref().unwrap_or("-"),
+                    s.outcome.as_str(),
+                    table::sanitize(s.reason.as_deref().unwrap_or(""))
+                );
+            }
+            if !d.notes.is_empty() {
+                println!("\nBlockers and questions:");
+                for n in &d.notes {
+                    let state = if n.closed_at.is_some() { "closed" } else { "open" };
+                    let answer = n.answer.as_deref().map(|a| format!(" → {}", table::sanitize(a))).unwrap_or_default();
+                    println!("  {} {} ({state}): {}{answer}", n.id, n.kind, table::sanitize(&n.text));
+                }
+            }
+            println!("\nActivity:");
+            for e in &d.events {
+                println!("  {}  {} by {}", table::ago(Some(&e.at)), e.label, table::sanitize(&e.actor));
+            }
+        }
+        TaskCmd::Advance { task, note } => {
+            let t: TaskView = client.post(&format!("/api/v1/tasks/{}/advance", seg(&task_id(task)?)), &TextBody { text: note }).await?;
+            if json {
+                return print_json(&t);
+            }
+            match &t.stage {
+                Some(s) => println!("handed off; the task moves to its {s} stage"),
+                None => println!("handed off; the task is {}", t.status),
+            }
+        }
+        TaskCmd::Comment { text, task } => {
+            client.post_ok(&format!("/api/v1/tasks/{}/comments", seg(&task_id(task)?)), &TextBody { text }).await?;
+            if !json {
+                println!("comment posted");
+            }
+        }
+        TaskCmd::Block { text, task } => {
+            let n: NoteView = client.post(&format!("/api/v1/tasks/{}/blockers", seg(&task_id(task)?)), &TextBody { text }).await?;
+            if json {
+                return print_json(&n);
+            }
+            println!("{}", n.id);
+        }
+        TaskCmd::Unblock { note } => {
+            let n: NoteView = client.post(&format!("/api/v1/notes/{}/resolve", seg(&note)), &serde_json::json!({})).await?;
+            if json {
+                return print_json(&n);
+            }
+            println!("blocker {} resolved", n.id);
+        }
+        TaskCmd::Ask { question, task, timeout } => {
+            if !(0.0..=86_400.0).contains(&timeout) {
+                bail!("--timeout must be between 0 and 86400 seconds");
+            }
+            let n: NoteView =
+                client.post(&format!("/api/v1/tasks/{}/questions", seg(&task_id(task)?)), &TextBody { text: question }).await?;
+            eprintln!("asked ({}); waiting for a person to answer (`drover task answer {} TEXT`)…", n.id, n.id);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64().min(300.0);
+                let n: NoteView = client.get(&format!("/api/v1/notes/{}?wait={left:.1}", seg(&n.id))).await?;
+                if n.closed_at.is_some() {
+                    if json {
+                        return print_json(&n);
+                    }
+                    println!("{}", n.answer.unwrap_or_default());
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= deadline {
+                    bail!("no answer to {} within {timeout} s (it stays open; ask again or read it later)", n.id);
+                }
+            }
+        }
+        TaskCmd::Answer { note, text } => {
+            let n: NoteView = client.post(&format!("/api/v1/notes/{}/answer", seg(&note)), &TextBody { text }).await?;
+            if json {
+                return print_json(&n);
+            }
+            println!("answered {}", n.id);
+        }
+        TaskCmd::Launch { id } | TaskCmd::Finish { id } | TaskCmd::MarkDone { id } | TaskCmd::Abandon { id } | TaskCmd::Cancel { id } => {
+            unreachable!("{id}: handled by `control`")
+        }
+    }
+    Ok(())
+}
+
+/// The Sessions panel's controls: launch, finish, mark done, abandon, cancel.
+pub async fn control(cmd: TaskCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    let (id, action, done) = match cmd {
+        TaskCmd::Launch { id } => (id, "launch", "a fresh run is queued for a slot"),
+        TaskCmd::Finish { id } => (id, "finish", "the sandbox is completing"),
+        TaskCmd::MarkDone { id } => (id, "mark-done", "the sandbox is done (its branch is kept)"),
+        TaskCmd::Abandon { id } => (id, "abandon", "the sandbox is torn down; the task is abandoned"),
+        TaskCmd::Cancel { id } => (id, "cancel", "the task is cancelled"),
+        other => return task(other, json).await,
+    };
+    let t: TaskView = client.post(&format!("/api/v1/tasks/{}/{action}", seg(&id)), &serde_json::json!({})).await?;
+    if json {
+        return print_json(&t);
+    }
+    println!("{}: {done}", t.id);
+    Ok(())
+}
+
+/// Runs an agent command.
+pub async fn agent(cmd: AgentCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    match cmd {
+        AgentCmd::Create { name, harness, model, provider, account, effort, template } => {
+            client
+                .post_ok("/api/v1/agents", &CreateAgent { name: name.clone(), harness, model, provider, account, effort, template })
+                .await?;
+            if !json {
+                println!("agent `{name}` registered; you are its operator");
+            }
+        }
+        AgentCmd::List => {
+            let agents: Vec<AgentView> = client.get("/api/v1/agents").await?;
+            if json {
+                return print_json(&agents);
+            }
+            let rows: Vec<Vec<String>> = agents
+                .iter()
+                .map(|a| vec![a.name.clone(), a.harness.clone(), a.model.clone().unwrap_or("-".into()), a.operator.clone()])
+                .collect();
+            table::print(&["NAME", "HARNESS", "MODEL", "OPERATOR"], &rows);
+        }
+    }
+    Ok(())
+}
+
+/// Runs a repository command.
+pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    match cmd {
+        RepoCmd::Add { name, device, path } => {
+            client.post_ok("/api/v1/repos", &AddRepo { name: name.clone(), device: device.clone(), path }).await?;
+            if !json {
+                println!("repository `{name}` registered on `{device}`");
+            }
+        }
+        RepoCmd::List => {
+            let repos: Vec<RepoView> = client.get("/api/v1/repos").await?;
+            if json {
+                return print_json(&repos);
+            }
+            let rows: Vec<Vec<String>> = repos
+                .iter()
+                .map(|r| vec![r.name.clone(), r.devices.iter().map(|(d, p)| format!("{d}:{p}")).collect::<Vec<_>>().join(", ")])
+                .collect();
+            table::print(&["NAME", "DEVICES"], &rows);
+        }
+    }
+    Ok(())
+}
+
+/// Runs a sandbox command.
+pub async fn sandbox(cmd: SandboxCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    let SandboxCmd::List { filter, search } = cmd;
+    let mut path = format!("/api/v1/sandboxes?limit=200&filter={}", seg(&filter));
+    if let Some(q) = search {
+        path.push_str(&format!("&q={}", seg(&q)));
+    }
+    let list: SandboxList = client.get(&path).await?;
+    if json {
+        return print_json(&list.sandboxes);
+    }
+    let rows: Vec<Vec<String>> = list
+        .sandboxes
+        .iter()
+        .map(|b| {
+            let last = b.last_run.as_ref().map(|r| r.outcome.as_str().to_string()).unwrap_or("-".into());
+            vec![b.id.to_string(), b.kind.clone(), b.state.as_str().into(), last, b.device.clone(), b.working_on.clone()]
+        })
+        .collect();
+    table::print(&["SANDBOX", "TYPE", "STATE", "LAST RUN", "DEVICE", "WORKING ON"], &rows);
+    Ok(())
+}

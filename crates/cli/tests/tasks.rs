@@ -1,0 +1,255 @@
+//! End-to-end: tasks flow through their stages in git worktrees, staffed by a scripted
+//! stand-in harness that behaves like an agent CLI (prints, commits, calls `drover task`
+//! with its session credential, hands off, then lingers as an interactive CLI would).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{bin, secs, Drover};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository with one commit.
+fn repo() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(d.path().join("README"), "app\n").unwrap();
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"]);
+    d
+}
+
+/// Writes the stand-in agent: `body` runs in the worktree with the session's environment.
+fn agent_script(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("agent.sh");
+    let script = format!("#!/bin/sh\nset -e\nDROVER='{}'\necho \"agent: $DROVER_STAGE in $(pwd)\"\n{body}\n", bin().display());
+    std::fs::write(&path, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path
+}
+
+const WORK_AND_HAND_OFF: &str = r#"
+echo "$DROVER_STAGE work" >> work.log
+git add work.log
+git -c user.name=agent -c user.email=a@a commit -qm "$DROVER_STAGE"
+"$DROVER" task comment "working on $DROVER_STAGE"
+"$DROVER" task advance --note "did $DROVER_STAGE"
+sleep 60
+"#;
+
+fn setup(d: &Drover, script: &Path) -> tempfile::TempDir {
+    let r = repo();
+    d.ok(&["repo", "add", "app", "--device", &d.device, "--path", r.path().to_str().unwrap()]);
+    d.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
+    r
+}
+
+fn task(d: &Drover, id: &str) -> Value {
+    d.json(&["task", "show", id])
+}
+
+/// Done, and every run has ended.
+fn finished(t: &Value) -> bool {
+    t["task"]["status"] == "done"
+        && t["sessions"].as_array().unwrap().iter().all(|s| s["outcome"] != "running" && s["outcome"] != "starting")
+}
+
+fn wait_task(d: &Drover, id: &str, timeout: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let t = task(d, id);
+        if pred(&t) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "task never reached {what}: {}", serde_json::to_string_pretty(&t).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_task_flows_through_every_stage_in_its_worktree() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), WORK_AND_HAND_OFF);
+    let r = setup(&d, &script);
+    let title = "Fix $(rm -rf /) the `login` ../../page; && echo pwned 🚀";
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", title, "--agent", "bot", "--type", "bug"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(90), "done", finished);
+
+    // Five stages, five runs, each completed by its hand-off, in order.
+    let runs = t["sessions"].as_array().unwrap();
+    let stages: Vec<&str> = runs.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["plan", "code", "review", "merge", "verify"]);
+    for s in runs {
+        assert_eq!(s["outcome"], "completed", "{s}");
+        assert_eq!(s["reason"], "the stage was handed off");
+        assert_eq!(s["agent"], "bot");
+    }
+    // The work carried from stage to stage on the task's own branch.
+    let branch = t["task"]["branch"].as_str().unwrap().to_string();
+    assert!(branch.starts_with("drover/") && branch.ends_with("-fix-rm-rf-the-login-page-echo-pwned"), "{branch}");
+    let log = git(r.path(), &["log", "--format=%s", &branch]);
+    assert_eq!(log.lines().collect::<Vec<_>>(), ["verify", "merge", "review", "code", "plan", "start"]);
+    assert_eq!(git(r.path(), &["show", &format!("{branch}:work.log")]).lines().count(), 5);
+    // Done: the worktree is cleaned up, the branch kept; nothing ran through a shell.
+    let deadline = Instant::now() + secs(20);
+    while git(r.path(), &["worktree", "list"]).lines().count() > 1 {
+        assert!(Instant::now() < deadline, "worktree not removed: {}", git(r.path(), &["worktree", "list"]));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(git(r.path(), &["branch", "--show-current"]), "main", "the clone itself is untouched");
+    let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "stage_advanced").count(), 5);
+    assert_eq!(kinds.iter().filter(|k| **k == "comment").count(), 5);
+    assert_eq!(kinds.first(), Some(&"task_created"));
+    assert!(kinds.contains(&"task_finished"));
+    let advanced = t["events"].as_array().unwrap().iter().find(|e| e["kind"] == "stage_advanced").unwrap();
+    assert_eq!(advanced["actor"], "agent bot");
+    assert_eq!(advanced["detail"]["note"], "did plan");
+    // The sandbox is done.
+    let sandboxes = d.json(&["sandbox", "list", "--filter", "all"]);
+    let sbx = sandboxes.as_array().unwrap().iter().find(|b| b["kind"] == "task").unwrap();
+    assert_eq!(sbx["state"], "done");
+    assert_eq!(sbx["runs"], 5);
+}
+
+#[test]
+fn a_run_that_crashes_is_replaced_and_the_replacement_finishes() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    // The first run of the stage leaves a mark in the sandbox and crashes; the next one
+    // finds the mark (the work carried) and hands off.
+    let body = format!("if [ ! -f crashed-once ]; then touch crashed-once; echo crashing; exit 3; fi\n{WORK_AND_HAND_OFF}");
+    let script = agent_script(tmp.path(), &body);
+    let _repo = setup(&d, &script);
+    let id = d
+        .ok(&["task", "create", "--repo", "app", "--title", "Crash then work", "--stages", "code", "--assign", "code=bot"])
+        .trim()
+        .to_string();
+    let t = wait_task(&d, &id, secs(60), "done", finished);
+    let outcomes: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|s| s["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["failed", "completed"]);
+    assert_eq!(t["sessions"][0]["exit_code"], 3);
+}
+
+#[test]
+fn a_stage_that_keeps_failing_is_flagged_for_a_human_not_retried_forever() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), "exit 0");
+    let _repo = setup(&d, &script);
+    let id = d
+        .ok(&["task", "create", "--repo", "app", "--title", "Never hands off", "--stages", "code", "--assign", "code=bot"])
+        .trim()
+        .to_string();
+    let t = wait_task(&d, &id, secs(60), "flagged", |t| t["task"]["flagged"].is_string());
+    assert!(t["task"]["flagged"].as_str().unwrap().contains("3 times without a hand-off"), "{}", t["task"]["flagged"]);
+    let outcomes: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|s| s["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["incomplete", "incomplete", "incomplete"], "{}", t["sessions"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(task(&d, &id)["sessions"].as_array().unwrap().len(), 3, "no fourth run");
+    // Launch session starts a fresh one.
+    d.ok(&["task", "launch", &id]);
+    wait_task(&d, &id, secs(30), "a fourth run", |t| t["sessions"].as_array().unwrap().len() == 4);
+}
+
+#[test]
+fn abandon_tears_the_sandbox_down_and_the_run_is_released() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), "echo uncommitted > scratch.txt\nsleep 600");
+    let r = setup(&d, &script);
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", "Abandon me", "--agent", "bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(30), "a live run", |t| t["task"]["live_session"].is_string());
+    let session = t["task"]["live_session"].as_str().unwrap().to_string();
+    d.wait_for(&session, secs(20), |s| s["outcome"] == "running");
+    d.ok(&["task", "abandon", &id]);
+    let s = d.wait_ended(&session, secs(20));
+    assert_eq!(s["outcome"], "released");
+    let t = task(&d, &id);
+    assert_eq!(t["task"]["status"], "abandoned");
+    let deadline = Instant::now() + secs(20);
+    while git(r.path(), &["worktree", "list"]).lines().count() > 1 {
+        assert!(Instant::now() < deadline, "abandoned worktree (with uncommitted work) not torn down");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(task(&d, &id)["sessions"].as_array().unwrap().len(), 1, "an abandoned task is not restaffed");
+}
+
+#[test]
+fn stages_wait_for_a_slot_and_start_when_one_frees_first_queued_first() {
+    let d = Drover::up_with_slots(tempfile::tempdir().unwrap(), 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), "sleep 600");
+    let _repo = setup(&d, &script);
+    let a = d.ok(&["task", "create", "--repo", "app", "--title", "first", "--agent", "bot"]).trim().to_string();
+    let t = wait_task(&d, &a, secs(30), "a live run", |t| t["task"]["live_session"].is_string());
+    let a_session = t["task"]["live_session"].as_str().unwrap().to_string();
+    let b = d.ok(&["task", "create", "--repo", "app", "--title", "second", "--agent", "bot"]).trim().to_string();
+    let c = d.ok(&["task", "create", "--repo", "app", "--title", "third", "--agent", "bot"]).trim().to_string();
+    std::thread::sleep(Duration::from_secs(2));
+    for id in [&b, &c] {
+        let t = task(&d, id);
+        assert!(t["task"]["queued_at"].is_string() && t["sessions"].as_array().unwrap().is_empty(), "{t}");
+    }
+    let list = d.ok(&["task", "list"]);
+    assert_eq!(list.matches("queued for a slot").count(), 2, "{list}");
+    // The slot frees: the first queued starts, the other keeps waiting.
+    d.ok(&["session", "stop", &a_session]);
+    wait_task(&d, &b, secs(30), "b running", |t| t["task"]["live_session"].is_string());
+    assert!(task(&d, &c)["task"]["queued_at"].is_string());
+}
+
+#[test]
+fn agent_credentials_only_reach_their_own_task() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    // The agent prints its credential's reach: its own task works, others and member APIs do not.
+    let body = r#"
+echo "$DROVER_TOKEN" > "$TOKEN_FILE"
+"$DROVER" task comment "mine" && echo OWN-OK
+"$DROVER" task comment --task "$OTHER" "theirs" 2>&1 || echo OTHER-REFUSED
+"$DROVER" session list 2>&1 || echo MEMBER-REFUSED
+q=$("$DROVER" task ask "which colour?" --timeout 60)
+echo "ANSWER: $q"
+"$DROVER" task advance --note "asked and answered"
+sleep 60
+"#;
+    let script = agent_script(tmp.path(), body);
+    let _repo = setup(&d, &script);
+    let other = d.ok(&["task", "create", "--repo", "app", "--title", "other", "--stages", "code"]).trim().to_string();
+    let token_file = tmp.path().join("token");
+    let text = std::fs::read_to_string(&script).unwrap().replace("$OTHER", &other).replace("$TOKEN_FILE", token_file.to_str().unwrap());
+    std::fs::write(&script, text).unwrap();
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", "asker", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(30), "a question", |t| t["notes"].as_array().is_some_and(|n| !n.is_empty()));
+    let note = t["notes"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(t["notes"][0]["kind"], "question");
+    d.ok(&["task", "answer", &note, "blue"]);
+    let t = wait_task(&d, &id, secs(30), "done", finished);
+    let session = t["sessions"][0]["id"].as_str().unwrap().to_string();
+    let text = d.ok(&["session", "tail", &session, "-n", "200"]);
+    assert!(text.contains("OWN-OK"), "{text}");
+    assert!(text.contains("OTHER-REFUSED") && text.contains("only act on the task of its own session"), "{text}");
+    assert!(text.contains("MEMBER-REFUSED"), "{text}");
+    assert!(text.contains("ANSWER: blue"), "{text}");
+    let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"question_asked") && kinds.contains(&"question_answered"), "{kinds:?}");
+    assert!(task(&d, &other)["events"].as_array().unwrap().iter().all(|e| e["kind"] != "comment"));
+    // The credential died with its run.
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_string();
+    assert!(token.starts_with("drs_"));
+    let out =
+        d.cmd().env("DROVER_URL", &d.url).env("DROVER_TOKEN", &token).args(["task", "comment", "--task", &id, "late"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("its session has ended"), "{}", String::from_utf8_lossy(&out.stderr));
+}
