@@ -203,6 +203,15 @@ fn stages_wait_for_a_slot_and_start_when_one_frees_first_queued_first() {
     }
     let list = d.ok(&["task", "list"]);
     assert_eq!(list.matches("queued for a slot").count(), 2, "{list}");
+    // The Sessions page's header and rows say the same.
+    let (status, body) = support::http(&d.url, "GET", "/api/v1/overview", Some(&d.token()), b"");
+    assert_eq!(status, 200);
+    let overview: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((overview["queued"].as_u64(), overview["running"].as_u64()), (Some(2), Some(1)), "{overview}");
+    let rows = d.json(&["sandbox", "list"]);
+    let row = &rows.as_array().unwrap()[0];
+    assert_eq!((row["kind"].as_str(), row["task_type"].as_str(), row["agent"].as_str()), (Some("task"), Some("story"), Some("bot")));
+    assert_eq!(row["working_on"], "Plan - first");
     // The slot frees: the first queued starts, the other keeps waiting.
     d.ok(&["session", "stop", &a_session]);
     wait_task(&d, &b, secs(30), "b running", |t| t["task"]["live_session"].is_string());

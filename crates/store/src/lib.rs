@@ -23,7 +23,7 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
 pub use output::{Mark, OutputChunk};
-pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem};
+pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
 pub use sessions::{NewSession, RunTimes, SessionRow};
 pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
 pub use web::WebSessionState;

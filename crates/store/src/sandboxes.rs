@@ -50,6 +50,23 @@ pub struct SandboxItem {
     pub live: bool,
     /// Its last run.
     pub last_run: Option<LastRun>,
+    /// Its task, for a task sandbox: (type, title, status, current stage).
+    pub task: Option<SandboxTask>,
+    /// The agent of its last run.
+    pub agent: Option<String>,
+}
+
+/// The task a sandbox works, as the list shows it.
+#[derive(Debug, Clone)]
+pub struct SandboxTask {
+    /// The task's type.
+    pub kind: String,
+    /// Its title.
+    pub title: String,
+    /// Its status (`open`, `done`, …).
+    pub status: String,
+    /// Its current stage (None once finished).
+    pub stage: Option<String>,
 }
 
 /// A sandbox's last run, as the list shows it.
@@ -112,6 +129,17 @@ fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
         runs: r.get::<i64, _>("runs") as u32,
         live: r.get::<i64, _>("live") != 0,
         last_run,
+        task: match r.get::<Option<String>, _>("t_type") {
+            Some(kind) => {
+                let status: String = r.get("t_status");
+                let workflow: Vec<crate::StageSpec> = serde_json::from_str(&r.get::<String, _>("t_workflow")).unwrap_or_default();
+                let stage =
+                    (status == "open").then(|| workflow.get(r.get::<i64, _>("t_stage_index") as usize).map(|s| s.stage.clone())).flatten();
+                Some(SandboxTask { kind, title: r.get("t_title"), status, stage: stage.or_else(|| r.get("s_stage")) })
+            }
+            None => None,
+        },
+        agent: r.get("agent_name"),
     })
 }
 
@@ -127,10 +155,14 @@ impl Store {
     ) -> Result<Vec<SandboxItem>> {
         let mut sql = String::from(
             "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
-                    s.id AS s_id, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at
+                    s.id AS s_id, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
+                    s.stage AS s_stage, a.name AS agent_name,
+                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index
              FROM sandboxes b
              JOIN devices d ON d.id = b.device_id
              LEFT JOIN sessions s ON s.id = b.last_session_id
+             LEFT JOIN agents a ON a.id = s.agent_id
+             LEFT JOIN tasks t ON t.id = b.task_id
              WHERE b.workspace_id = ?",
         );
         match filter {

@@ -48,12 +48,12 @@ pub async fn logout(State(state): State<AppState>, _caller: Caller, headers: Hea
 
 /// `GET /api/v1/overview`: the running count and the Sessions page's header badges.
 ///
-/// Nothing queues for a slot, belongs to a task or is flagged stale until scheduling,
-/// tasks and the stale monitor exist: those counts are real zeros, not placeholders.
+/// Nothing is flagged stale until the stale monitor exists: that count is a real zero.
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Json<Overview>, ApiError> {
     caller.member_name()?;
     let running = state.store.count_live_sessions(caller.0.workspace()).await?;
-    Ok(Json(Overview { running, queued: 0, on_finished_tasks: 0, stale: 0, attention: Vec::new() }))
+    let (queued, on_finished_tasks) = state.store.task_counts(caller.0.workspace()).await?;
+    Ok(Json(Overview { running, queued, on_finished_tasks, stale: 0, attention: Vec::new() }))
 }
 
 /// Query of the sandbox list.
@@ -77,10 +77,19 @@ fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
 }
 
 fn sandbox_view(b: SandboxItem) -> SandboxView {
+    let working_on = match &b.task {
+        Some(t) => match &t.stage {
+            Some(stage) => format!("{} - {}", drover_core::task::stage_label(stage), t.title),
+            None => t.title.clone(),
+        },
+        None => b.title.clone(),
+    };
+    // A session still open on a finished task is a leftover (seed 001).
+    let warning = b.task.as_ref().filter(|t| t.status != "open" && b.live).map(|t| format!("task {}", t.status));
     SandboxView {
         id: b.id,
         kind: b.kind,
-        task_type: None,
+        task_type: b.task.as_ref().map(|t| t.kind.clone()),
         state: b.state,
         live: b.live,
         last_run: b.last_run.map(|r| LastRunView {
@@ -91,13 +100,13 @@ fn sandbox_view(b: SandboxItem) -> SandboxView {
             ended_at: r.ended_at,
         }),
         runs: b.runs,
-        agent: None,
-        working_on: b.title,
+        agent: b.agent,
+        working_on,
         device: b.device_name,
         repo: None,
         cost_usd: None,
         task_cost_usd: None,
-        warning: None,
+        warning,
         created_at: b.created_at,
     }
 }
