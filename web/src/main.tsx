@@ -12,6 +12,7 @@ import { SessionsPage } from "./pages/sessions";
 import { SessionPage } from "./pages/session";
 import { DevicesPage, DevicePage } from "./pages/devices";
 import { ActivityPage } from "./pages/activity";
+import { TaskPage, TasksPage } from "./pages/tasks";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
@@ -52,6 +53,7 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
       </a>
       <div class="nav">
         {item("/sessions", "Sessions", running)}
+        {item("/tasks", "Tasks")}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
       </div>
@@ -77,6 +79,9 @@ function route(path: string) {
   if (path === "/" || path === "/sessions") return <SessionsPage />;
   let m = path.match(/^\/sessions\/([A-Za-z0-9_]+)$/);
   if (m) return <SessionPage id={m[1]} />;
+  if (path === "/tasks") return <TasksPage />;
+  m = path.match(/^\/tasks\/([A-Za-z0-9_]+)$/);
+  if (m) return <TaskPage id={m[1]} />;
   if (path === "/devices") return <DevicesPage />;
   m = path.match(/^\/devices\/([^/]+)$/);
   if (m) return <DevicePage name={decodeURIComponent(m[1])} />;

@@ -71,6 +71,9 @@ export interface Session {
   output_bytes: number;
   attached: number;
   started_by: string;
+  task: string | null;
+  stage: string | null;
+  agent: string | null;
 }
 
 export interface Device {
@@ -103,3 +106,36 @@ export type ViewerEvent =
   | { type: "error"; message: string };
 
 export const isLive = (o: Outcome) => o === "starting" || o === "running";
+
+export interface Stage { stage: string; assignee: string | null }
+
+export interface Task {
+  id: string;
+  kind: string;
+  title: string;
+  body: string;
+  status: "open" | "done" | "cancelled" | "abandoned";
+  repo: string;
+  workflow: Stage[];
+  stage: string | null;
+  attempts: number;
+  queued_at: string | null;
+  flagged: string | null;
+  branch: string | null;
+  sandbox: string | null;
+  live_session: string | null;
+  created_by: string;
+  created_at: string;
+}
+
+export interface Note {
+  id: string;
+  kind: "blocker" | "question";
+  text: string;
+  answer: string | null;
+  closed_by: string | null;
+  closed_at: string | null;
+  created_by: string;
+}
+
+export interface TaskDetail { task: Task; sessions: Session[]; notes: Note[]; events: ActivityEvent[] }

@@ -167,6 +167,8 @@ function Activity({ id, version }: { id: string; version: number }) {
 export function EventDetail({ e }: { e: ActivityEvent }) {
   const d = e.detail ?? {};
   const parts: string[] = [];
+  if (e.kind === "stage_advanced" && typeof d.stage === "string") parts.push(`${d.stage} → ${typeof d.next === "string" ? d.next : "done"}`);
+  if (typeof d.note === "string" && d.note && e.kind === "stage_advanced") parts.push(`“${d.note}”`);
   if (typeof d.text === "string") parts.push(`“${d.text}”`);
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
@@ -325,9 +327,9 @@ function Recording({ id }: { id: string }) {
 function Summary({ s }: { s: Session }) {
   const lost = s.outcome === "lost";
   const rows: [string, preact.ComponentChildren][] = [
-    ["Agent", "—"],
-    ["Working on", s.title],
-    ["Stage", "—"],
+    ["Agent", s.agent ?? "—"],
+    ["Working on", s.task ? <a href={`/tasks/${s.task}`}>{s.title}</a> : s.title],
+    ["Stage", s.stage ? s.stage.charAt(0).toUpperCase() + s.stage.slice(1) : "—"],
     ["State", <OutcomeBadge outcome={s.outcome} />],
     ["Started", when(s.started_at ?? s.created_at)],
     [lost ? "Lost at" : "Ended", when(s.ended_at)],

@@ -1,0 +1,286 @@
+// Tasks: the list (with ▶ Drop in on tasks with a live session) and a task's page: its
+// Workflow view, the Sessions panel's controls, blockers and questions, and its Activity.
+
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, enc } from "../api";
+import { LiveDot, OutcomeBadge } from "../badges";
+import { ago, when } from "../format";
+import { subscribe } from "../live";
+import type { Task, TaskDetail } from "../types";
+import { isLive } from "../types";
+import { EventDetail } from "./session";
+
+const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+function TaskState({ t }: { t: Task }) {
+  if (t.status !== "open") return <span class={`badge task-${t.status}`}>{cap(t.status)}</span>;
+  if (t.flagged) return <span class="badge warning" title={t.flagged}>needs a human</span>;
+  if (t.queued_at) return <span class="badge info" title="Waiting for a device slot; it starts by itself when one frees">queued for a slot</span>;
+  if (t.live_session) return <span class="badge ok"><span class="dot" aria-hidden="true" /> running</span>;
+  return <span class="badge">{t.stage ? `${cap(t.stage)}: waiting for a person` : "open"}</span>;
+}
+
+export function TasksPage() {
+  const [tasks, setTasks] = useState<Task[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const load = () => api<Task[]>("/api/v1/tasks").then(setTasks, (e) => setError(e instanceof ApiError ? e.message : String(e)));
+    load();
+    return subscribe(() => load());
+  }, []);
+  return (
+    <section class="page">
+      <header class="page-header">
+        <h1>Tasks</h1>
+      </header>
+      {error && <p class="error">{error}</p>}
+      <div class="table-wrap">
+        <table class="tasks">
+          <thead>
+            <tr>
+              <th>Type</th>
+              <th>Task</th>
+              <th>Stage</th>
+              <th>State</th>
+              <th>Repo</th>
+              <th>Filed</th>
+              <th>Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(tasks ?? []).map((t) => (
+              <tr key={t.id} data-task={t.id}>
+                <td data-label="Type">
+                  <span class="badge type">{t.kind}</span>
+                </td>
+                <td data-label="Task" class="working-on">
+                  <a href={`/tasks/${t.id}`}>{t.title}</a>
+                </td>
+                <td data-label="Stage">{t.stage ? cap(t.stage) : "—"}</td>
+                <td data-label="State">
+                  <TaskState t={t} />
+                </td>
+                <td data-label="Repo">{t.repo}</td>
+                <td data-label="Filed" title={when(t.created_at)}>
+                  {ago(t.created_at)}
+                </td>
+                <td data-label="Actions">
+                  {t.live_session ? (
+                    <a class="button primary" href={`/sessions/${t.live_session}`}>
+                      ▶ Drop in
+                    </a>
+                  ) : (
+                    "—"
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {tasks?.length === 0 && (
+        <p class="empty">
+          No tasks yet. File one with <code>drover task create --repo REPO --title TITLE --agent AGENT</code>.
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
+  const [busy, setBusy] = useState(false);
+  const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
+  const t = d.task;
+  const sandbox = d.sessions.length > 0 ? d.sessions[d.sessions.length - 1] : null;
+  const completing = sandbox?.sandbox_state === "completing";
+  const finishedSandbox = sandbox != null && ["done", "abandoned"].includes(sandbox.sandbox_state);
+  const act = async (action: string, done: string) => {
+    setBusy(true);
+    try {
+      await api(`/api/v1/tasks/${enc(t.id)}/${action}`, { method: "POST", json: {} });
+      setMessage({ ok: true, text: done });
+      reload();
+    } catch (e) {
+      setMessage({ ok: false, text: e instanceof ApiError ? e.message : String(e) });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const stageHasAgent = t.workflow.find((s) => s.stage === t.stage)?.assignee != null;
+  return (
+    <div class="controls" role="group" aria-label="Sessions panel">
+      {t.status === "open" && !t.live_session && !t.queued_at && stageHasAgent && (
+        <button class="button primary" disabled={busy} onClick={() => act("launch", "A fresh session is queued for a slot.")}>
+          Launch session
+        </button>
+      )}
+      {t.live_session && !completing && (
+        <button class="button" disabled={busy} onClick={() => act("finish", "The session is completing.")}>
+          Finish session
+        </button>
+      )}
+      {t.sandbox && !finishedSandbox && (completing || !t.live_session) && (
+        <button class="button" disabled={busy} onClick={() => act("mark-done", "The sandbox is done; its branch is kept.")}>
+          Mark done
+        </button>
+      )}
+      {t.sandbox && !finishedSandbox && (
+        <button class="button danger" disabled={busy} onClick={() => act("abandon", "The sandbox was torn down without merging.")}>
+          Abandon
+        </button>
+      )}
+      {t.status === "open" && (
+        <button class="button" disabled={busy} onClick={() => act("cancel", "The task is cancelled.")}>
+          Cancel task
+        </button>
+      )}
+      {message && (
+        <span class={message.ok ? "ok-text" : "error"} role="status">
+          {message.text}
+        </span>
+      )}
+    </div>
+  );
+}
+
+function Notes({ d, reload }: { d: TaskDetail; reload: () => void }) {
+  const [answers, setAnswers] = useState<Record<string, string>>({});
+  const [error, setError] = useState<string | null>(null);
+  if (d.notes.length === 0) return null;
+  const close = async (id: string, kind: string) => {
+    try {
+      const text = answers[id] ?? "";
+      if (kind === "question") await api(`/api/v1/notes/${enc(id)}/answer`, { method: "POST", json: { text } });
+      else await api(`/api/v1/notes/${enc(id)}/resolve`, { method: "POST", json: {} });
+      reload();
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : String(e));
+    }
+  };
+  return (
+    <section aria-labelledby="notes-h">
+      <h2 id="notes-h">Blockers and questions</h2>
+      {error && <p class="error">{error}</p>}
+      <ol class="timeline">
+        {d.notes.map((n) => (
+          <li key={n.id} data-note={n.id}>
+            <strong>{n.kind === "question" ? "Question" : "Blocker"}</strong> <span class="muted">from {n.created_by}</span>
+            <div class="detail">{n.text}</div>
+            {n.closed_at ? (
+              <div class="muted">
+                {n.kind === "question" ? `Answered by ${n.closed_by}: ${n.answer ?? ""}` : `Resolved by ${n.closed_by}`}
+              </div>
+            ) : (
+              <form
+                class="send-row"
+                onSubmit={(e) => {
+                  e.preventDefault();
+                  close(n.id, n.kind);
+                }}
+              >
+                {n.kind === "question" && (
+                  <input
+                    class="search"
+                    aria-label={`Answer to ${n.text}`}
+                    value={answers[n.id] ?? ""}
+                    onInput={(e) => setAnswers({ ...answers, [n.id]: (e.target as HTMLInputElement).value })}
+                  />
+                )}
+                <button class="button primary" type="submit">
+                  {n.kind === "question" ? "Answer" : "Resolve"}
+                </button>
+              </form>
+            )}
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+export function TaskPage({ id }: { id: string }) {
+  const [d, setD] = useState<TaskDetail | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<TaskDetail>(`/api/v1/tasks/${enc(id)}`).then(setD, (e) => setError(e instanceof ApiError ? e.message : String(e)));
+  useEffect(() => {
+    load();
+    return subscribe(() => load());
+  }, [id]);
+  if (error) return <section class="page"><p class="error">{error}</p></section>;
+  if (!d) return <section class="page muted">Loading…</section>;
+  const t = d.task;
+  return (
+    <section class="page">
+      <header class="page-header">
+        <span class="badge type">{t.kind}</span>
+        <h1 class="title">{t.title}</h1>
+        <TaskState t={t} />
+      </header>
+      <p class="meta">
+        {t.repo}
+        {t.branch && (
+          <>
+            {" "}
+            · branch <code>{t.branch}</code>
+          </>
+        )}{" "}
+        · filed by {t.created_by} {ago(t.created_at)}
+      </p>
+      {t.flagged && <div class="banner bad">Needs a human: {t.flagged}</div>}
+      {t.body && <p class="task-body">{t.body}</p>}
+      <Controls d={d} reload={load} />
+      <h2>Workflow</h2>
+      <div class="table-wrap">
+        <table class="workflow">
+          <thead>
+            <tr>
+              <th>Stage</th>
+              <th>Assignee</th>
+              <th>Sessions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {t.workflow.map((s) => {
+              const runs = d.sessions.filter((r) => r.stage === s.stage);
+              return (
+                <tr key={s.stage} class={t.stage === s.stage ? "current" : ""}>
+                  <td data-label="Stage">
+                    {t.stage === s.stage ? "▶ " : ""}
+                    {cap(s.stage)}
+                  </td>
+                  <td data-label="Assignee">{s.assignee ?? "a person"}</td>
+                  <td data-label="Sessions">
+                    {runs.length === 0
+                      ? "—"
+                      : runs.map((r) => (
+                          <div key={r.id} class="run">
+                            <LiveDot live={isLive(r.outcome)} /> <OutcomeBadge outcome={r.outcome} />{" "}
+                            {isLive(r.outcome) ? (
+                              <a class="button primary" href={`/sessions/${r.id}`}>
+                                ▶ Drop in
+                              </a>
+                            ) : (
+                              <a href={`/sessions/${r.id}`}>View →</a>
+                            )}
+                          </div>
+                        ))}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+      <Notes d={d} reload={load} />
+      <h2>Activity</h2>
+      <ol class="timeline">
+        {d.events.map((e) => (
+          <li key={e.id} data-kind={e.kind}>
+            <span class="when">{when(e.at)}</span> <strong>{e.label}</strong> <span class="muted">by {e.actor}</span>
+            <EventDetail e={e} />
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}

@@ -1,0 +1,80 @@
+// Tasks in the browser: the Tasks list, a task's Workflow view and Sessions panel, a
+// question an agent asks answered from the page, and the hand-off that finishes it.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { browser, DROVER, shot, signedIn, startDrover, until } from "./harness.mjs";
+
+let d, b, dir;
+before(async () => {
+  d = await startDrover();
+  b = await browser();
+  dir = mkdtempSync(join(tmpdir(), "drover-e2e-repo-"));
+  const repo = join(dir, "repo");
+  execFileSync("git", ["init", "-q", "-b", "main", repo]);
+  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+  const agent = join(dir, "agent.sh");
+  writeFileSync(
+    agent,
+    `#!/bin/sh\nset -e\necho "working the $DROVER_STAGE stage"\nanswer=$('${DROVER}' task ask "Which colour should the button be?")\necho "told: $answer"\necho "$answer" > colour.txt\ngit add colour.txt\ngit -c user.name=a -c user.email=a@a commit -qm "$DROVER_STAGE"\n'${DROVER}' task advance --note "made it $answer"\nsleep 60\n`,
+  );
+  chmodSync(agent, 0o755);
+  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
+  await d.cli("agent", "create", "bot", "--harness", "custom", "--", agent, "{prompt}");
+});
+after(async () => {
+  await b?.close();
+  await d?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("a task asks a question, is answered from its page and hands off", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const id = (await d.cli("task", "create", "--repo", "app", "--title", "Colour the <b>button</b>", "--type", "bug", "--stages", "code", "--assign", "code=bot")).trim();
+  await page.getByRole("link", { name: "Tasks" }).click();
+  const row = page.locator(`tr[data-task="${id}"]`);
+  await row.waitFor();
+  assert.match(await row.innerText(), /bug/);
+  assert.match(await row.innerText(), /Colour the <b>button<\/b>/);
+  await until("Drop in on the task row", async () => (await row.getByRole("link", { name: "▶ Drop in" }).count()) === 1);
+  await shot(page, "tasks-desktop");
+
+  await row.getByRole("link", { name: /Colour the/ }).click();
+  await page.waitForURL(new RegExp(`/tasks/${id}$`));
+  await page.getByRole("heading", { name: "Workflow" }).waitFor();
+  assert.equal(await page.getByRole("link", { name: "▶ Drop in" }).count(), 1, "the live run has Drop in in the Workflow view");
+  assert.equal(await page.getByRole("button", { name: "Finish session" }).count(), 1);
+  const answer = page.getByLabel("Answer to Which colour should the button be?");
+  await answer.waitFor({ timeout: 20_000 });
+  await shot(page, "task-question-desktop");
+  await answer.fill("green");
+  await page.getByRole("button", { name: "Answer" }).click();
+  await until("task done", async () => (await page.locator("header .badge").last().innerText()) === "Done", 30_000);
+  await until("View link", async () => (await page.getByRole("link", { name: "View →" }).count()) === 1, 20_000);
+  const activity = await page.locator("ol.timeline").last().innerText();
+  assert.match(activity, /question asked/);
+  assert.match(activity, /question answered/);
+  assert.match(activity, /stage advanced/);
+  assert.match(activity, /made it green/);
+  await shot(page, "task-done-desktop");
+
+  // The run's page names its agent, task and stage.
+  await page.getByRole("link", { name: "View →" }).click();
+  const summary = page.getByTestId("summary");
+  await summary.waitFor();
+  const text = await summary.innerText();
+  assert.match(text, /Agent\s+bot/);
+  assert.match(text, /Stage\s+Code/);
+  assert.match(text, /Completed/);
+
+  await page.setViewportSize({ width: 375, height: 740 });
+  await page.goto(`${d.url}/tasks/${id}`);
+  await page.getByRole("heading", { name: "Workflow" }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth), 0);
+  await shot(page, "task-375");
+  assert.deepEqual(errors, []);
+});
