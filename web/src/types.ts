@@ -74,6 +74,8 @@ export interface Session {
   task: string | null;
   stage: string | null;
   agent: string | null;
+  last_output_at: string | null;
+  last_progress: { label: string; at: string } | null;
 }
 
 export interface Device {

@@ -34,6 +34,7 @@ test("a session from start to finished page", async () => {
   await page.waitForURL(new RegExp(`/sessions/${id}$`));
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
   assert.match(await page.getByTestId("typing-banner").innerText(), /not recorded/);
+  assert.match(await page.getByTestId("progress").innerText(), /Last progress: unknown/, "output alone is not progress");
 
   // Direct typing reaches the program (and is not audited).
   await page.locator('[data-testid="terminal"] .xterm').click();

@@ -51,6 +51,11 @@ test("a task asks a question, is answered from its page and hands off", async ()
   const answer = page.getByLabel("Answer to Which colour should the button be?");
   await answer.waitFor({ timeout: 20_000 });
   await shot(page, "task-question-desktop");
+  // Before it hands off, the run has output but no evidence of progress beyond its question.
+  await page.getByRole("link", { name: "▶ Drop in" }).click();
+  await until("progress line", async () => /Last progress: question asked/.test(await page.getByTestId("progress").innerText()));
+  await page.goBack();
+  await answer.waitFor();
   await answer.fill("green");
   await page.getByRole("button", { name: "Answer" }).click();
   await until("task done", async () => (await page.locator("header .badge").last().innerText()) === "Done", 30_000);

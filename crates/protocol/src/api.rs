@@ -96,6 +96,22 @@ pub struct SessionView {
     /// The agent running it.
     #[serde(default)]
     pub agent: Option<String>,
+    /// When it last printed anything (live sessions; RFC 3339).
+    #[serde(default)]
+    pub last_output_at: Option<String>,
+    /// Its latest evidence of progress (a hand-off, comment, blocker or question);
+    /// null means unknown: output alone is not progress.
+    #[serde(default)]
+    pub last_progress: Option<Progress>,
+}
+
+/// One piece of evidence that a run moved its work on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Progress {
+    /// What it was, in the feed's words.
+    pub label: String,
+    /// When (RFC 3339).
+    pub at: String,
 }
 
 /// A page of sessions.

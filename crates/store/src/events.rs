@@ -71,6 +71,20 @@ impl Store {
         Ok(id)
     }
 
+    /// A run's latest evidence of progress (seed 002: a live process is not progress):
+    /// its newest hand-off, comment, blocker or question, as (kind, when).
+    pub async fn last_progress(&self, session: SessionId) -> Result<Option<(String, String)>> {
+        let r = sqlx::query(
+            "SELECT kind, at FROM events WHERE session_id = ?
+             AND kind IN ('stage_advanced', 'comment', 'blocker_filed', 'blocker_resolved', 'question_asked')
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(session.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(r.map(|r| (r.get("kind"), r.get("at"))))
+    }
+
     /// A task's events (its Activity timeline), oldest first.
     pub async fn task_events(&self, task: TaskId, limit: i64) -> Result<Vec<EventRow>> {
         let rows = sqlx::query("SELECT seq, id, session_id, kind, actor, detail, at FROM events WHERE task_id = ? ORDER BY seq LIMIT ?")

@@ -173,7 +173,8 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
   if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);
-  if (Array.isArray(d.command)) parts.push(d.command.join(" "));
+  if (e.kind === "session_started" && typeof d.stage === "string") parts.push(`${d.stage} stage, attempt ${String(d.attempt ?? 1)}`);
+  else if (Array.isArray(d.command)) parts.push(d.command.join(" "));
   if (typeof d.message === "string") parts.push(d.message);
   if (parts.length === 0) return null;
   return <div class="detail">{parts.join(" · ")}</div>;
@@ -213,6 +214,17 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
       </header>
       <p class="meta">
         <a href={`/devices/${enc(session.device)}`}>{session.device}</a> · started by {session.started_by} · {session.attached} attached
+        {session.agent && <> · agent {session.agent}</>}
+        {session.task && (
+          <>
+            {" "}
+            · <a href={`/tasks/${session.task}`}>{session.stage ? `${session.stage} stage of its task` : "its task"}</a>
+          </>
+        )}
+      </p>
+      <p class="meta" data-testid="progress">
+        Last output: {ago(session.last_output_at)} · Last progress:{" "}
+        {session.last_progress ? `${session.last_progress.label}, ${ago(session.last_progress.at)}` : "unknown (no hand-off, comment, blocker or question yet)"}
       </p>
       {stopError && <p class="error">{stopError}</p>}
       <EndedBanner pill={pill} />

@@ -44,6 +44,11 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
     };
     let hub = state.hubs.get(r.id);
     let (cols, rows) = hub.as_ref().map(|h| h.size()).unwrap_or((r.cols, r.rows));
+    let last_output_at = hub
+        .as_ref()
+        .filter(|h| h.latest() > 0)
+        .and_then(|h| chrono::Duration::from_std(h.since_output()).ok())
+        .map(|ago| drover_store::format_time(chrono::Utc::now() - ago));
     SessionView {
         id: r.id,
         sandbox: r.sandbox,
@@ -67,6 +72,8 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
         task: r.task,
         stage: r.stage,
         agent: r.agent_name,
+        last_output_at,
+        last_progress: None,
     }
 }
 
@@ -88,10 +95,16 @@ pub async fn list(State(state): State<AppState>, caller: Caller, Query(p): Query
     Ok(Json(SessionList { sessions: rows.into_iter().map(|r| view(&state, r)).collect() }))
 }
 
-/// `GET /api/v1/sessions/{id}`.
+/// `GET /api/v1/sessions/{id}`, with the run's latest evidence of progress.
 pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
     let row = load_session(&state, &caller, &id).await?;
-    Ok(Json(view(&state, row)))
+    let progress = state.store.last_progress(row.id).await?;
+    let mut v = view(&state, row);
+    v.last_progress = progress.map(|(kind, at)| drover_protocol::api::Progress {
+        label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind),
+        at,
+    });
+    Ok(Json(v))
 }
 
 /// `POST /api/v1/sessions`: starts a task-free session and waits briefly for it to start.
