@@ -2,7 +2,7 @@
 // Debian's Chromium driven by Playwright.
 
 import { spawn, execFile } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -59,6 +59,21 @@ export async function startDrover(extra = []) {
       for (const s of live.sessions ?? []) await d.cli("session", "stop", s.id).catch(() => {});
       child.kill("SIGTERM");
       await new Promise((ok) => (child.exitCode !== null ? ok() : child.on("exit", ok)));
+      // Sessions outlive their daemon by design: end whatever is left of this home's.
+      const sessions = join(home, "device", "sessions");
+      for (const s of existsSync(sessions) ? readdirSync(sessions) : []) {
+        for (const f of ["child.pid", "shim.pid"]) {
+          try {
+            const pid = Number(readFileSync(join(sessions, s, f), "utf8").trim());
+            if (pid > 0) {
+              try {
+                process.kill(-pid, "SIGKILL");
+              } catch {}
+              process.kill(pid, "SIGKILL");
+            }
+          } catch {}
+        }
+      }
       rmSync(home, { recursive: true, force: true });
     },
   };

@@ -2,16 +2,14 @@
 //! Sessions page's first batch (Live and All), a deep batch, and searches, against the
 //! time of `GET /api/v1/health` on the same server in the same run (the HTTP floor).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use drover_core::{SandboxId, SessionId};
 use serde::Serialize;
 
 use crate::drover::Up;
-use crate::median;
+use crate::http::Client;
 
 /// Requests per measured query (the median is reported).
 const REPEATS: usize = 25;
@@ -25,38 +23,6 @@ pub struct ListFigures {
     pub health_ms: f64,
     /// Each query: name, median ms, ratio to health.
     pub queries: Vec<(String, f64, f64)>,
-}
-
-struct Client {
-    addr: String,
-    token: String,
-}
-
-impl Client {
-    /// One GET; returns the body (fails unless 200).
-    fn get(&self, path: &str) -> Result<Vec<u8>> {
-        let mut s = TcpStream::connect(&self.addr)?;
-        s.set_nodelay(true)?;
-        write!(s, "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n", self.addr, self.token)?;
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp)?;
-        let head_end = resp.windows(4).position(|w| w == b"\r\n\r\n").context("no HTTP head")?;
-        let status = String::from_utf8_lossy(&resp[..head_end.min(12)]).to_string();
-        if !status.starts_with("HTTP/1.1 200") {
-            bail!("GET {path}: {}", String::from_utf8_lossy(&resp[..head_end]));
-        }
-        Ok(resp[head_end + 4..].to_vec())
-    }
-
-    fn time(&self, path: &str) -> Result<f64> {
-        let mut t = Vec::with_capacity(REPEATS);
-        for _ in 0..REPEATS {
-            let t0 = Instant::now();
-            self.get(path)?;
-            t.push(t0.elapsed().as_secs_f64() * 1000.0);
-        }
-        Ok(median(&mut t))
-    }
 }
 
 /// Writes `n` sandboxes (each with one run; `live` of them running) straight into the
@@ -116,10 +82,7 @@ pub fn run(exe: &std::path::Path, n: usize) -> Result<ListFigures> {
     let t0 = Instant::now();
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(seed(&db, n, 200))?;
     println!("  seeded {n} sandboxes in {:.1}s", t0.elapsed().as_secs_f64());
-    let client_json: serde_json::Value = serde_json::from_slice(&std::fs::read(up.home.path().join("client.json"))?)?;
-    let url = client_json["url"].as_str().context("url")?;
-    let client =
-        Client { addr: url.trim_start_matches("http://").to_string(), token: client_json["token"].as_str().context("token")?.into() };
+    let client = Client::for_up(&up)?;
     // A cursor deep in the list: the last row of a batch about half way down.
     let mid: serde_json::Value = serde_json::from_slice(&client.get("/api/v1/sandboxes?filter=all&limit=200")?)?;
     let mut cursor = mid["next_cursor"].as_str().context("cursor")?.to_string();
@@ -128,7 +91,7 @@ pub fn run(exe: &std::path::Path, n: usize) -> Result<ListFigures> {
             serde_json::from_slice(&client.get(&format!("/api/v1/sandboxes?filter=all&limit=200&cursor={}", enc(&cursor)))?)?;
         cursor = page["next_cursor"].as_str().context("cursor")?.to_string();
     }
-    let health = client.time("/api/v1/health")?;
+    let health = client.time("/api/v1/health", REPEATS)?;
     let queries = [
         ("first batch, Live", "/api/v1/sandboxes?filter=live&limit=50".to_string()),
         ("first batch, All", "/api/v1/sandboxes?filter=all&limit=50".to_string()),
@@ -140,7 +103,7 @@ pub fn run(exe: &std::path::Path, n: usize) -> Result<ListFigures> {
     ];
     let mut out = Vec::new();
     for (name, path) in queries {
-        let ms = client.time(&path)?;
+        let ms = client.time(&path, REPEATS)?;
         out.push((name.to_string(), ms, ms / health));
     }
     println!("sandbox list ({n} sandboxes, median of {REPEATS} requests; goal < 50 ms): health {health:.2} ms");

@@ -9,10 +9,12 @@
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
 
 mod drover;
+mod http;
 mod latency;
 mod list;
 mod memory;
 mod pty;
+mod task_start;
 mod throughput;
 
 use std::path::PathBuf;
@@ -44,7 +46,10 @@ struct Args {
     /// Sandboxes in the database for the list run.
     #[arg(long, default_value_t = 100_000)]
     sandboxes: usize,
-    /// Only these parts (throughput, latency, memory, list); default all.
+    /// Files in the repository for the task-start run.
+    #[arg(long, default_value_t = 10_000)]
+    files: usize,
+    /// Only these parts (throughput, latency, memory, list, task); default all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -77,6 +82,10 @@ fn main() -> Result<()> {
     if want("list") {
         let r = list::run(&exe, args.sandboxes)?;
         report.insert("list".into(), serde_json::to_value(r)?);
+    }
+    if want("task") {
+        let r = task_start::run(&exe, args.files, args.runs.max(5))?;
+        report.insert("task_start".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
