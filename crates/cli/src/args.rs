@@ -45,6 +45,8 @@ pub enum Command {
     /// List sandboxes (the Sessions page's list).
     #[command(subcommand)]
     Sandbox(SandboxCmd),
+    /// Serve an agent's task tools (advance, comment, block, unblock, ask) over MCP on stdio.
+    Mcp,
     /// The per-session shim (started by the device daemon; not for direct use).
     #[command(hide = true)]
     Shim {

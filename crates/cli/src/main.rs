@@ -6,6 +6,7 @@ mod attach;
 mod client;
 mod commands;
 mod home;
+mod mcp;
 mod table;
 mod tail;
 mod up;

@@ -262,3 +262,66 @@ sleep 60
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("its session has ended"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_mcp_server_gives_an_agent_the_same_calls_as_tools() {
+    use std::io::{BufRead, BufReader, Write};
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let token_file = tmp.path().join("token");
+    let script = agent_script(tmp.path(), &format!("echo \"$DROVER_TOKEN\" > '{}'\nsleep 600", token_file.display()));
+    let _repo = setup(&d, &script);
+    let id = d
+        .ok(&["task", "create", "--repo", "app", "--title", "via mcp", "--stages", "code,review", "--assign", "code=bot"])
+        .trim()
+        .to_string();
+    let deadline = Instant::now() + secs(30);
+    while std::fs::read_to_string(&token_file).map(|t| t.trim().is_empty()).unwrap_or(true) {
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_string();
+    let mut mcp = d
+        .cmd()
+        .args(["mcp"])
+        .env("DROVER_URL", &d.url)
+        .env("DROVER_TOKEN", &token)
+        .env("DROVER_TASK", &id)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = mcp.stdin.take().unwrap();
+    let mut output = BufReader::new(mcp.stdout.take().unwrap());
+    let mut call = |msg: Value| -> Option<Value> {
+        writeln!(input, "{msg}").unwrap();
+        input.flush().unwrap();
+        msg.get("id")?;
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        Some(serde_json::from_str(&line).unwrap())
+    };
+    let init = call(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}))
+    .unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "drover", "{init}");
+    call(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let list = call(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).unwrap();
+    let names: Vec<&str> = list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["advance", "comment", "block", "unblock", "ask"]);
+    let r = call(serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "comment", "arguments": {"text": "from a tool"}}})).unwrap();
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = call(serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "comment", "arguments": {}}}))
+        .unwrap();
+    assert!(r.get("error").is_some() || r["result"]["isError"] == true, "a missing argument is refused: {r}");
+    let r = call(serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "advance", "arguments": {"note": "done via mcp"}}})).unwrap();
+    assert_eq!(r["result"]["content"][0]["text"], "handed off; the task moves to its review stage", "{r}");
+    drop(input);
+    let _ = mcp.wait();
+    let t = task(&d, &id);
+    let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"comment") && kinds.contains(&"stage_advanced"), "{kinds:?}");
+    assert_eq!(t["task"]["stage"], "review");
+    let s = d.wait_ended(t["sessions"][0]["id"].as_str().unwrap(), secs(20));
+    assert_eq!(s["outcome"], "completed");
+}

@@ -33,6 +33,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Agent(cmd) => task::agent(cmd, cli.json).await?,
         Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
+        Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;
             let link: drover_protocol::api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
