@@ -325,3 +325,36 @@ fn the_mcp_server_gives_an_agent_the_same_calls_as_tools() {
     let s = d.wait_ended(t["sessions"][0]["id"].as_str().unwrap(), secs(20));
     assert_eq!(s["outcome"], "completed");
 }
+
+#[test]
+fn a_harness_that_takes_no_prompt_argument_gets_its_first_message_typed_in() {
+    // A stand-in `goose` on PATH: it reads its first message from the terminal.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let got = bin_dir.path().join("got.txt");
+    let goose = bin_dir.path().join("goose");
+    let script = format!(
+        "#!/bin/sh\nread first\necho \"$first\" > '{}'\n'{}' task advance --note typed\nsleep 60\n",
+        got.display(),
+        bin().display()
+    );
+    std::fs::write(&goose, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&goose).status().unwrap();
+    let path = format!("{}:{}", bin_dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    // Each test runs in its own process (nextest), so setting PATH here touches no other test.
+    std::env::set_var("PATH", &path);
+    let d = Drover::up();
+    let r = repo();
+    d.ok(&["repo", "add", "app", "--device", &d.device, "--path", r.path().to_str().unwrap()]);
+    d.ok(&["agent", "create", "goose-1", "--harness", "goose"]);
+    let id = d
+        .ok(&["task", "create", "--repo", "app", "--title", "typed prompt", "--stages", "code", "--assign", "code=goose-1"])
+        .trim()
+        .to_string();
+    let t = wait_task(&d, &id, secs(30), "done", finished);
+    assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), "You are working the `code` stage of this task.");
+    let session = t["sessions"][0]["id"].as_str().unwrap().to_string();
+    let events = d.json(&["session", "events", &session]);
+    let sent: Vec<&Value> = events.as_array().unwrap().iter().filter(|e| e["kind"] == "input_sent").collect();
+    assert_eq!(sent.len(), 1, "the first message went through the audited path: {events}");
+    assert_eq!(sent[0]["actor"], "scheduler");
+}

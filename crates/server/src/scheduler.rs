@@ -85,7 +85,8 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     let device_name = devices.iter().find(|d| d.id == device).map(|d| d.name.clone()).unwrap_or_default();
     let is_last = task.stage_index + 1 == task.workflow.len();
     let prompt = stage_prompt(&task.title, &task.body, &stage.stage, is_last);
-    let command = match Harness::parse(&agent.harness).and_then(|h| h.start(&prompt, &agent.route, &agent.template)) {
+    let harness = Harness::parse(&agent.harness);
+    let command = match harness.clone().and_then(|h| h.start(&prompt, &agent.route, &agent.template)) {
         Ok(c) => c,
         Err(e) => {
             state.store.flag_task(task.id, &format!("agent `{}` cannot be started: {e}", agent.name), "scheduler").await?;
@@ -110,6 +111,39 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
     }
+    if harness.is_ok_and(Harness::prompt_as_input) {
+        // This harness takes no first message on its command line: type it in once the
+        // run is up, through the audited path.
+        tokio::spawn(send_prompt(state.clone(), task.workspace, device, session, prompt));
+    }
     tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
     Ok(Some(device))
+}
+
+async fn send_prompt(state: AppState, workspace: WorkspaceId, device: DeviceId, session: drover_core::SessionId, prompt: String) {
+    let deadline = tokio::time::Instant::now() + state.config.start_wait;
+    loop {
+        match state.store.session(session).await {
+            Ok(Some(s)) if s.outcome == drover_core::Outcome::Running => break,
+            Ok(Some(s)) if s.outcome == drover_core::Outcome::Starting && tokio::time::Instant::now() < deadline => {}
+            _ => return,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    match state.devices.send_text(device, session, prompt.clone(), state.config.input_timeout).await {
+        Ok(_) => {
+            let event = drover_store::NewEvent {
+                workspace,
+                session: Some(session),
+                task: None,
+                kind: drover_core::activity::EventKind::InputSent,
+                actor: "scheduler".into(),
+                detail: serde_json::json!({ "text": prompt, "why": "the stage's first message" }),
+            };
+            if let Err(e) = state.store.record_event(&event).await {
+                tracing::warn!(%session, "recording the first message: {e}");
+            }
+        }
+        Err(e) => tracing::warn!(%session, "the stage's first message was not delivered: {e:?}"),
+    }
 }
