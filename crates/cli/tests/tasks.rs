@@ -109,6 +109,13 @@ fn a_task_flows_through_every_stage_in_its_worktree() {
     let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.iter().filter(|k| **k == "stage_advanced").count(), 5);
     assert_eq!(kinds.iter().filter(|k| **k == "comment").count(), 5);
+    // Each stage's commit in its worktree is evidence of progress, recorded by its run.
+    let commits: Vec<&Value> = t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "commit").collect();
+    assert_eq!(
+        commits.iter().map(|e| e["detail"]["subject"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["plan", "code", "review", "merge", "verify"]
+    );
+    assert_eq!(commits[0]["actor"], "agent bot");
     assert_eq!(kinds.first(), Some(&"task_created"));
     assert!(kinds.contains(&"task_finished"));
     let advanced = t["events"].as_array().unwrap().iter().find(|e| e["kind"] == "stage_advanced").unwrap();

@@ -36,11 +36,13 @@ pub enum EventKind {
     TaskFinished,
     /// A stage was left without a live session too many times: a human must look.
     TaskFlagged,
+    /// New commits in a task run's worktree.
+    Commit,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -56,6 +58,7 @@ impl EventKind {
         EventKind::QuestionAnswered,
         EventKind::TaskFinished,
         EventKind::TaskFlagged,
+        EventKind::Commit,
     ];
 
     /// The identifier used in the API and storage.
@@ -76,6 +79,7 @@ impl EventKind {
             EventKind::QuestionAnswered => "question_answered",
             EventKind::TaskFinished => "task_finished",
             EventKind::TaskFlagged => "task_flagged",
+            EventKind::Commit => "commit",
         }
     }
 
@@ -102,6 +106,7 @@ impl EventKind {
             EventKind::QuestionAnswered => "question answered",
             EventKind::TaskFinished => "task finished",
             EventKind::TaskFlagged => "task needs a human",
+            EventKind::Commit => "commit",
         }
     }
 }

@@ -258,6 +258,10 @@ async fn start_failed(up: &Uplink, id: drover_core::SessionId, reason: String) {
 
 async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, spec: &SessionSpec) -> std::io::Result<tokio::net::UnixStream> {
     std::fs::create_dir_all(dir.root())?;
+    // A task run's worktree HEAD before it starts: later commits are its progress.
+    if let Some((head, _)) = crate::session::worktree_head(&spec.cwd) {
+        drover_term::dir::write_atomic(&dir.root().join(crate::session::BASE_HEAD), head.as_bytes())?;
+    }
     drover_term::dir::write_atomic(&dir.spec(), &serde_json::to_vec_pretty(spec).expect("spec serialises"))?;
     spawn::start_shim(Path::new(&config.shim_exe), dir)?;
     spawn::connect_new(dir).await

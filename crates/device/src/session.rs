@@ -17,6 +17,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Output read from files per frame when the shim is gone.
 const FILE_CHUNK: usize = 64 * 1024;
+/// How often a task run's worktree is checked for new commits.
+const COMMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The sending side of the current server connection.
 pub type Uplink = mpsc::Sender<Message>;
@@ -67,7 +69,14 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         .and_then(|b| serde_json::from_slice::<drover_protocol::shim::SessionSpec>(&b).ok())
         .map(|s| s.cwd)
         .unwrap_or_default();
-    let task = SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, started_at: None, cwd, ended_sent: false };
+    // The worktree's HEAD before the run started (recorded by `start`), else now.
+    let head = std::fs::read_to_string(dir.root().join(BASE_HEAD))
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| worktree_head(&cwd).map(|(h, _)| h));
+    let task =
+        SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, started_at: None, cwd, ended_sent: false, head };
     tokio::spawn(async move {
         task.run(shim, rx).await;
         registry.lock().expect("registry lock").remove(&id);
@@ -115,6 +124,22 @@ struct SessionTask {
     started_at: Option<String>,
     cwd: String,
     ended_sent: bool,
+    /// The worktree's HEAD as last seen (task runs only).
+    head: Option<String>,
+}
+
+/// File in a session's directory holding its worktree's HEAD from before the run.
+pub const BASE_HEAD: &str = "base_head";
+
+/// HEAD and its subject, when `cwd` is a git worktree (a task's sandbox).
+pub fn worktree_head(cwd: &str) -> Option<(String, String)> {
+    if cwd.is_empty() || !std::path::Path::new(cwd).join(".git").is_file() {
+        return None;
+    }
+    let out = std::process::Command::new("git").arg("-C").arg(cwd).args(["log", "-1", "--format=%H%x00%s"]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (head, subject) = text.trim_end().split_once('\0')?;
+    out.status.success().then(|| (head.to_string(), subject.chars().take(200).collect()))
 }
 
 impl SessionTask {
@@ -126,6 +151,8 @@ impl SessionTask {
         if link.is_none() {
             self.collect_exit();
         }
+        let mut commits = tokio::time::interval(COMMIT_CHECK);
+        commits.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let frame = async {
                 match link.as_mut() {
@@ -134,6 +161,7 @@ impl SessionTask {
                 }
             };
             tokio::select! {
+                _ = commits.tick(), if self.head.is_some() && self.exit.is_none() => self.check_commits().await,
                 cmd = rx.recv() => {
                     let Some(cmd) = cmd else { return };
                     if self.command(cmd, &mut link).await {
@@ -311,10 +339,23 @@ impl SessionTask {
         self.send_end().await;
     }
 
+    /// Reports a new HEAD in the run's worktree (evidence of progress).
+    async fn check_commits(&mut self) {
+        let Some(before) = self.head.clone() else { return };
+        let cwd = self.cwd.clone();
+        let Ok(Some((head, subject))) = tokio::task::spawn_blocking(move || worktree_head(&cwd)).await else { return };
+        if head != before {
+            self.head = Some(head.clone());
+            self.send(DeviceMessage::Commit { session: self.id, head, subject }).await;
+        }
+    }
+
     async fn send_end(&mut self) {
         if self.ended_sent || self.uplink.is_none() {
             return;
         }
+        // Commits made just before the end count too.
+        self.check_commits().await;
         let (end, ended_at, final_offset) = match &self.exit {
             Some(exit) => {
                 let end = match (&exit.start_error, exit.status) {
@@ -352,5 +393,27 @@ impl SessionTask {
                 self.uplink = None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worktree_head_is_read_and_plain_directories_are_not_worktrees() {
+        let repo = tempfile::tempdir().unwrap();
+        let git = |dir: &std::path::Path, args: &[&str]| {
+            assert!(std::process::Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success());
+        };
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        git(repo.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"]);
+        let root = tempfile::tempdir().unwrap();
+        let w = drover_protocol::device::Worktree { repo_path: repo.path().display().to_string(), dir: "w".into(), branch: "b".into() };
+        let path = crate::worktree::ensure(root.path(), &w).unwrap();
+        let (head, subject) = worktree_head(path.to_str().unwrap()).expect("a worktree has a HEAD");
+        assert_eq!((head.len(), subject.as_str()), (40, "first"));
+        assert_eq!(worktree_head(repo.path().to_str().unwrap()), None, "the clone itself is not a task's worktree");
+        assert_eq!(worktree_head(""), None);
     }
 }

@@ -114,6 +114,15 @@ pub enum DeviceMessage {
     },
     /// Still here.
     Heartbeat,
+    /// New commits in a task run's worktree: evidence of progress.
+    Commit {
+        /// The session.
+        session: SessionId,
+        /// The new HEAD.
+        head: String,
+        /// Its subject line.
+        subject: String,
+    },
 }
 
 /// JSON messages from the server.

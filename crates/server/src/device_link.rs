@@ -182,6 +182,24 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Heartbeat => {
             let _ = state.store.touch_device(device).await;
         }
+        DeviceMessage::Commit { session, head, subject } => {
+            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
+            if let Some(row) = row {
+                let actor =
+                    row.agent_name.as_deref().map(|a| format!("agent {a}")).unwrap_or_else(|| format!("device {}", row.device_name));
+                let event = drover_store::NewEvent {
+                    workspace: row.workspace,
+                    session: Some(session),
+                    task: None,
+                    kind: drover_core::activity::EventKind::Commit,
+                    actor,
+                    detail: serde_json::json!({ "head": head, "subject": subject }),
+                };
+                if let Err(e) = state.store.record_event(&event).await {
+                    tracing::warn!(%session, "recording a commit: {e}");
+                }
+            }
+        }
     }
     Ok(())
 }

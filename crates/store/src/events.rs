@@ -72,11 +72,11 @@ impl Store {
     }
 
     /// A run's latest evidence of progress (seed 002: a live process is not progress):
-    /// its newest hand-off, comment, blocker or question, as (kind, when).
+    /// its newest hand-off, commit, comment, blocker or question, as (kind, when).
     pub async fn last_progress(&self, session: SessionId) -> Result<Option<(String, String)>> {
         let r = sqlx::query(
             "SELECT kind, at FROM events WHERE session_id = ?
-             AND kind IN ('stage_advanced', 'comment', 'blocker_filed', 'blocker_resolved', 'question_asked')
+             AND kind IN ('stage_advanced', 'commit', 'comment', 'blocker_filed', 'blocker_resolved', 'question_asked')
              ORDER BY seq DESC LIMIT 1",
         )
         .bind(session.to_string())

@@ -170,6 +170,7 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (e.kind === "stage_advanced" && typeof d.stage === "string") parts.push(`${d.stage} → ${typeof d.next === "string" ? d.next : "done"}`);
   if (typeof d.note === "string" && d.note && e.kind === "stage_advanced") parts.push(`“${d.note}”`);
   if (typeof d.text === "string") parts.push(`“${d.text}”`);
+  if (e.kind === "commit" && typeof d.subject === "string") parts.push(`${String(d.head ?? "").slice(0, 10)} ${d.subject}`);
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
   if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);
@@ -224,7 +225,7 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
       </p>
       <p class="meta" data-testid="progress">
         Last output: {ago(session.last_output_at)} · Last progress:{" "}
-        {session.last_progress ? `${session.last_progress.label}, ${ago(session.last_progress.at)}` : "unknown (no hand-off, comment, blocker or question yet)"}
+        {session.last_progress ? `${session.last_progress.label}, ${ago(session.last_progress.at)}` : "unknown (no hand-off, commit, comment, blocker or question yet)"}
       </p>
       {stopError && <p class="error">{stopError}</p>}
       <EndedBanner pill={pill} />
