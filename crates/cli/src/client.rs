@@ -21,7 +21,10 @@ pub struct Client {
 impl Client {
     /// Resolves the server and credential.
     pub fn from_env() -> Result<Client> {
-        let file = home::home().ok().and_then(|h| home::read_json::<ClientConfig>(&h.join("client.json")));
+        // Inside an agent's run, only the run's own credential is used: never the
+        // owner's `client.json` from the device's home.
+        let in_run = std::env::var_os("DROVER_SESSION").is_some_and(|s| !s.is_empty());
+        let file = if in_run { None } else { home::home().ok().and_then(|h| home::read_json::<ClientConfig>(&h.join("client.json"))) };
         let url = std::env::var("DROVER_URL").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.url.clone()));
         let token = std::env::var("DROVER_TOKEN").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.token.clone()));
         let (Some(url), Some(token)) = (url, token) else {

@@ -235,6 +235,8 @@ echo "$DROVER_TOKEN" > "$TOKEN_FILE"
 "$DROVER" task comment "mine" && echo OWN-OK
 "$DROVER" task comment --task "$OTHER" "theirs" 2>&1 || echo OTHER-REFUSED
 "$DROVER" session list 2>&1 || echo MEMBER-REFUSED
+"$DROVER" session show "$DROVER_SESSION" 2>&1 || echo VIEW-REFUSED
+env -u DROVER_TOKEN "$DROVER" task list 2>&1 || echo NO-FALLBACK
 q=$("$DROVER" task ask "which colour?" --timeout 60)
 echo "ANSWER: $q"
 "$DROVER" task advance --note "asked and answered"
@@ -257,6 +259,8 @@ sleep 60
     assert!(text.contains("OWN-OK"), "{text}");
     assert!(text.contains("OTHER-REFUSED") && text.contains("only act on the task of its own session"), "{text}");
     assert!(text.contains("MEMBER-REFUSED"), "{text}");
+    assert!(text.contains("VIEW-REFUSED"), "an agent does not see sessions, not even its own: {text}");
+    assert!(text.contains("NO-FALLBACK"), "inside a run the owner's client.json is never used: {text}");
     assert!(text.contains("ANSWER: blue"), "{text}");
     let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"question_asked") && kinds.contains(&"question_answered"), "{kinds:?}");

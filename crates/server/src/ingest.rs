@@ -178,7 +178,13 @@ pub async fn end_session(
     let ended_at = normalise(&report.ended_at).unwrap_or_else(drover_store::now);
     let started_at = report.started_at.as_deref().and_then(normalise);
     let times = drover_store::RunTimes { started_at: started_at.as_deref(), ended_at: &ended_at };
-    state.store.end_session(session, &ending, times, report.final_offset, &actor).await?;
+    let Some(ending) = state.store.end_session(session, &ending, times, report.final_offset, &actor).await? else {
+        return Ok(());
+    };
+    let row = drover_store::SessionRow {
+        handed_off: row.handed_off.or_else(|| (ending.outcome == drover_core::Outcome::Completed).then(|| ending.reason.clone())),
+        ..row
+    };
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }

@@ -96,9 +96,27 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     let branch = task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title));
     let worktree = Worktree { repo_path: paths[&device].clone(), dir: branch::worktree_dir(task.id, &task.title), branch: branch.clone() };
     let (cols, rows) = AGENT_SIZE;
-    let new = NewTaskSession { task: task.id, device, agent: agent.id, command: command.clone(), cwd: String::new(), branch, cols, rows };
-    let (session, _) = state.store.create_task_session(&new, "scheduler").await?;
-    let token = auth::issue_session_token(&state.store, session).await?;
+    let new = NewTaskSession {
+        task: task.id,
+        device,
+        agent: agent.id,
+        stage_index: task.stage_index,
+        command: command.clone(),
+        cwd: String::new(),
+        branch,
+        cols,
+        rows,
+    };
+    // The task may have moved on (handed off, launched, cancelled) since it was read.
+    let Some((session, _)) = state.store.create_task_session(&new, "scheduler").await? else { return Ok(None) };
+    let token = match auth::issue_session_token(&state.store, session).await {
+        Ok(t) => t,
+        Err(e) => {
+            let end = RunEnd::StartFailed { reason: format!("could not issue the run's credential: {e}") };
+            ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
+            return Ok(None);
+        }
+    };
     let env = vec![
         ("DROVER_URL".to_string(), state.config.public_url.clone()),
         ("DROVER_TOKEN".to_string(), token),
@@ -110,6 +128,12 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     if state.devices.send(device, &ServerMessage::Start { spec, worktree: Some(worktree) }).await.is_err() {
         let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
+        return Ok(None);
+    }
+    // A cancel or abandon that raced this start found no live run to stop: stop it now.
+    if state.store.task(task.id).await?.is_some_and(|t| t.status != drover_core::task::TaskStatus::Open) {
+        let grace_ms = state.config.stop_grace.as_millis() as u64;
+        let _ = state.devices.send(device, &ServerMessage::Stop { session, grace_ms }).await;
     }
     if harness.is_ok_and(Harness::prompt_as_input) {
         // This harness takes no first message on its command line: type it in once the

@@ -14,7 +14,10 @@ use crate::AppState;
 pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> Result<(), StoreError> {
     let Some(task_id) = row.task else { return Ok(()) };
     let Some(task) = state.store.task(task_id).await? else { return Ok(()) };
-    if task.status == TaskStatus::Done && row.handed_off.is_some() {
+    if matches!(row.sandbox_state, SandboxState::Done | SandboxState::Abandoned) {
+        // Mark done or Abandon stopped this run: its worktree can go now that it has ended.
+        remove_worktree(state, &task, row.sandbox_state == SandboxState::Abandoned).await?;
+    } else if task.status == TaskStatus::Done && row.handed_off.is_some() {
         remove_worktree(state, &task, false).await?;
         if let Some(sandbox) = task.sandbox {
             state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
@@ -25,7 +28,7 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
         && task.stage().map(|s| &s.stage) == row.stage.as_ref()
     {
         match restaff(task.attempts, state.config.max_attempts) {
-            Restaff::Again(_) => state.store.queue_task(task.id).await?,
+            Restaff::Again(_) => state.store.queue_task(task.id, task.stage_index).await?,
             Restaff::Flag => {
                 let stage = row.stage.clone().unwrap_or_default();
                 let why = format!("the {stage} stage ended {} times without a hand-off", task.attempts);

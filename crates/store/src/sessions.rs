@@ -266,18 +266,35 @@ impl Store {
 
     /// Ends a live session: outcome, exit code, reason, end time; stops its Remote
     /// sandbox; records "session ended/killed/connection lost" — in one transaction.
-    /// Returns false (and changes nothing) if the session had already ended.
-    pub async fn end_session(&self, id: SessionId, ending: &Ending, times: RunTimes<'_>, final_offset: u64, actor: &str) -> Result<bool> {
+    /// Returns the ending stored (a hand-off committed meanwhile makes it `completed`),
+    /// or None (changing nothing) if the session had already ended.
+    pub async fn end_session(
+        &self,
+        id: SessionId,
+        ending: &Ending,
+        times: RunTimes<'_>,
+        final_offset: u64,
+        actor: &str,
+    ) -> Result<Option<Ending>> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome FROM sessions WHERE id = ?")
+        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome, handed_off FROM sessions WHERE id = ?")
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
             .await?;
-        let Some(row) = row else { return Ok(false) };
+        let Some(row) = row else { return Ok(None) };
         let outcome: String = row.get("outcome");
         if !Outcome::parse(&outcome).is_some_and(Outcome::is_live) {
-            return Ok(false);
+            return Ok(None);
         }
+        // A hand-off (or Mark done) that committed while this end was on its way still
+        // decides the outcome: read under the same lock as the write.
+        let ending = match row.get::<Option<String>, _>("handed_off") {
+            Some(why) if ending.outcome != Outcome::Completed => {
+                Ending { outcome: Outcome::Completed, exit_code: ending.exit_code, reason: why, killed: false }
+            }
+            _ => ending.clone(),
+        };
+        let ending = &ending;
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
         sqlx::query(
             "UPDATE sessions SET outcome = ?, exit_code = ?, reason = ?, started_at = COALESCE(started_at, ?), ended_at = ?, final_offset = ? WHERE id = ?",
@@ -309,7 +326,7 @@ impl Store {
         tx.commit().await?;
         self.recordings.close(id);
         self.changed(workspace, Some(id));
-        Ok(true)
+        Ok(Some(ending.clone()))
     }
 }
 
@@ -345,8 +362,8 @@ mod tests {
         assert!(s.mark_running(id, 42, "/").await.unwrap());
         assert!(!s.mark_running(id, 42, "/").await.unwrap());
         let ending = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
-        assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap());
-        assert!(!s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap());
+        assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().is_some());
+        assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().is_none());
         let row = s.session(id).await.unwrap().unwrap();
         assert_eq!(row.outcome, Outcome::Incomplete);
         assert_eq!(row.sandbox_state, SandboxState::Stopped);
@@ -384,7 +401,7 @@ mod tests {
             tokio::spawn(async move { s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await })
         });
         for r in futures_join(ends).await {
-            assert!(r.unwrap().unwrap(), "every end is stored (none fails with \"database is locked\")");
+            assert!(r.unwrap().unwrap().is_some(), "every end is stored (none fails with \"database is locked\")");
         }
         assert_eq!(s.count_live_sessions(ws).await.unwrap(), 1);
     }

@@ -141,6 +141,8 @@ pub struct NewTaskSession {
     pub device: DeviceId,
     /// The agent staffing the stage.
     pub agent: AgentId,
+    /// The stage being staffed (by index): nothing is created if the task has moved on.
+    pub stage_index: usize,
     /// Program and arguments.
     pub command: Vec<String>,
     /// The worktree it runs in.
@@ -444,14 +446,18 @@ impl Store {
         Ok((q as u32, f as u32))
     }
 
-    /// Puts the task's current stage in the queue for a slot (again).
-    pub async fn queue_task(&self, id: TaskId) -> Result<()> {
-        sqlx::query("UPDATE tasks SET queued_at = COALESCE(queued_at, ?), updated_at = ? WHERE id = ? AND status = 'open'")
-            .bind(now())
-            .bind(now())
-            .bind(id.to_string())
-            .execute(&self.pool)
-            .await?;
+    /// Puts the task's stage `stage_index` in the queue for a slot again, if the task is
+    /// still open, unflagged and at that stage.
+    pub async fn queue_task(&self, id: TaskId, stage_index: usize) -> Result<()> {
+        sqlx::query(
+            "UPDATE tasks SET queued_at = COALESCE(queued_at, ?), updated_at = ? WHERE id = ? AND status = 'open' AND stage_index = ? AND flagged IS NULL",
+        )
+        .bind(now())
+        .bind(now())
+        .bind(id.to_string())
+        .bind(stage_index as i64)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -494,8 +500,22 @@ impl Store {
 
     /// Creates the run for a task's current stage: its sandbox (created on first use, on
     /// `device`, on the task's branch), the session, and takes the task off the queue.
-    pub async fn create_task_session(&self, n: &NewTaskSession, actor: &str) -> Result<(SessionId, SandboxId)> {
+    /// None (nothing created) unless the task is still open, waiting, unflagged, at
+    /// `n.stage_index` and without a live run: the check and the writes share one lock.
+    pub async fn create_task_session(&self, n: &NewTaskSession, actor: &str) -> Result<Option<(SessionId, SandboxId)>> {
         let mut tx = self.write().await?;
+        let claimed = sqlx::query(
+            "UPDATE tasks SET queued_at = NULL, attempts = attempts + 1 WHERE id = ?1 AND status = 'open' AND stage_index = ?2
+             AND queued_at IS NOT NULL AND flagged IS NULL
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = ?1 AND outcome IN ('starting', 'running'))",
+        )
+        .bind(n.task.to_string())
+        .bind(n.stage_index as i64)
+        .execute(&mut *tx)
+        .await?;
+        if claimed.rows_affected() != 1 {
+            return Ok(None);
+        }
         let t = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(n.task.to_string()).fetch_one(&mut *tx).await?;
         let task = task_row(&t)?;
         let stage = task.stage().map(|s| s.stage.clone()).ok_or_else(|| StoreError::Corrupt("staffing a finished task".into()))?;
@@ -548,13 +568,13 @@ impl Store {
             .bind(sandbox.to_string())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE tasks SET sandbox_id = ?, queued_at = NULL, attempts = attempts + 1, updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE tasks SET sandbox_id = ?, updated_at = ? WHERE id = ?")
             .bind(sandbox.to_string())
             .bind(&at)
             .bind(task.id.to_string())
             .execute(&mut *tx)
             .await?;
-        let detail = serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts + 1 });
+        let detail = serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts });
         let e = NewEvent {
             workspace: task.workspace,
             session: Some(id),
@@ -566,7 +586,7 @@ impl Store {
         insert(&mut tx, &e).await?;
         tx.commit().await?;
         self.changed(task.workspace, Some(id));
-        Ok((id, sandbox))
+        Ok(Some((id, sandbox)))
     }
 
     /// The live run of a task, if any.
@@ -869,13 +889,15 @@ mod tests {
             task: id,
             device: dev.id,
             agent,
+            stage_index: 0,
             command: vec!["x".into()],
             cwd: "/wt".into(),
             branch: "drover/x-fix-it".into(),
             cols: 80,
             rows: 24,
         };
-        let (ses, sbx) = s.create_task_session(&n, "scheduler").await.unwrap();
+        let (ses, sbx) = s.create_task_session(&n, "scheduler").await.unwrap().unwrap();
+        assert_eq!(s.create_task_session(&n, "scheduler").await.unwrap(), None, "a stage is staffed once");
         let task = s.task(id).await.unwrap().unwrap();
         assert_eq!((task.queued_at.as_deref(), task.attempts, task.sandbox), (None, 1, Some(sbx)));
         assert_eq!(s.live_task_session(id).await.unwrap().unwrap().id, ses);
@@ -883,12 +905,22 @@ mod tests {
         assert_eq!(s.hand_off(id, Some(SessionId::new()), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
         assert_eq!(s.hand_off(id, None, "a person, while a run is live", "alice").await.unwrap(), Err(HandOffRefused::NotCurrent));
         assert_eq!(s.hand_off(id, Some(ses), "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
+        // The run's end arrives as "exited 0 without handing off" (it was on its way when
+        // the hand-off committed): the hand-off still decides, under the same lock.
+        let ending = drover_core::outcome::on_end(
+            drover_core::Outcome::Running,
+            &drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false },
+        )
+        .unwrap();
+        let stored =
+            s.end_session(ses, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().unwrap();
+        assert_eq!((stored.outcome, stored.reason.as_str()), (drover_core::Outcome::Completed, "the stage was handed off"));
         assert_eq!(s.hand_off(id, Some(ses), "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
         let task = s.task(id).await.unwrap().unwrap();
         assert_eq!(task.stage().unwrap().stage, "review");
         assert_eq!(task.queued_at, None, "a human works review: nothing is queued");
         let kinds: Vec<String> = s.task_events(id, 100).await.unwrap().into_iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, ["task_created", "session_started", "stage_advanced"]);
+        assert_eq!(kinds, ["task_created", "session_started", "stage_advanced", "session_ended"]);
         // Notes.
         let q = s.add_note(&task, Some(ses), "question", "which db?", "bot").await.unwrap();
         assert!(s.close_note(&task, q, Some("sqlite"), "alice").await.unwrap());

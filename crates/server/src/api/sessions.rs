@@ -26,6 +26,10 @@ const OUTPUT_PAGE: usize = 1024 * 1024;
 
 /// Loads a session the caller may see, with errors that say what to do.
 pub async fn load_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
+    // Agents never see sessions, not even their own (DESIGN.md's permission table).
+    if matches!(caller.0, drover_store::Principal::Agent { .. }) {
+        caller.member_name()?;
+    }
     let sid: SessionId = id.trim().parse().map_err(|e: drover_core::IdError| ApiError::BadRequest(e.to_string()))?;
     match state.store.session(sid).await? {
         Some(row) if row.workspace == caller.0.workspace() => Ok(row),

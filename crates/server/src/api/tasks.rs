@@ -418,8 +418,11 @@ pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Pat
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
 
-async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &str) -> Result<(), ApiError> {
-    if let Some(live) = state.store.live_task_session(t.id).await? {
+/// Stops the task's live run, if any; true if there was one. Completing: the run ends
+/// `completed` with that reason; otherwise `released`.
+async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &str) -> Result<bool, ApiError> {
+    let live = state.store.live_task_session(t.id).await?;
+    if let Some(live) = &live {
         match completes {
             Some(why) => state.store.mark_completing(live.id, why).await?,
             None => state.store.mark_stop_requested(live.id, by).await?,
@@ -427,7 +430,7 @@ async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &
         let grace_ms = state.config.stop_grace.as_millis() as u64;
         let _ = state.devices.send(live.device, &ServerMessage::Stop { session: live.id, grace_ms }).await;
     }
-    Ok(())
+    Ok(live.is_some())
 }
 
 /// `POST /api/v1/tasks/{id}/finish`: moves the sandbox toward a normal close (completing).
@@ -454,9 +457,11 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
-    stop_live(&state, &t, Some("the sandbox was retired with Mark done"), &who).await?;
     state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
-    crate::tasks::remove_worktree(&state, &t, false).await?;
+    // With a run still stopping, its worktree goes once it has ended (after_end).
+    if !stop_live(&state, &t, Some("the sandbox was retired with Mark done"), &who).await? {
+        crate::tasks::remove_worktree(&state, &t, false).await?;
+    }
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
 
@@ -465,12 +470,14 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
 pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
-    stop_live(&state, &t, None, &who).await?;
-    state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
     if let Some(sandbox) = t.sandbox {
         state.store.set_sandbox_state(sandbox, SandboxState::Abandoned).await?;
     }
-    crate::tasks::remove_worktree(&state, &t, true).await?;
+    state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
+    // With a run still stopping, its worktree goes once it has ended (after_end).
+    if !stop_live(&state, &t, None, &who).await? {
+        crate::tasks::remove_worktree(&state, &t, true).await?;
+    }
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
 
