@@ -30,7 +30,14 @@ pub enum WorktreeError {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0").output()?;
+    // The repository's own hooks do not run on Drover's checkouts.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "core.hooksPath=/dev/null"])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
@@ -105,9 +112,15 @@ mod tests {
     #[test]
     fn worktrees_are_created_reused_and_removed_keeping_the_branch() {
         let r = repo();
+        // The repository's hooks do not run on Drover's checkouts.
+        let marker = r.path().join("hook-ran");
+        let hook = r.path().join(".git/hooks/post-checkout");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+        assert!(Command::new("chmod").arg("+x").arg(&hook).status().unwrap().success());
         let root = tempfile::tempdir().unwrap();
         let w = Worktree { repo_path: r.path().display().to_string(), dir: "abc-fix-it".into(), branch: "drover/abc-fix-it".into() };
         let path = ensure(root.path(), &w).unwrap();
+        assert!(!marker.exists(), "a post-checkout hook ran");
         assert_eq!(git(&path, &["branch", "--show-current"]).unwrap(), "drover/abc-fix-it");
         std::fs::write(path.join("work.txt"), "x").unwrap();
         assert_eq!(ensure(root.path(), &w).unwrap(), path, "reused");

@@ -461,6 +461,16 @@ impl Store {
         Ok(())
     }
 
+    /// Takes the task's stage off the queue for a slot.
+    pub async fn unqueue_task(&self, id: TaskId) -> Result<()> {
+        sqlx::query("UPDATE tasks SET queued_at = NULL, updated_at = ? WHERE id = ?")
+            .bind(now())
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Launch session: a fresh run for the current stage (clears a flag and the count of
     /// attempts).
     pub async fn relaunch_task(&self, id: TaskId) -> Result<()> {

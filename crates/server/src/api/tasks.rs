@@ -458,6 +458,8 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
     let t = load_task(&state, &caller, &id).await?;
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
     state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+    // Closed for good: a stage waiting for a slot does not reopen it.
+    state.store.unqueue_task(t.id).await?;
     // With a run still stopping, its worktree goes once it has ended (after_end).
     if !stop_live(&state, &t, Some("the sandbox was retired with Mark done"), &who).await? {
         crate::tasks::remove_worktree(&state, &t, false).await?;
@@ -488,6 +490,12 @@ pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Pat
     if !state.store.finish_task(t.id, TaskStatus::Cancelled, &who).await? {
         return Err(ApiError::Conflict(format!("task {} is already {}", t.id, t.status.as_str())));
     }
-    stop_live(&state, &t, None, &who).await?;
+    // The sandbox closes with the task; its branch (and commits) stay.
+    if let Some(sandbox) = t.sandbox {
+        state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+    }
+    if !stop_live(&state, &t, None, &who).await? {
+        crate::tasks::remove_worktree(&state, &t, false).await?;
+    }
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
