@@ -109,8 +109,10 @@ export async function signedIn(b, d, viewport = { width: 1280, height: 800 }, li
   return { context, page, errors };
 }
 
-/** The text on an xterm.js terminal's screen. */
+/** The text on an xterm.js terminal's screen. xterm.js stops drawing a terminal that is
+ * out of view, so it is scrolled into view first. */
 export async function screenText(page, selector = '[data-testid="terminal"]') {
+  await page.locator(selector).scrollIntoViewIfNeeded();
   return page.locator(`${selector} .xterm-rows`).innerText();
 }
 

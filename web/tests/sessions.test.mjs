@@ -70,7 +70,7 @@ test("a session from start to finished page", async () => {
   }
   assert.match(text, /Released/);
   await until("the kill in the record", async () => (await page.locator("section.did").innerText()).includes("session killed"));
-  await until("final screen", async () => (await screenText(page, '[data-testid="final-screen"]')).includes("sent-25"));
+  await until("final screen", async () => (await screenText(page, '[data-testid="final-screen"]')).includes("sent-25"), 30_000);
   await page.getByTestId("play").click();
   await until("recording plays", async () => (await screenText(page, '[data-testid="player"]')).includes("typed-42"), 20_000);
   await shot(page, "finished-desktop");
