@@ -165,7 +165,7 @@ fn a_stage_that_keeps_failing_is_flagged_for_a_human_not_retried_forever() {
     assert_eq!(task(&d, &id)["sessions"].as_array().unwrap().len(), 3, "no fourth run");
     // Launch session starts a fresh one.
     d.ok(&["task", "launch", &id]);
-    wait_task(&d, &id, secs(30), "a fourth run", |t| t["sessions"].as_array().unwrap().len() == 4);
+    wait_task(&d, &id, secs(30), "a fourth run", |t| t["sessions"].as_array().unwrap().len() >= 4);
 }
 
 #[test]
