@@ -369,3 +369,33 @@ fn a_harness_that_takes_no_prompt_argument_gets_its_first_message_typed_in() {
     assert_eq!(sent.len(), 1, "the first message went through the audited path: {events}");
     assert_eq!(sent[0]["actor"], "scheduler");
 }
+
+#[test]
+fn a_slow_checkout_holds_up_no_other_session_and_a_cancel_during_it_stops_the_run() {
+    // A `git` on PATH whose `worktree add` takes 3 s (then the real git does the work).
+    let real_git =
+        String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout).unwrap().trim().to_string();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let slow = bin_dir.path().join("git");
+    std::fs::write(&slow, format!("#!/bin/sh\ncase \"$*\" in *\"worktree add\"*) sleep 3;; esac\nexec '{real_git}' \"$@\"\n")).unwrap();
+    Command::new("chmod").arg("+x").arg(&slow).status().unwrap();
+    // Each test runs in its own process (nextest), so setting PATH here touches no other test.
+    std::env::set_var("PATH", format!("{}:{}", bin_dir.path().display(), std::env::var("PATH").unwrap_or_default()));
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), "sleep 600");
+    let _repo = setup(&d, &script);
+    let other = d.start(&["cat"]);
+    d.wait_for(&other, secs(20), |s| s["outcome"] == "running");
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", "slow checkout", "--agent", "bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(20), "a run being set up", |t| !t["sessions"].as_array().unwrap().is_empty());
+    let run = t["sessions"][0]["id"].as_str().unwrap().to_string();
+    // While the checkout runs, the other session still takes audited input.
+    d.ok(&["session", "input", &other, "still answering"]);
+    assert_eq!(d.show(&run)["outcome"], "starting", "the checkout should still be going on");
+    d.wait_text(&other, "still answering", secs(10));
+    // Cancelled mid-checkout: once the checkout is done the run is stopped, not left running.
+    d.ok(&["task", "cancel", &id]);
+    let s = d.wait_ended(&run, secs(30));
+    assert_eq!(s["outcome"], "released", "{s}");
+}

@@ -49,10 +49,11 @@ enum LinkError {
 pub async fn run(config: DeviceConfig) -> std::io::Result<()> {
     std::fs::create_dir_all(config.sessions_dir())?;
     let registry: Registry = Arc::new(Mutex::new(Default::default()));
+    let preparing: Preparing = Arc::new(Mutex::new(Default::default()));
     adopt_existing(&config, &registry).await;
     let mut delay = RECONNECT_DELAY;
     loop {
-        match connect_once(&config, &registry).await {
+        match connect_once(&config, &registry, &preparing).await {
             Ok(()) => delay = RECONNECT_DELAY,
             Err(LinkError::Refused(reason)) => {
                 tracing::error!("{}", LinkError::Refused(reason));
@@ -81,7 +82,10 @@ async fn adopt_existing(config: &DeviceConfig, registry: &Registry) {
     }
 }
 
-async fn connect_once(config: &DeviceConfig, registry: &Registry) -> Result<(), LinkError> {
+/// Task runs whose worktree is being checked out, and whether a Stop arrived meanwhile.
+type Preparing = Arc<Mutex<std::collections::HashMap<SessionId, bool>>>;
+
+async fn connect_once(config: &DeviceConfig, registry: &Registry, preparing: &Preparing) -> Result<(), LinkError> {
     let url = config.connect_url();
     let mut request = url.as_str().into_client_request().map_err(|e| LinkError::Connect { url: url.clone(), source: Box::new(e) })?;
     let auth = format!("Bearer {}", config.token)
@@ -103,7 +107,7 @@ async fn connect_once(config: &DeviceConfig, registry: &Registry) -> Result<(), 
             }
         }
     });
-    let result = converse(config, registry, &up_tx, &mut stream).await;
+    let result = converse(config, registry, preparing, &up_tx, &mut stream).await;
     writer.abort();
     result
 }
@@ -111,7 +115,13 @@ async fn connect_once(config: &DeviceConfig, registry: &Registry) -> Result<(), 
 type WsStream =
     futures_util::stream::SplitStream<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>>;
 
-async fn converse(config: &DeviceConfig, registry: &Registry, up: &Uplink, stream: &mut WsStream) -> Result<(), LinkError> {
+async fn converse(
+    config: &DeviceConfig,
+    registry: &Registry,
+    preparing: &Preparing,
+    up: &Uplink,
+    stream: &mut WsStream,
+) -> Result<(), LinkError> {
     let sessions: Vec<_> = registry.lock().expect("registry lock").values().map(|h| h.report()).collect();
     let hello = DeviceMessage::Hello { version: PROTOCOL_VERSION, name: config.name.clone(), slots: config.slots, sessions };
     send(up, &hello).await;
@@ -155,7 +165,7 @@ async fn converse(config: &DeviceConfig, registry: &Registry, up: &Uplink, strea
         };
         match msg {
             Message::Text(t) => match serde_json::from_str::<ServerMessage>(&t) {
-                Ok(m) => dispatch(config, registry, up, m).await,
+                Ok(m) => dispatch(config, registry, preparing, up, m).await,
                 Err(e) => tracing::warn!("undecodable message from the server: {e}"),
             },
             Message::Binary(b) => match DeviceBinary::decode(&b) {
@@ -182,10 +192,25 @@ async fn send(up: &Uplink, msg: &DeviceMessage) {
     let _ = up.send(Message::Text(serde_json::to_string(msg).expect("serialises").into())).await;
 }
 
-async fn dispatch(config: &DeviceConfig, registry: &Registry, up: &Uplink, msg: ServerMessage) {
+async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Preparing, up: &Uplink, msg: ServerMessage) {
     let (session, cmd) = match msg {
-        ServerMessage::Start { spec, worktree } => {
-            start_session(config, registry, up, spec, worktree).await;
+        // A checkout can take seconds: it runs on its own so every other session's
+        // input, stops and snapshots go on; a Stop for the run meanwhile is kept.
+        ServerMessage::Start { spec, worktree: Some(worktree) } => {
+            let id = spec.session;
+            preparing.lock().expect("preparing lock").insert(id, false);
+            let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
+            tokio::spawn(async move {
+                start_session(&config, &registry, &up, spec, Some(worktree)).await;
+                let stop = preparing.lock().expect("preparing lock").remove(&id).unwrap_or(false);
+                if let (true, Some(h)) = (stop, handle(&registry, id)) {
+                    let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
+                }
+            });
+            return;
+        }
+        ServerMessage::Start { spec, worktree: None } => {
+            start_session(config, registry, up, spec, None).await;
             return;
         }
         ServerMessage::RemoveWorktree { worktree, force } => {
@@ -209,6 +234,18 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, up: &Uplink, msg: 
     match handle(registry, session) {
         Some(h) => {
             let _ = h.tx.send(cmd).await;
+        }
+        None if preparing.lock().expect("preparing lock").contains_key(&session) => {
+            let req = match cmd {
+                SessionCmd::Shim(ShimRequest::Stop { .. }) => {
+                    preparing.lock().expect("preparing lock").insert(session, true);
+                    return;
+                }
+                SessionCmd::Shim(ShimRequest::SendText { req, .. }) => Some(req),
+                _ => return,
+            };
+            let reason = format!("session {session} is still starting (its worktree is being checked out)");
+            send(up, &DeviceMessage::Failed { session, req, reason }).await;
         }
         None => {
             let req = match cmd {
