@@ -1,4 +1,5 @@
-//! The harness presets against the real agent CLIs (installed from npm into
+//! The harness presets against the real agent CLIs — Claude Code, Codex, Gemini CLI and
+//! OpenCode (installed from npm into
 //! `harnesses/node_modules` by `scripts/test`): the command line each preset builds, to
 //! start with a prompt and to resume, is accepted by the CLI it names and reaches its
 //! first screen inside a Drover session, offline. A made-up flag is the control: the
@@ -18,17 +19,26 @@ fn installed() -> PathBuf {
     dir
 }
 
-/// The CLI's executable: Claude Code's native binary comes in a per-platform package.
+/// This machine as npm's platform packages name it (`linux-x64`).
+fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{}-{arch}", std::env::consts::OS)
+}
+
+/// The CLI's executable: Claude Code's and OpenCode's native binaries come in
+/// per-platform packages (their launchers need install scripts, which are not run).
 fn executable(modules: &Path, h: Harness) -> PathBuf {
-    match h {
-        Harness::Claude => std::fs::read_dir(modules.join("@anthropic-ai"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path().join("claude"))
-            .find(|p| p.parent().unwrap().file_name().unwrap().to_string_lossy().starts_with("claude-code-") && p.exists())
-            .expect("Claude Code's platform package"),
+    let exe = match h {
+        Harness::Claude => modules.join(format!("@anthropic-ai/claude-code-{}/claude", platform())),
+        Harness::Opencode => modules.join(format!("opencode-{}/bin/opencode", platform())),
         other => modules.join(".bin").join(other.as_str()),
-    }
+    };
+    assert!(exe.exists(), "{} is not installed (cd harnesses && npm ci)", exe.display());
+    exe
 }
 
 /// Runs `argv` in a session; returns its plain text once `done` says so (or the time is up).
@@ -59,12 +69,18 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
     // Each test runs in its own process (nextest), so setting HOME touches no other test.
     std::env::set_var("HOME", home.path());
     let d = Drover::up();
-    let route = Route { model: Some("test-model-name".into()), ..Route::default() };
-    let rejected = |t: &str| t.contains("unknown option") || t.contains("unexpected argument") || t.contains("Unknown argument");
-    let cases: [(Harness, &[&str]); 3] = [
+    let route = Route { model: Some("test-model-name".into()), provider: Some("anthropic".into()), ..Route::default() };
+    let rejected = |t: &str| {
+        t.contains("unknown option")
+            || t.contains("unexpected argument")
+            || t.contains("Unknown argument")
+            || t.contains("Invalid model format")
+    };
+    let cases: [(Harness, &[&str]); 4] = [
         (Harness::Claude, &["Claude Code"]),
         (Harness::Codex, &["Codex"]),
         (Harness::Gemini, &["Gemini", "trust the files in this folder"]),
+        (Harness::Opencode, &["opencode", "Ask anything", "ctrl+p"]),
     ];
     for (h, markers) in cases {
         let exe = executable(&modules, h);

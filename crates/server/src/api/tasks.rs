@@ -150,6 +150,12 @@ pub async fn create_agent(
     if req.template.len() > 64 || req.template.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
         return Err(bad("the command template is too long or contains a NUL byte"));
     }
+    if harness == drover_core::harness::Harness::Opencode
+        && req.model.as_deref().is_some_and(|m| !m.contains('/'))
+        && req.provider.as_deref().is_none_or(str::is_empty)
+    {
+        return Err(bad("OpenCode names models as provider/model: pass --provider, or --model provider/model"));
+    }
     let route = drover_core::harness::Route { model: req.model, provider: req.provider, account: req.account, effort: req.effort };
     match state.store.create_agent(caller.0.workspace(), &req.name, id, harness.as_str(), &route, &req.template).await? {
         Some(_) => Ok(StatusCode::CREATED),
