@@ -75,8 +75,20 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .or_else(|| worktree_head(&cwd).map(|(h, _)| h));
-    let task =
-        SessionTask { id, dir, report, uplink: None, expected: 0, exit: None, pid: None, started_at: None, cwd, ended_sent: false, head };
+    let task = SessionTask {
+        id,
+        dir,
+        report,
+        uplink: None,
+        expected: 0,
+        exit: None,
+        pid: None,
+        started_at: None,
+        cwd,
+        ended_sent: false,
+        head,
+        resubscribing: false,
+    };
     tokio::spawn(async move {
         task.run(shim, rx).await;
         registry.lock().expect("registry lock").remove(&id);
@@ -126,6 +138,9 @@ struct SessionTask {
     ended_sent: bool,
     /// The worktree's HEAD as last seen (task runs only).
     head: Option<String>,
+    /// After a re-subscription: output frames of the old subscription may still be on
+    /// their way and must not be taken for the new one's (they would skip bytes).
+    resubscribing: bool,
 }
 
 /// File in a session's directory holding its worktree's HEAD from before the run.
@@ -215,6 +230,7 @@ impl SessionTask {
                 self.uplink = Some(uplink);
                 self.expected = from;
                 self.ended_sent = false;
+                self.resubscribing = link.is_some();
                 match link.as_mut() {
                     Some(ShimLink { wr, .. }) => {
                         if let (Some(pid), None) = (self.pid, &self.exit) {
@@ -283,6 +299,10 @@ impl SessionTask {
             ShimFrame::Event(ev) => {
                 let msg = match ev {
                     ShimEvent::Hello { .. } => return,
+                    ShimEvent::Subscribed { .. } => {
+                        self.resubscribing = false;
+                        return;
+                    }
                     ShimEvent::Delivered { req, bracketed_paste, offset, t_micros } => {
                         DeviceMessage::Delivered { session: id, req, bracketed_paste, offset, t_micros }
                     }
@@ -304,6 +324,15 @@ impl SessionTask {
 
     /// Forwards output, dropping what the server already has and trimming overlaps.
     async fn output(&mut self, offset: u64, t_micros: u64, mut data: Vec<u8>) {
+        if self.resubscribing {
+            if offset > self.expected {
+                // The old subscription's, ahead of where the server stands: the new one
+                // sends these bytes in order.
+                return;
+            }
+            // Contiguous with what the server holds: correct whichever subscription sent it.
+            self.resubscribing = false;
+        }
         let end = offset + data.len() as u64;
         if end <= self.expected {
             return;

@@ -154,6 +154,12 @@ pub enum ShimEvent {
         /// What failed.
         message: String,
     },
+    /// A Subscribe took effect: output after this event comes from `from_offset` on;
+    /// output before it belonged to the previous subscription.
+    Subscribed {
+        /// Where the new subscription starts.
+        from_offset: u64,
+    },
 }
 
 /// One decoded frame on the shim link.

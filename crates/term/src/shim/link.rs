@@ -53,6 +53,11 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     if let Some(f) = forwarder.take() {
                         f.abort();
                     }
+                    // Marks where the old subscription's output ends in the stream.
+                    let marker = ShimFrame::Event(ShimEvent::Subscribed { from_offset }).encode();
+                    if tx.send(Out::Frame(marker)).await.is_err() {
+                        break;
+                    }
                     forwarder = Some(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)));
                 }
                 // A snapshot waits for the screen worker to catch up: answer it on the
