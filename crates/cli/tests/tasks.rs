@@ -232,6 +232,7 @@ fn agent_credentials_only_reach_their_own_task() {
     // The agent prints its credential's reach: its own task works, others and member APIs do not.
     let body = r#"
 echo "$DROVER_TOKEN" > "$TOKEN_FILE"
+[ "$(command -v drover)" = "$DROVER" ] && echo ON-PATH
 "$DROVER" task comment "mine" && echo OWN-OK
 "$DROVER" task comment --task "$OTHER" "theirs" 2>&1 || echo OTHER-REFUSED
 "$DROVER" session list 2>&1 || echo MEMBER-REFUSED
@@ -257,6 +258,7 @@ sleep 60
     let session = t["sessions"][0]["id"].as_str().unwrap().to_string();
     let text = d.ok(&["session", "tail", &session, "-n", "200"]);
     assert!(text.contains("OWN-OK"), "{text}");
+    assert!(text.contains("ON-PATH"), "the device's drover is on the run's PATH, as the stage prompt promises: {text}");
     assert!(text.contains("OTHER-REFUSED") && text.contains("only act on the task of its own session"), "{text}");
     assert!(text.contains("MEMBER-REFUSED"), "{text}");
     assert!(text.contains("VIEW-REFUSED"), "an agent does not see sessions, not even its own: {text}");

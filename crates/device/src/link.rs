@@ -264,6 +264,16 @@ async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, 
         return;
     }
     if let Some(w) = worktree {
+        // The agent is told to run `drover task …`: this device's drover is on its PATH.
+        if let Some(bin_dir) = config.shim_exe.parent() {
+            let inherited = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).or_else(|| std::env::var("PATH").ok());
+            let path = match inherited {
+                Some(p) if !p.is_empty() => format!("{}:{p}", bin_dir.display()),
+                _ => bin_dir.display().to_string(),
+            };
+            spec.env.retain(|(k, _)| k != "PATH");
+            spec.env.push(("PATH".into(), path));
+        }
         let root = config.worktrees_dir();
         match tokio::task::spawn_blocking(move || crate::worktree::ensure(&root, &w)).await {
             Ok(Ok(path)) => spec.cwd = path.display().to_string(),
