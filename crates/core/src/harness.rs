@@ -84,8 +84,11 @@ impl Harness {
             Harness::Custom => return custom(template, prompt),
         };
         argv.extend(model_args(self, route));
+        argv.extend(mcp_args(self));
         match self {
-            Harness::Claude | Harness::Codex => argv.push(prompt.into()),
+            // `--mcp-config` takes several values: `--` ends the options before the prompt.
+            Harness::Claude => argv.extend(["--".into(), prompt.into()]),
+            Harness::Codex => argv.push(prompt.into()),
             Harness::Gemini => argv.extend(["-i".into(), prompt.into()]),
             Harness::Aider => argv.extend(["--message".into(), prompt.into()]),
             Harness::Opencode => argv.extend(["--prompt".into(), prompt.into()]),
@@ -109,6 +112,7 @@ impl Harness {
             Harness::Custom => return None,
         };
         argv.extend(model_args(self, route));
+        argv.extend(mcp_args(self));
         Some(argv)
     }
 
@@ -131,6 +135,17 @@ fn model_args(h: Harness, route: &Route) -> Vec<String> {
             vec!["--model".into(), full]
         }
         Harness::Goose | Harness::Custom => Vec::new(),
+    }
+}
+
+/// The MCP server with the task tools (`drover mcp`, on the run's PATH), for harnesses
+/// that take an MCP configuration on their command line.
+pub const MCP_CONFIG: &str = r#"{"mcpServers":{"drover":{"type":"stdio","command":"drover","args":["mcp"]}}}"#;
+
+fn mcp_args(h: Harness) -> Vec<String> {
+    match h {
+        Harness::Claude => vec!["--mcp-config".into(), MCP_CONFIG.into()],
+        Harness::Codex | Harness::Gemini | Harness::Aider | Harness::Opencode | Harness::Goose | Harness::Custom => Vec::new(),
     }
 }
 
@@ -187,8 +202,11 @@ mod tests {
     #[test]
     fn presets_build_the_documented_command_lines() {
         let r = Route { model: Some("claude-sonnet-4-5".into()), ..Route::default() };
-        assert_eq!(Harness::Claude.start("hi", &r, &[]).unwrap(), ["claude", "--model", "claude-sonnet-4-5", "hi"]);
-        assert_eq!(Harness::Claude.resume(&Route::default()).unwrap(), ["claude", "--continue"]);
+        assert_eq!(
+            Harness::Claude.start("hi", &r, &[]).unwrap(),
+            ["claude", "--model", "claude-sonnet-4-5", "--mcp-config", MCP_CONFIG, "--", "hi"]
+        );
+        assert_eq!(Harness::Claude.resume(&Route::default()).unwrap(), ["claude", "--continue", "--mcp-config", MCP_CONFIG]);
         assert_eq!(Harness::Codex.start("hi", &Route::default(), &[]).unwrap(), ["codex", "hi"]);
         assert_eq!(Harness::Codex.resume(&Route::default()).unwrap(), ["codex", "resume", "--last"]);
         assert_eq!(Harness::Gemini.start("hi", &Route::default(), &[]).unwrap(), ["gemini", "-i", "hi"]);
