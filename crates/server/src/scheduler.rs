@@ -138,36 +138,23 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     if harness.is_ok_and(Harness::prompt_as_input) {
         // This harness takes no first message on its command line: type it in once the
         // run is up, through the audited path.
-        tokio::spawn(send_prompt(state.clone(), task.workspace, device, session, prompt));
+        tokio::spawn(send_prompt(state.clone(), session, prompt));
     }
     tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
     Ok(Some(device))
 }
 
-async fn send_prompt(state: AppState, workspace: WorkspaceId, device: DeviceId, session: drover_core::SessionId, prompt: String) {
+async fn send_prompt(state: AppState, session: drover_core::SessionId, prompt: String) {
     let deadline = tokio::time::Instant::now() + state.config.start_wait;
-    loop {
+    let row = loop {
         match state.store.session(session).await {
-            Ok(Some(s)) if s.outcome == drover_core::Outcome::Running => break,
+            Ok(Some(s)) if s.outcome == drover_core::Outcome::Running => break s,
             Ok(Some(s)) if s.outcome == drover_core::Outcome::Starting && tokio::time::Instant::now() < deadline => {}
-            _ => return,
+            _ => return tracing::warn!(%session, "the stage's first message was not sent: the run is not running"),
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    match state.devices.send_text(device, session, prompt.clone(), state.config.input_timeout).await {
-        Ok(_) => {
-            let event = drover_store::NewEvent {
-                workspace,
-                session: Some(session),
-                task: None,
-                kind: drover_core::activity::EventKind::InputSent,
-                actor: "scheduler".into(),
-                detail: serde_json::json!({ "text": prompt, "why": "the stage's first message" }),
-            };
-            if let Err(e) = state.store.record_event(&event).await {
-                tracing::warn!(%session, "recording the first message: {e}");
-            }
-        }
-        Err(e) => tracing::warn!(%session, "the stage's first message was not delivered: {e:?}"),
+    };
+    if let Err(e) = crate::api::sessions::deliver_to(&state, &row, "scheduler".into(), &prompt).await {
+        tracing::warn!(%session, "the stage's first message was not delivered: {e}");
     }
 }

@@ -169,6 +169,13 @@ pub async fn start(
 async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Result<(SessionRow, InputReceipt), ApiError> {
     let who = caller.member_name()?;
     let row = load_session(state, caller, id).await?;
+    let receipt = deliver_to(state, &row, who, text).await?;
+    Ok((row, receipt))
+}
+
+/// The audited path for `row` on behalf of `who`: text then Enter, confirmed by the
+/// device, marked in the recording and recorded as "input sent (audited)".
+pub async fn deliver_to(state: &AppState, row: &SessionRow, who: String, text: &str) -> Result<InputReceipt, ApiError> {
     drover_core::input::validate(text).map_err(|e| match e {
         drover_core::input::InputError::TooLong { .. } => ApiError::TooLarge(e.to_string()),
         _ => ApiError::BadRequest(e.to_string()),
@@ -207,7 +214,7 @@ async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Res
         detail: serde_json::json!({ "text": text, "bracketed_paste": bracketed_paste, "offset": offset }),
     };
     let event = state.store.record_event(&event).await?;
-    Ok((row.clone(), InputReceipt { session: row.id, event: event.to_string(), bracketed_paste, offset }))
+    Ok(InputReceipt { session: row.id, event: event.to_string(), bracketed_paste, offset })
 }
 
 /// `POST /api/v1/sessions/{id}/input`: the audited Send path.
