@@ -1,5 +1,6 @@
 // Badges: a run's outcome, a sandbox's own state, the green "running now" dot.
 
+import { cap } from "./format";
 import type { Outcome, SandboxState } from "./types";
 
 export const OUTCOME_HELP: Record<Outcome, string> = {
@@ -22,7 +23,6 @@ export const STATE_HELP: Record<SandboxState, string> = {
   stopped: "A session started on a device whose run has ended.",
 };
 
-const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /** The green dot: an agent process is running right now. */
 export function LiveDot({ live }: { live: boolean }) {

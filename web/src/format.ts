@@ -42,3 +42,6 @@ export function bytes(n: number): string {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
   return `${(n / 1024 / 1024).toFixed(1)} MB`;
 }
+
+/** "code" → "Code": stage names, states and outcomes as labels. */
+export const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

@@ -181,10 +181,6 @@ pub async fn end_session(
     let Some(ending) = state.store.end_session(session, &ending, times, report.final_offset, &actor).await? else {
         return Ok(());
     };
-    let row = drover_store::SessionRow {
-        handed_off: row.handed_off.or_else(|| (ending.outcome == drover_core::Outcome::Completed).then(|| ending.reason.clone())),
-        ..row
-    };
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }

@@ -17,13 +17,12 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
     if matches!(row.sandbox_state, SandboxState::Done | SandboxState::Abandoned) {
         // Mark done or Abandon stopped this run: its worktree can go now that it has ended.
         remove_worktree(state, &task, row.sandbox_state == SandboxState::Abandoned).await?;
-    } else if task.status == TaskStatus::Done && row.handed_off.is_some() {
+    } else if task.status == TaskStatus::Done && ending.outcome == Outcome::Completed {
         remove_worktree(state, &task, false).await?;
         if let Some(sandbox) = task.sandbox {
             state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
         }
     } else if task.status == TaskStatus::Open
-        && row.handed_off.is_none()
         && matches!(ending.outcome, Outcome::Incomplete | Outcome::Failed | Outcome::Lost)
         && task.stage().map(|s| &s.stage) == row.stage.as_ref()
     {

@@ -63,6 +63,15 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<
 }
 
 impl Store {
+    /// Records `e` in `tx`, commits, then tells live views (after the commit, so
+    /// nobody hears of a change that did not happen).
+    pub(crate) async fn commit_with_event(&self, mut tx: sqlx::Transaction<'static, sqlx::Sqlite>, e: &NewEvent) -> Result<()> {
+        insert(&mut tx, e).await?;
+        tx.commit().await?;
+        self.changed(e.workspace, e.session);
+        Ok(())
+    }
+
     /// Records one event durably.
     pub async fn record_event(&self, e: &NewEvent) -> Result<EventId> {
         let mut conn = self.pool.acquire().await?;

@@ -398,9 +398,7 @@ impl Store {
             actor: t.created_by.clone(),
             detail,
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(t.workspace, None);
+        self.commit_with_event(tx, &e).await?;
         Ok(id)
     }
 
@@ -502,9 +500,7 @@ impl Store {
             actor: actor.into(),
             detail: serde_json::json!({ "reason": why }),
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(workspace, None);
+        self.commit_with_event(tx, &e).await?;
         Ok(())
     }
 
@@ -593,9 +589,7 @@ impl Store {
             actor: actor.into(),
             detail,
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(task.workspace, Some(id));
+        self.commit_with_event(tx, &e).await?;
         Ok(Some((id, sandbox)))
     }
 
@@ -738,9 +732,7 @@ impl Store {
             actor: actor.into(),
             detail: serde_json::json!({ "status": status }),
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(workspace, None);
+        self.commit_with_event(tx, &e).await?;
         Ok(true)
     }
 
@@ -800,9 +792,7 @@ impl Store {
             actor: actor.into(),
             detail: serde_json::json!({ "note": id, "text": text }),
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(task.workspace, session);
+        self.commit_with_event(tx, &e).await?;
         Ok(id)
     }
 
@@ -829,9 +819,7 @@ impl Store {
             actor: actor.into(),
             detail: serde_json::json!({ "note": note, "text": answer }),
         };
-        insert(&mut tx, &e).await?;
-        tx.commit().await?;
-        self.changed(task.workspace, session);
+        self.commit_with_event(tx, &e).await?;
         Ok(true)
     }
 

@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, enc } from "../api";
 import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
-import { duration, ago, when, bytes } from "../format";
+import { duration, ago, cap, when, bytes } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
 import { keySequence, LiveTerminal, pillText, type Pill } from "../terminal";
@@ -342,7 +342,7 @@ function Summary({ s }: { s: Session }) {
   const rows: [string, preact.ComponentChildren][] = [
     ["Agent", s.agent ?? "—"],
     ["Working on", s.task ? <a href={`/tasks/${s.task}`}>{s.title}</a> : s.title],
-    ["Stage", s.stage ? s.stage.charAt(0).toUpperCase() + s.stage.slice(1) : "—"],
+    ["Stage", s.stage ? cap(s.stage) : "—"],
     ["State", <OutcomeBadge outcome={s.outcome} />],
     ["Started", when(s.started_at ?? s.created_at)],
     [lost ? "Lost at" : "Ended", when(s.ended_at)],

@@ -4,13 +4,12 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, enc } from "../api";
 import { LiveDot, OutcomeBadge } from "../badges";
-import { ago, when } from "../format";
+import { ago, cap, when } from "../format";
 import { subscribe } from "../live";
 import type { Task, TaskDetail } from "../types";
 import { isLive } from "../types";
 import { EventDetail } from "./session";
 
-const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 function TaskState({ t }: { t: Task }) {
   if (t.status !== "open") return <span class={`badge task-${t.status}`}>{cap(t.status)}</span>;

@@ -29,7 +29,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
         Command::Session(cmd) => return session::run(cmd, cli.json).await,
-        Command::Task(cmd) => task::control(cmd, cli.json).await?,
+        Command::Task(cmd) => task::task(cmd, cli.json).await?,
         Command::Agent(cmd) => task::agent(cmd, cli.json).await?,
         Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,

@@ -177,25 +177,18 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             }
             println!("answered {}", n.id);
         }
-        TaskCmd::Launch { id } | TaskCmd::Finish { id } | TaskCmd::MarkDone { id } | TaskCmd::Abandon { id } | TaskCmd::Cancel { id } => {
-            unreachable!("{id}: handled by `control`")
-        }
+        TaskCmd::Launch { id } => control(&client, &id, "launch", "a fresh run is queued for a slot", json).await?,
+        TaskCmd::Finish { id } => control(&client, &id, "finish", "the sandbox is completing", json).await?,
+        TaskCmd::MarkDone { id } => control(&client, &id, "mark-done", "the sandbox is done (its branch is kept)", json).await?,
+        TaskCmd::Abandon { id } => control(&client, &id, "abandon", "the sandbox is torn down; the task is abandoned", json).await?,
+        TaskCmd::Cancel { id } => control(&client, &id, "cancel", "the task is cancelled", json).await?,
     }
     Ok(())
 }
 
-/// The Sessions panel's controls: launch, finish, mark done, abandon, cancel.
-pub async fn control(cmd: TaskCmd, json: bool) -> Result<()> {
-    let client = Client::from_env()?;
-    let (id, action, done) = match cmd {
-        TaskCmd::Launch { id } => (id, "launch", "a fresh run is queued for a slot"),
-        TaskCmd::Finish { id } => (id, "finish", "the sandbox is completing"),
-        TaskCmd::MarkDone { id } => (id, "mark-done", "the sandbox is done (its branch is kept)"),
-        TaskCmd::Abandon { id } => (id, "abandon", "the sandbox is torn down; the task is abandoned"),
-        TaskCmd::Cancel { id } => (id, "cancel", "the task is cancelled"),
-        other => return task(other, json).await,
-    };
-    let t: TaskView = client.post(&format!("/api/v1/tasks/{}/{action}", seg(&id)), &serde_json::json!({})).await?;
+/// One of the Sessions panel's controls: launch, finish, mark done, abandon, cancel.
+async fn control(client: &Client, id: &str, action: &str, done: &str, json: bool) -> Result<()> {
+    let t: TaskView = client.post(&format!("/api/v1/tasks/{}/{action}", seg(id)), &serde_json::json!({})).await?;
     if json {
         return print_json(&t);
     }

@@ -69,11 +69,17 @@ pub struct SandboxParams {
     pub limit: Option<i64>,
 }
 
-fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
+/// A keyset cursor `created_at|id`, as a batch's last row gives it.
+fn parse_keyset<T: std::str::FromStr>(c: &str) -> Result<(String, T), ApiError> {
     let bad = || ApiError::BadRequest("invalid cursor: pass the `next_cursor` of the previous batch".into());
     let (at, id) = c.split_once('|').ok_or_else(bad)?;
     drover_store::parse_time(at).ok_or_else(bad)?;
-    Ok(SandboxCursor { created_at: at.to_string(), id: id.parse().map_err(|_| bad())? })
+    Ok((at.to_string(), id.parse().map_err(|_| bad())?))
+}
+
+fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
+    let (created_at, id) = parse_keyset(c)?;
+    Ok(SandboxCursor { created_at, id })
 }
 
 fn sandbox_view(b: SandboxItem) -> SandboxView {
@@ -156,13 +162,7 @@ pub async fn device_sessions(
         .device_by_name(caller.0.workspace(), &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no device named `{name}`")))?;
-    let before = match p.cursor.as_deref() {
-        Some(c) => {
-            let (at, id) = c.split_once('|').ok_or_else(|| ApiError::BadRequest("invalid cursor".into()))?;
-            Some((at.to_string(), id.parse().map_err(|_| ApiError::BadRequest("invalid cursor".into()))?))
-        }
-        None => None,
-    };
+    let before: Option<(String, drover_core::SessionId)> = p.cursor.as_deref().map(parse_keyset).transpose()?;
     let limit = p.limit.unwrap_or(50).clamp(1, 200);
     let rows = state.store.list_device_sessions(device.id, before.as_ref().map(|(a, i)| (a.as_str(), *i)), limit).await?;
     Ok(Json(SessionList { sessions: rows.into_iter().map(|r| session_view(&state, r)).collect() }))
