@@ -41,14 +41,16 @@ fn executable(modules: &Path, h: Harness) -> PathBuf {
     exe
 }
 
-/// Runs `argv` in a session; returns its plain text once `done` says so (or the time is up).
+/// Runs `argv` in a session; returns its plain text once `done` says so, the program
+/// has exited, or the time is up.
 fn first_screen(d: &Drover, argv: &[String], done: impl Fn(&str) -> bool) -> String {
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
     let id = d.start(&args);
     let deadline = Instant::now() + secs(60);
     loop {
+        let ended = !matches!(d.show(&id)["outcome"].as_str(), Some("starting" | "running"));
         let text = d.ok(&["session", "tail", &id, "-n", "400"]);
-        if done(&text) || Instant::now() > deadline {
+        if done(&text) || ended || Instant::now() > deadline {
             let _ = d.run(&["session", "stop", &id]);
             return text;
         }
@@ -68,6 +70,9 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
     let home = tempfile::tempdir().unwrap();
     // Each test runs in its own process (nextest), so setting HOME touches no other test.
     std::env::set_var("HOME", home.path());
+    // Gemini CLI turns non-interactive when `CI` is set (as it is in CI): test the
+    // interactive first screen a person sees.
+    std::env::remove_var("CI");
     let d = Drover::up();
     let route = Route { model: Some("test-model-name".into()), provider: Some("anthropic".into()), ..Route::default() };
     let rejected = |t: &str| {
@@ -79,7 +84,8 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
     let cases: [(Harness, &[&str]); 4] = [
         (Harness::Claude, &["Claude Code"]),
         (Harness::Codex, &["Codex"]),
-        (Harness::Gemini, &["Gemini", "trust the files in this folder"]),
+        // With nothing to resume, Gemini may say so once it has parsed its flags.
+        (Harness::Gemini, &["Gemini", "trust the files in this folder", "No previous sessions found"]),
         (Harness::Opencode, &["opencode", "Ask anything", "ctrl+p"]),
     ];
     for (h, markers) in cases {
