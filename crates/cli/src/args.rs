@@ -39,6 +39,9 @@ pub enum Command {
     /// Register and list agents.
     #[command(subcommand)]
     Agent(AgentCmd),
+    /// Show or set the workspace's workflow: the stages new tasks go through.
+    #[command(subcommand)]
+    Workflow(WorkflowCmd),
     /// Register repositories and the device clones that have them.
     #[command(subcommand)]
     Repo(RepoCmd),
@@ -226,6 +229,37 @@ pub enum SessionCmd {
     },
 }
 
+/// Stages of a workflow, as given on the command line.
+#[derive(Debug, Args, Default)]
+pub struct WorkflowArgs {
+    /// The stages, comma-separated (default: the workspace's, or plan,code,review,merge,verify).
+    #[arg(long, value_delimiter = ',')]
+    pub stages: Vec<String>,
+    /// Pin an assignee to a stage: STAGE=AGENT (or STAGE=human).
+    #[arg(long = "assign")]
+    pub assign: Vec<String>,
+    /// Hand-offs of this stage merge the task's branch into the repository's base branch
+    /// (default: the stage called `merge`).
+    #[arg(long = "merge-at", conflicts_with = "no_merge")]
+    pub merge_at: Vec<String>,
+    /// No stage merges: the work stays on the task's branch.
+    #[arg(long)]
+    pub no_merge: bool,
+}
+
+/// Workflow commands.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCmd {
+    /// Show the stages new tasks get.
+    Show,
+    /// Set the stages new tasks get (tasks already filed keep theirs).
+    Set {
+        /// The stages.
+        #[command(flatten)]
+        workflow: WorkflowArgs,
+    },
+}
+
 /// Task commands. Inside an agent's run, `--task` defaults to `$DROVER_TASK`.
 #[derive(Debug, Subcommand)]
 pub enum TaskCmd {
@@ -246,12 +280,9 @@ pub enum TaskCmd {
         /// Pin this agent to every stage without an assignee.
         #[arg(long)]
         agent: Option<String>,
-        /// The stages, comma-separated (default plan,code,review,merge,verify).
-        #[arg(long, value_delimiter = ',')]
-        stages: Vec<String>,
-        /// Pin an assignee to a stage: STAGE=AGENT (or STAGE=human).
-        #[arg(long = "assign")]
-        assign: Vec<String>,
+        /// The stages and who works them (default: the workspace's workflow).
+        #[command(flatten)]
+        workflow: WorkflowArgs,
     },
     /// List tasks.
     List,
@@ -378,6 +409,10 @@ pub enum RepoCmd {
         /// The clone's absolute path on that device.
         #[arg(long)]
         path: String,
+        /// The branch tasks start from and merge into (default: the branch the clone has
+        /// checked out).
+        #[arg(long)]
+        base: Option<String>,
     },
     /// List repositories and the devices that have them.
     List,

@@ -79,6 +79,12 @@ impl Client {
         resp.json().await.context("decoding the server's answer")
     }
 
+    /// PUT JSON, decoding JSON.
+    pub async fn put<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        let resp = self.send(self.request(Method::PUT, path).json(body)).await?;
+        resp.json().await.context("decoding the server's answer")
+    }
+
     /// POST JSON, expecting no body back.
     pub async fn post_ok<B: Serialize>(&self, path: &str, body: &B) -> Result<()> {
         self.send(self.request(Method::POST, path).json(body)).await?;

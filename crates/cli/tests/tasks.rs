@@ -105,8 +105,18 @@ fn a_task_flows_through_every_stage_in_its_worktree() {
         assert!(Instant::now() < deadline, "worktree not removed: {}", git(r.path(), &["worktree", "list"]));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(git(r.path(), &["branch", "--show-current"]), "main", "the clone itself is untouched");
+    // The merge stage's hand-off merged the branch as it was then into main (the
+    // clone's checked-out branch), working copy included; verify's commit came after.
+    assert_eq!(git(r.path(), &["branch", "--show-current"]), "main");
+    let main_log = git(r.path(), &["log", "--first-parent", "--format=%s", "main"]);
+    assert_eq!(main_log.lines().next(), Some(format!("Merge {branch}: {title}").as_str()));
+    assert_eq!(std::fs::read_to_string(r.path().join("work.log")).unwrap().lines().count(), 4, "plan..merge, not verify");
+    assert_eq!(git(r.path(), &["status", "--porcelain"]), "");
     let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let merged: Vec<&Value> = t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "merged").collect();
+    assert_eq!(merged.len(), 1);
+    assert_eq!((merged[0]["detail"]["into"].as_str(), merged[0]["actor"].as_str()), (Some("main"), Some("agent bot")));
+    assert_eq!(merged[0]["detail"]["commit"].as_str().unwrap(), git(r.path(), &["rev-parse", "main"]));
     assert_eq!(kinds.iter().filter(|k| **k == "stage_advanced").count(), 5);
     assert_eq!(kinds.iter().filter(|k| **k == "comment").count(), 5);
     // Each stage's commit in its worktree is evidence of progress, recorded by its run.
@@ -126,6 +136,66 @@ fn a_task_flows_through_every_stage_in_its_worktree() {
     let sbx = sandboxes.as_array().unwrap().iter().find(|b| b["kind"] == "task").unwrap();
     assert_eq!(sbx["state"], "done");
     assert_eq!(sbx["runs"], 5);
+}
+
+/// The code stage changes `shared.txt` on its branch while someone changes the same
+/// line on main; the merge stage's first hand-off is refused with the conflict, the
+/// agent merges main into its branch (keeping its side), and hands off again.
+const CONFLICT_THEN_RESOLVE: &str = r#"
+if [ "$DROVER_STAGE" = code ]; then
+  echo "task version" > shared.txt
+  git add shared.txt
+  git -c user.name=agent -c user.email=a@a commit -qm "task edit"
+  echo "main version" > "$CLONE/shared.txt"
+  git -C "$CLONE" -c user.name=someone -c user.email=s@s commit -qam "main edit"
+fi
+if [ "$DROVER_STAGE" = merge ]; then
+  if "$DROVER" task advance --note "first try" 2>refused.txt; then echo "merged without a conflict"; sleep 60; fi
+  echo "REFUSED: $(cat refused.txt)"
+  rm refused.txt
+  git -c user.name=agent -c user.email=a@a merge -q -X ours -m "take main, keep ours" "$BASE"
+fi
+"$DROVER" task advance --note "did $DROVER_STAGE"
+sleep 60
+"#;
+
+#[test]
+fn a_merge_that_conflicts_is_refused_and_the_agent_resolves_it() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = repo();
+    std::fs::write(r.path().join("shared.txt"), "original\n").unwrap();
+    git(r.path(), &["add", "."]);
+    git(r.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "shared"]);
+    let body = format!("CLONE='{}'\nBASE=release\n{CONFLICT_THEN_RESOLVE}", r.path().display());
+    let script = agent_script(tmp.path(), &body);
+    // Tasks start from and merge into `release`, which the clone has checked out.
+    git(r.path(), &["checkout", "-q", "-b", "release"]);
+    let main_before = git(r.path(), &["rev-parse", "main"]);
+    let path = r.path().to_str().unwrap();
+    d.ok(&["repo", "add", "app", "--device", &d.device, "--path", path, "--base", "release"]);
+    let bad = d.fails(&["repo", "add", "app", "--device", &d.device, "--path", path, "--base", "bad..name"]);
+    assert!(bad.contains("not a valid branch name"), "{bad}");
+    d.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
+    // The workspace's workflow: code, then a merge stage.
+    let shown = d.ok(&["workflow", "set", "--stages", "code,merge", "--assign", "code=bot", "--assign", "merge=bot"]);
+    assert_eq!(shown.trim(), "code (bot) → merge (bot, merges)");
+    assert_eq!(d.ok(&["workflow", "show"]).trim(), "code (bot) → merge (bot, merges)");
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", "Edit shared"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(60), "done", finished);
+    let runs = t["sessions"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|s| s["outcome"].as_str().unwrap()).collect::<Vec<_>>(), ["completed", "completed"], "one run per stage");
+    let events = t["events"].as_array().unwrap();
+    let refused = events.iter().find(|e| e["kind"] == "merge_refused").expect("the refusal is on the record");
+    let reason = refused["detail"]["reason"].as_str().unwrap();
+    assert!(reason.contains("conflicts in shared.txt"), "{reason}");
+    assert_eq!(refused["actor"], "agent bot");
+    // The agent was told why, by `drover task advance` itself.
+    let merge_run = runs[1]["id"].as_str().unwrap();
+    assert!(d.ok(&["session", "tail", merge_run, "-n", "200"]).contains("REFUSED: error: the stage was not handed off"));
+    assert_eq!(events.iter().filter(|e| e["kind"] == "merged").count(), 1);
+    assert_eq!(std::fs::read_to_string(r.path().join("shared.txt")).unwrap(), "task version\n", "release has the resolved work");
+    assert_eq!(git(r.path(), &["rev-parse", "main"]), main_before, "main untouched");
 }
 
 #[test]

@@ -38,11 +38,16 @@ pub enum EventKind {
     TaskFlagged,
     /// New commits in a task run's worktree.
     Commit,
+    /// A merge stage's hand-off merged the task's branch into its base branch.
+    Merged,
+    /// A merge stage's hand-off could not merge (conflicts, uncommitted work…): the
+    /// stage stays where it is.
+    MergeRefused,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -59,6 +64,8 @@ impl EventKind {
         EventKind::TaskFinished,
         EventKind::TaskFlagged,
         EventKind::Commit,
+        EventKind::Merged,
+        EventKind::MergeRefused,
     ];
 
     /// The identifier used in the API and storage.
@@ -80,6 +87,8 @@ impl EventKind {
             EventKind::TaskFinished => "task_finished",
             EventKind::TaskFlagged => "task_flagged",
             EventKind::Commit => "commit",
+            EventKind::Merged => "merged",
+            EventKind::MergeRefused => "merge_refused",
         }
     }
 
@@ -107,6 +116,8 @@ impl EventKind {
             EventKind::TaskFinished => "task finished",
             EventKind::TaskFlagged => "task needs a human",
             EventKind::Commit => "commit",
+            EventKind::Merged => "branch merged",
+            EventKind::MergeRefused => "merge refused",
         }
     }
 }

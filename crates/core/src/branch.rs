@@ -49,22 +49,27 @@ pub fn worktree_dir(task: TaskId, title: &str) -> String {
     format!("{}-{}", short(task), slug(title))
 }
 
+/// Whether `name` is a branch name git accepts (the rules of `git check-ref-format
+/// --branch`), at most 200 bytes: for a repository's base branch given by a person.
+pub fn is_valid_branch(name: &str) -> bool {
+    (1..=200).contains(&name.len())
+        && !name.starts_with('-')
+        && !name.starts_with('/')
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("/.")
+        && !name.starts_with('.')
+        && !name.ends_with('/')
+        && !name.ends_with(".lock")
+        && !name.ends_with('.')
+        && !name.contains("@{")
+        && name != "@"
+        && name.bytes().all(|b| b > 0x20 && b != 0x7f && !b" ~^:?*[\\".contains(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What `git check-ref-format` demands of a branch name (the parts our names can hit).
-    fn valid_ref(name: &str) -> bool {
-        !name.is_empty()
-            && !name.starts_with('-')
-            && !name.contains("..")
-            && !name.contains("//")
-            && !name.ends_with('/')
-            && !name.ends_with(".lock")
-            && !name.ends_with('.')
-            && !name.contains("@{")
-            && name.bytes().all(|b| b > 0x20 && b != 0x7f && !b" ~^:?*[\\\\".contains(&b))
-    }
 
     #[test]
     fn hostile_titles_make_safe_names() {
@@ -84,7 +89,7 @@ mod tests {
         ];
         for t in titles {
             let b = branch_name(id, t);
-            assert!(valid_ref(&b), "{b:?} from {t:?}");
+            assert!(is_valid_branch(&b), "{b:?} from {t:?}");
             let d = worktree_dir(id, t);
             assert!(!d.contains('/') && !d.starts_with('.') && d.len() <= 53, "{d:?}");
             assert!(d.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'), "{d:?}");
@@ -93,5 +98,15 @@ mod tests {
         assert!(worktree_dir(id, "").ends_with("-task"));
         assert_eq!(slug("🚀 Ship it 🚀 — ünïcödé"), "ship-it-n-c-d");
         assert_eq!(slug(&"ab ".repeat(100)).len(), 40);
+    }
+
+    #[test]
+    fn base_branches_are_checked() {
+        for ok in ["main", "release/2.x", "feature_a-b"] {
+            assert!(is_valid_branch(ok), "{ok}");
+        }
+        for bad in ["", "-x", "a..b", "a b", "a~1", "x.lock", "a/", "/a", ".hidden", "a/.b", "@", "a@{1}", "tab\there", &"x".repeat(201)] {
+            assert!(!is_valid_branch(bad), "{bad:?}");
+        }
     }
 }

@@ -156,13 +156,29 @@ fn custom(template: &[String], prompt: &str) -> Result<Vec<String>, HarnessError
     Ok(template.iter().map(|a| a.replace("{prompt}", prompt)).collect())
 }
 
+/// Where a stage sits in its workflow, for its first message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagePlace {
+    /// It is the workflow's last stage.
+    pub is_last: bool,
+    /// Handing it off merges the task's branch into the base branch.
+    pub merges: bool,
+}
+
 /// The first message an agent gets for a stage of a task.
-pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, is_last: bool) -> String {
-    let next = if is_last { "finishes the task" } else { "moves the task to its next stage" };
+pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, place: StagePlace) -> String {
+    let next = if place.is_last { "finishes the task" } else { "moves the task to its next stage" };
+    let merge = if place.merges {
+        " Handing this stage off first merges the task's branch into the base branch: \
+         commit everything, and if the merge is refused (a conflict, say) the command says why; \
+         fix it on the branch, commit, and hand off again."
+    } else {
+        ""
+    };
     format!(
         "You are working the `{stage}` stage of this task.\n\nTask: {task_title}\n\n{task_body}\n\n\
          Work in this directory (a git worktree on the task's own branch) and commit your work. \
-         When the stage is done, run `drover task advance --note \"what you did\"`: that hands the stage off and {next}. \
+         When the stage is done, run `drover task advance --note \"what you did\"`: that hands the stage off and {next}.{merge} \
          `drover task comment TEXT` posts a comment, `drover task block TEXT` files a blocker, \
          and `drover task ask QUESTION` asks a human and waits for the answer."
     )
@@ -229,8 +245,10 @@ mod tests {
 
     #[test]
     fn the_stage_prompt_names_the_stage_and_the_hand_off() {
-        let p = stage_prompt("Fix login", "It breaks on Safari.", "code", false);
+        let p = stage_prompt("Fix login", "It breaks on Safari.", "code", StagePlace { is_last: false, merges: false });
         assert!(p.contains("`code` stage") && p.contains("Fix login") && p.contains("drover task advance"));
-        assert!(stage_prompt("t", "", "verify", true).contains("finishes the task"));
+        assert!(!p.contains("merge"));
+        assert!(stage_prompt("t", "", "verify", StagePlace { is_last: true, merges: false }).contains("finishes the task"));
+        assert!(stage_prompt("t", "", "merge", StagePlace { is_last: false, merges: true }).contains("merges the task's branch"));
     }
 }

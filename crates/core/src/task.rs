@@ -45,6 +45,12 @@ impl TaskStatus {
 /// The default workflow (DESIGN.md).
 pub const DEFAULT_STAGES: [&str; 5] = ["plan", "code", "review", "merge", "verify"];
 
+/// Whether a stage merges the task's branch when it is handed off, unless the workflow
+/// says otherwise: the default workflow's `merge` stage does.
+pub fn merges_by_default(stage: &str) -> bool {
+    stage == "merge"
+}
+
 /// Most stages a workflow may have.
 pub const MAX_STAGES: usize = 20;
 
@@ -164,6 +170,12 @@ mod tests {
         assert_eq!(after_hand_off(3, 5), AfterHandOff::Stage(4));
         assert_eq!(after_hand_off(4, 5), AfterHandOff::Done);
         assert_eq!(after_hand_off(0, 1), AfterHandOff::Done);
+    }
+
+    #[test]
+    fn only_the_merge_stage_merges_by_default() {
+        let merging: Vec<&str> = DEFAULT_STAGES.into_iter().filter(|s| merges_by_default(s)).collect();
+        assert_eq!(merging, ["merge"]);
     }
 
     #[test]

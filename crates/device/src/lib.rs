@@ -5,6 +5,7 @@
 
 mod config;
 mod link;
+mod merge;
 mod session;
 mod spawn;
 mod worktree;

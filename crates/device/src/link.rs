@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use drover_core::SessionId;
-use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage, Worktree};
+use drover_protocol::device::{DeviceBinary, DeviceMessage, MergeResult, ServerMessage, Worktree};
 use drover_protocol::shim::{SessionSpec, ShimRequest};
 use drover_protocol::PROTOCOL_VERSION;
 use drover_term::dir::SessionDir;
@@ -221,6 +221,16 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
                 Ok(Err(e)) => tracing::warn!(dir = %worktree.dir, "worktree kept: {e}"),
                 Err(e) => tracing::warn!("removing a worktree: {e}"),
             }
+            return;
+        }
+        ServerMessage::Merge { req, worktree, message } => {
+            let (root, up) = (config.worktrees_dir(), up.clone());
+            tokio::spawn(async move {
+                let result = tokio::task::spawn_blocking(move || crate::merge::merge(&root, &worktree, &message))
+                    .await
+                    .unwrap_or_else(|e| MergeResult::Refused { reason: format!("the merge stopped unexpectedly: {e}") });
+                send(&up, &DeviceMessage::Merged { req, result }).await;
+            });
             return;
         }
         ServerMessage::SendText { session, req, text } => (session, SessionCmd::Shim(ShimRequest::SendText { req, text })),

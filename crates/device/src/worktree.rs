@@ -23,13 +23,31 @@ pub enum WorktreeError {
         args: String,
         /// What git said.
         stderr: String,
+        /// What it printed (some commands report through it when they fail).
+        stdout: String,
+    },
+    /// The worktree's folder holds another branch than the task's.
+    #[error("{path} has branch `{found}` checked out, not the task's `{wanted}`: move that folder away, and the task's branch is checked out again")]
+    WrongBranch {
+        /// The folder.
+        path: String,
+        /// What it has.
+        found: String,
+        /// What the task needs.
+        wanted: String,
     },
     /// git could not be run.
     #[error("cannot run git: {0}")]
     Spawn(#[from] std::io::Error),
 }
 
-fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+/// Runs git in `repo` with an argument list; returns what it printed, trimmed.
+pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    git_in(repo, args, &[])
+}
+
+/// [`git`] with extra environment variables.
+pub(crate) fn git_in(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
     // The repository's own hooks do not run on Drover's checkouts.
     let out = Command::new("git")
         .arg("-C")
@@ -37,15 +55,22 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
         .args(["-c", "core.hooksPath=/dev/null"])
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .envs(env.iter().copied())
         .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        Ok(stdout)
     } else {
-        Err(WorktreeError::Git { args: args.join(" "), stderr: String::from_utf8_lossy(&out.stderr).trim().chars().take(500).collect() })
+        Err(WorktreeError::Git {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().chars().take(500).collect(),
+            stdout,
+        })
     }
 }
 
-fn path_of(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
+/// Where the task's worktree lives under `root`; refuses a folder name that could escape it.
+pub(crate) fn worktree_path(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
     let ok = !w.dir.is_empty() && !w.dir.starts_with('.') && w.dir.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !ok {
         return Err(WorktreeError::BadName(w.dir.chars().take(80).collect()));
@@ -54,14 +79,19 @@ fn path_of(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
 }
 
 /// Makes sure the worktree exists under `root` on its branch; returns its path. Work
-/// carries from stage to stage: an existing worktree is reused as it is.
+/// carries from stage to stage: an existing worktree on the task's branch is reused as
+/// it is. A new branch starts from `w.base`, or from the clone's HEAD.
 pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
-    let path = path_of(root, w)?;
+    let path = worktree_path(root, w)?;
     let repo = Path::new(&w.repo_path);
     if git(repo, &["rev-parse", "--git-dir"]).is_err() {
         return Err(WorktreeError::NotARepo(w.repo_path.clone()));
     }
     if path.join(".git").exists() {
+        let found = git(&path, &["branch", "--show-current"])?;
+        if found != w.branch {
+            return Err(WorktreeError::WrongBranch { path: path.display().to_string(), found, wanted: w.branch.clone() });
+        }
         return Ok(path);
     }
     std::fs::create_dir_all(root)?;
@@ -72,7 +102,8 @@ pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
     if exists {
         git(repo, &["worktree", "add", &p, &w.branch])?;
     } else {
-        git(repo, &["worktree", "add", "-b", &w.branch, &p, "HEAD"])?;
+        let start = w.base.as_ref().map(|b| format!("refs/heads/{b}")).unwrap_or_else(|| "HEAD".into());
+        git(repo, &["worktree", "add", "-b", &w.branch, &p, &start])?;
     }
     Ok(path)
 }
@@ -80,7 +111,7 @@ pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
 /// Removes the worktree (the branch and its commits stay). Without `force`, a worktree
 /// with uncommitted changes is kept and the refusal returned.
 pub fn remove(root: &Path, w: &Worktree, force: bool) -> Result<(), WorktreeError> {
-    let path = path_of(root, w)?;
+    let path = worktree_path(root, w)?;
     if !path.exists() {
         return Ok(());
     }
@@ -118,7 +149,7 @@ mod tests {
         std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
         assert!(Command::new("chmod").arg("+x").arg(&hook).status().unwrap().success());
         let root = tempfile::tempdir().unwrap();
-        let w = Worktree { repo_path: r.path().display().to_string(), dir: "abc-fix-it".into(), branch: "drover/abc-fix-it".into() };
+        let w = Worktree { repo_path: r.path().display().to_string(), dir: "abc-fix-it".into(), branch: "drover/abc-fix-it".into(), base: None };
         let path = ensure(root.path(), &w).unwrap();
         assert!(!marker.exists(), "a post-checkout hook ran");
         assert_eq!(git(&path, &["branch", "--show-current"]).unwrap(), "drover/abc-fix-it");
@@ -136,16 +167,30 @@ mod tests {
         // Checked out again from the existing branch, with the committed work.
         let again = ensure(root.path(), &w).unwrap();
         assert!(again.join("work.txt").exists());
+        // A folder of that name on another branch is not taken for the task's.
+        git(&again, &["checkout", "-q", "-b", "someone-else"]).unwrap();
+        assert!(matches!(ensure(root.path(), &w), Err(WorktreeError::WrongBranch { .. })));
+    }
+
+    #[test]
+    fn a_new_branch_starts_from_the_base() {
+        let r = repo();
+        git(r.path(), &["branch", "release"]).unwrap();
+        git(r.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "only on main"]).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let w = Worktree { repo_path: r.path().display().to_string(), dir: "t".into(), branch: "drover/t".into(), base: Some("release".into()) };
+        let path = ensure(root.path(), &w).unwrap();
+        assert_eq!(git(&path, &["rev-parse", "HEAD"]).unwrap(), git(r.path(), &["rev-parse", "release"]).unwrap());
     }
 
     #[test]
     fn bad_inputs_are_refused() {
         let root = tempfile::tempdir().unwrap();
         let not_repo = tempfile::tempdir().unwrap();
-        let w = Worktree { repo_path: not_repo.path().display().to_string(), dir: "x".into(), branch: "b".into() };
+        let w = Worktree { repo_path: not_repo.path().display().to_string(), dir: "x".into(), branch: "b".into(), base: None };
         assert!(matches!(ensure(root.path(), &w), Err(WorktreeError::NotARepo(_))));
         for dir in ["../escape", "", ".hidden", "a/b"] {
-            let w = Worktree { repo_path: "/".into(), dir: dir.into(), branch: "b".into() };
+            let w = Worktree { repo_path: "/".into(), dir: dir.into(), branch: "b".into(), base: None };
             assert!(matches!(ensure(root.path(), &w), Err(WorktreeError::BadName(_))), "{dir}");
         }
     }

@@ -338,6 +338,10 @@ pub struct AddRepo {
     pub device: String,
     /// The clone's path on that device.
     pub path: String,
+    /// The branch tasks start from and merge into; None: the branch the clone has
+    /// checked out.
+    #[serde(default)]
+    pub base: Option<String>,
 }
 
 /// A repository as listed.
@@ -347,6 +351,8 @@ pub struct RepoView {
     pub name: String,
     /// Devices that have it: (device, path).
     pub devices: Vec<(String, String)>,
+    /// The branch tasks start from and merge into (None: the clone's checked-out branch).
+    pub base: Option<String>,
 }
 
 /// `POST /api/v1/agents`: register an agent (the caller is its operator).
@@ -391,6 +397,17 @@ pub struct StageView {
     pub stage: String,
     /// The agent pinned to it; null: a human works it.
     pub assignee: Option<String>,
+    /// Whether handing it off merges the task's branch into the repository's base
+    /// branch; when filing, null means "if the stage is called `merge`".
+    #[serde(default)]
+    pub merge: Option<bool>,
+}
+
+/// `GET`/`PUT /api/v1/workflow`: the stages new tasks get unless they name their own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkflowView {
+    /// The stages, in order.
+    pub stages: Vec<StageView>,
 }
 
 /// `POST /api/v1/tasks`: file a task.

@@ -123,6 +123,35 @@ pub enum DeviceMessage {
         /// Its subject line.
         subject: String,
     },
+    /// The answer to [`ServerMessage::Merge`].
+    Merged {
+        /// The request id.
+        req: u64,
+        /// What happened.
+        result: MergeResult,
+    },
+}
+
+/// What a merge of a task's branch into its base branch came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum MergeResult {
+    /// The base branch now contains the task's branch.
+    Merged {
+        /// The base branch.
+        into: String,
+        /// The base branch's new head (a merge commit), or its head as it was when the
+        /// branch had already been merged.
+        commit: String,
+        /// The branch was already in the base branch: nothing was changed.
+        already: bool,
+    },
+    /// Nothing was changed, and why (conflicts, uncommitted work, a moved base…),
+    /// worded for whoever must fix it.
+    Refused {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// JSON messages from the server.
@@ -153,6 +182,16 @@ pub enum ServerMessage {
         /// spec's working directory is then the worktree.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worktree: Option<Worktree>,
+    },
+    /// Merge a task's branch into its base branch in the device's clone, without
+    /// touching the task's worktree; answered with [`DeviceMessage::Merged`].
+    Merge {
+        /// Request id for the reply.
+        req: u64,
+        /// The task's worktree (its branch is what is merged).
+        worktree: Worktree,
+        /// The merge commit's message.
+        message: String,
     },
     /// Remove a task's worktree (its branch is kept).
     RemoveWorktree {
@@ -332,6 +371,10 @@ pub struct Worktree {
     pub repo_path: String,
     /// The worktree's folder name under the device's worktree directory.
     pub dir: String,
-    /// The task's branch (created from the clone's HEAD the first time).
+    /// The task's branch (created from `base`, or the clone's HEAD, the first time).
     pub branch: String,
+    /// The branch the task starts from and merges into; None: the branch the clone has
+    /// checked out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }

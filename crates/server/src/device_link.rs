@@ -161,6 +161,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Delivered { req, bracketed_paste, offset, t_micros, .. } => {
             state.devices.delivered(req, Delivery::Delivered { bracketed_paste, offset, t_micros });
         }
+        DeviceMessage::Merged { req, result } => state.devices.merged(req, result),
         DeviceMessage::Failed { req, reason, session } => match req {
             Some(req) => state.devices.delivered(req, Delivery::Failed(reason)),
             None => tracing::warn!(%session, "device: {reason}"),

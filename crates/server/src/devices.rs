@@ -7,20 +7,9 @@ use std::time::Duration;
 
 use axum::extract::ws::Message;
 use drover_core::{DeviceId, SessionId};
-use drover_protocol::device::{DeviceBinary, ServerMessage};
+use drover_protocol::device::{DeviceBinary, MergeResult, ServerMessage, Worktree};
 use drover_protocol::shim::Snapshot;
 use tokio::sync::{mpsc, oneshot};
-
-/// Why audited input has no confirmation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoDelivery {
-    /// The device is not connected: nothing was sent.
-    NotConnected,
-    /// The device disconnected before confirming: it may or may not have arrived.
-    Disconnected,
-    /// The device did not confirm in time: it may or may not have arrived.
-    Timeout,
-}
 
 /// The answer to audited input.
 #[derive(Debug, Clone)]
@@ -43,13 +32,57 @@ struct Conn {
     tx: mpsc::Sender<Message>,
 }
 
+/// Requests waiting on a device's answer, by request id.
+struct Pending<T>(Mutex<HashMap<u64, (DeviceId, oneshot::Sender<T>)>>);
+
+impl<T> Default for Pending<T> {
+    fn default() -> Self {
+        Pending(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> Pending<T> {
+    fn wait(&self, req: u64, device: DeviceId) -> oneshot::Receiver<T> {
+        let (tx, rx) = oneshot::channel();
+        self.0.lock().expect("pending").insert(req, (device, tx));
+        rx
+    }
+
+    fn forget(&self, req: u64) {
+        self.0.lock().expect("pending").remove(&req);
+    }
+
+    fn resolve(&self, req: u64, answer: T) {
+        if let Some((_, tx)) = self.0.lock().expect("pending").remove(&req) {
+            let _ = tx.send(answer);
+        }
+    }
+
+    /// Drops everything waiting on `device`: its answers will never come.
+    fn drop_device(&self, device: DeviceId) {
+        self.0.lock().expect("pending").retain(|_, (d, _)| *d != device);
+    }
+}
+
+/// Why a request to a device has no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoAnswer {
+    /// The device is not connected: nothing was sent.
+    NotConnected,
+    /// The device disconnected before answering.
+    Disconnected,
+    /// The device did not answer in time.
+    Timeout,
+}
+
 /// The registry of connected devices.
 #[derive(Default)]
 pub struct Devices {
     conns: Mutex<HashMap<DeviceId, Conn>>,
     next: AtomicU64,
-    deliveries: Mutex<HashMap<u64, (DeviceId, oneshot::Sender<Delivery>)>>,
-    snapshots: Mutex<HashMap<u64, (DeviceId, oneshot::Sender<Snapshot>)>>,
+    deliveries: Pending<Delivery>,
+    snapshots: Pending<Snapshot>,
+    merges: Pending<MergeResult>,
 }
 
 /// A device is not connected.
@@ -69,9 +102,10 @@ impl Devices {
         let mut conns = self.conns.lock().expect("conns");
         if conns.get(&id).is_some_and(|c| c.epoch == epoch) {
             conns.remove(&id);
-            // Pending confirmations from this device will never come: fail them now.
-            self.deliveries.lock().expect("deliveries").retain(|_, (dev, _)| *dev != id);
-            self.snapshots.lock().expect("snapshots").retain(|_, (dev, _)| *dev != id);
+            // Pending answers from this device will never come: fail them now.
+            self.deliveries.drop_device(id);
+            self.snapshots.drop_device(id);
+            self.merges.drop_device(id);
         }
     }
 
@@ -100,50 +134,58 @@ impl Devices {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sends audited text and waits for the device's confirmation.
-    pub async fn send_text(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoDelivery> {
+    /// Sends `msg` (built with a fresh request id) and waits for its answer in `pending`.
+    async fn request<T>(
+        &self,
+        pending: &Pending<T>,
+        id: DeviceId,
+        msg: impl FnOnce(u64) -> ServerMessage,
+        timeout: Duration,
+    ) -> Result<T, NoAnswer> {
         let req = self.req_id();
-        let (tx, rx) = oneshot::channel();
-        self.deliveries.lock().expect("deliveries").insert(req, (id, tx));
-        if self.send(id, &ServerMessage::SendText { session, req, text }).await.is_err() {
-            self.deliveries.lock().expect("deliveries").remove(&req);
-            return Err(NoDelivery::NotConnected);
+        let rx = pending.wait(req, id);
+        if self.send(id, &msg(req)).await.is_err() {
+            pending.forget(req);
+            return Err(NoAnswer::NotConnected);
         }
         let answer = tokio::time::timeout(timeout, rx).await;
-        self.deliveries.lock().expect("deliveries").remove(&req);
+        pending.forget(req);
         match answer {
-            Ok(Ok(d)) => Ok(d),
-            Ok(Err(_)) => Err(NoDelivery::Disconnected),
-            Err(_) => Err(NoDelivery::Timeout),
+            Ok(Ok(a)) => Ok(a),
+            Ok(Err(_)) => Err(NoAnswer::Disconnected),
+            Err(_) => Err(NoAnswer::Timeout),
         }
+    }
+
+    /// Sends audited text and waits for the device's confirmation.
+    pub async fn send_text(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoAnswer> {
+        self.request(&self.deliveries, id, |req| ServerMessage::SendText { session, req, text }, timeout).await
     }
 
     /// Resolves a pending delivery.
     pub fn delivered(&self, req: u64, d: Delivery) {
-        if let Some((_, tx)) = self.deliveries.lock().expect("deliveries").remove(&req) {
-            let _ = tx.send(d);
-        }
+        self.deliveries.resolve(req, d);
     }
 
     /// Asks the device for a screen snapshot; None if it does not answer in time or
     /// disconnects first.
     pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
-        let req = self.req_id();
-        let (tx, rx) = oneshot::channel();
-        self.snapshots.lock().expect("snapshots").insert(req, (id, tx));
-        if self.send(id, &ServerMessage::Snapshot { session, req }).await.is_err() {
-            self.snapshots.lock().expect("snapshots").remove(&req);
-            return None;
-        }
-        let snap = tokio::time::timeout(timeout, rx).await.ok().and_then(Result::ok);
-        self.snapshots.lock().expect("snapshots").remove(&req);
-        snap
+        self.request(&self.snapshots, id, |req| ServerMessage::Snapshot { session, req }, timeout).await.ok()
     }
 
     /// Resolves a pending snapshot.
     pub fn snapshot_arrived(&self, snap: Snapshot) {
-        if let Some((_, tx)) = self.snapshots.lock().expect("snapshots").remove(&snap.req) {
-            let _ = tx.send(snap);
-        }
+        self.snapshots.resolve(snap.req, snap);
+    }
+
+    /// Asks the device to merge a task's branch into its base branch and waits for
+    /// the result.
+    pub async fn merge(&self, id: DeviceId, worktree: Worktree, message: String, timeout: Duration) -> Result<MergeResult, NoAnswer> {
+        self.request(&self.merges, id, |req| ServerMessage::Merge { req, worktree, message }, timeout).await
+    }
+
+    /// Resolves a pending merge.
+    pub fn merged(&self, req: u64, result: MergeResult) {
+        self.merges.resolve(req, result);
     }
 }

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
-use drover_core::harness::{stage_prompt, Harness};
+use drover_core::harness::{stage_prompt, Harness, StagePlace};
 use drover_core::schedule::{pick, Candidate};
-use drover_core::{branch, DeviceId, RunEnd, WorkspaceId};
-use drover_protocol::device::{ServerMessage, Worktree};
+use drover_core::{DeviceId, RunEnd, WorkspaceId};
+use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
 use drover_store::{DeviceRow, NewTaskSession, TaskRow};
 
@@ -83,8 +83,8 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     }
     let Some(device) = pick(&candidates) else { return Ok(None) };
     let device_name = devices.iter().find(|d| d.id == device).map(|d| d.name.clone()).unwrap_or_default();
-    let is_last = task.stage_index + 1 == task.workflow.len();
-    let prompt = stage_prompt(&task.title, &task.body, &stage.stage, is_last);
+    let place = StagePlace { is_last: task.stage_index + 1 == task.workflow.len(), merges: stage.merge };
+    let prompt = stage_prompt(&task.title, &task.body, &stage.stage, place);
     let harness = Harness::parse(&agent.harness);
     let command = match harness.clone().and_then(|h| h.start(&prompt, &agent.route, &agent.template)) {
         Ok(c) => c,
@@ -93,8 +93,8 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
             return Ok(None);
         }
     };
-    let branch = task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title));
-    let worktree = Worktree { repo_path: paths[&device].clone(), dir: branch::worktree_dir(task.id, &task.title), branch: branch.clone() };
+    let worktree = crate::tasks::task_worktree(task, paths[&device].clone());
+    let branch = worktree.branch.clone();
     let (cols, rows) = AGENT_SIZE;
     let new = NewTaskSession {
         task: task.id,

@@ -4,7 +4,7 @@
 
 use drover_core::outcome::Ending;
 use drover_core::task::{restaff, Restaff, TaskStatus};
-use drover_core::{branch, Outcome, SandboxState};
+use drover_core::{branch, DeviceId, Outcome, SandboxState};
 use drover_protocol::device::{ServerMessage, Worktree};
 use drover_store::{SessionRow, StoreError, TaskRow};
 
@@ -39,12 +39,29 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
     Ok(())
 }
 
+/// The task's worktree in the clone at `repo_path`: its folder, its branch (named
+/// when its sandbox was first made) and the branch it starts from and merges into.
+pub fn task_worktree(task: &TaskRow, repo_path: String) -> Worktree {
+    Worktree {
+        repo_path,
+        dir: branch::worktree_dir(task.id, &task.title),
+        branch: task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title)),
+        base: task.repo_base.clone(),
+    }
+}
+
+/// The task's worktree on its sandbox's device, with that device; None before the task
+/// has a sandbox or when the device no longer declares the repository.
+pub async fn sandbox_worktree(state: &AppState, task: &TaskRow) -> Result<Option<(DeviceId, Worktree)>, StoreError> {
+    let Some(device) = task.sandbox_device else { return Ok(None) };
+    let Some(repo_path) = state.store.device_repo_path(device, task.repo).await? else { return Ok(None) };
+    Ok(Some((device, task_worktree(task, repo_path))))
+}
+
 /// Asks the sandbox's device to remove the task's worktree (the branch stays). Without
 /// `force` a worktree with uncommitted work is kept.
 pub async fn remove_worktree(state: &AppState, task: &TaskRow, force: bool) -> Result<(), StoreError> {
-    let (Some(device), Some(branch)) = (task.sandbox_device, task.branch.clone()) else { return Ok(()) };
-    let Some(repo_path) = state.store.device_repo_path(device, task.repo).await? else { return Ok(()) };
-    let worktree = Worktree { repo_path, dir: branch::worktree_dir(task.id, &task.title), branch };
+    let Some((device, worktree)) = sandbox_worktree(state, task).await? else { return Ok(()) };
     if state.devices.send(device, &ServerMessage::RemoveWorktree { worktree, force }).await.is_err() {
         tracing::warn!(task = %task.id, "the sandbox's device is offline: its worktree stays until removed by hand");
     }

@@ -61,6 +61,12 @@ impl Store {
         row.as_ref().map(device_row).transpose()
     }
 
+    /// The device with that id.
+    pub async fn device(&self, id: DeviceId) -> Result<Option<DeviceRow>> {
+        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(device_row).transpose()
+    }
+
     /// All devices of a workspace, by name.
     pub async fn list_devices(&self, workspace: WorkspaceId) -> Result<Vec<DeviceRow>> {
         let rows = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = ? ORDER BY d.name"))

@@ -17,6 +17,9 @@ pub struct StageSpec {
     pub stage: String,
     /// The agent pinned to it (by name); None: a human works it.
     pub assignee: Option<String>,
+    /// Handing it off merges the task's branch into the repository's base branch.
+    #[serde(default)]
+    pub merge: bool,
 }
 
 /// A task to file.
@@ -57,6 +60,8 @@ pub struct TaskRow {
     pub repo: RepoId,
     /// The repository's name.
     pub repo_name: String,
+    /// The branch it starts from and merges into (None: the clone's checked-out branch).
+    pub repo_base: Option<String>,
     /// Its stages.
     pub workflow: Vec<StageSpec>,
     /// The current stage, by index.
@@ -155,7 +160,7 @@ pub struct NewTaskSession {
     pub rows: u16,
 }
 
-const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, b.device_id AS sandbox_device, b.branch AS branch
+const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, r.base_branch AS repo_base, b.device_id AS sandbox_device, b.branch AS branch
     FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
 
 fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
@@ -170,6 +175,7 @@ fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
         status: TaskStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("task status {status}")))?,
         repo: parse_id(r.get("repo_id"))?,
         repo_name: r.get("repo_name"),
+        repo_base: r.get("repo_base"),
         workflow: serde_json::from_str(&workflow).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         stage_index: r.get::<i64, _>("stage_index") as usize,
         attempts: r.get::<i64, _>("attempts") as u32,
@@ -224,6 +230,8 @@ pub struct RepoRow {
     pub name: String,
     /// Devices that have it, with the path of their clone.
     pub devices: Vec<(String, String)>,
+    /// The branch its tasks start from and merge into.
+    pub base: Option<String>,
 }
 
 /// Why a hand-off was refused.
@@ -235,28 +243,88 @@ pub enum HandOffRefused {
     NotCurrent,
 }
 
+/// Whether the task's current stage may be handed off by `session` (its live,
+/// not yet handed-off run) or, with None, by a person (no run is live).
+async fn hand_off_check(
+    conn: &mut sqlx::SqliteConnection,
+    t: &TaskRow,
+    session: Option<SessionId>,
+) -> Result<std::result::Result<(), HandOffRefused>> {
+    if t.status != TaskStatus::Open {
+        return Ok(Err(HandOffRefused::TaskFinished(t.status)));
+    }
+    let stage = &t.workflow[t.stage_index].stage;
+    let current = match session {
+        Some(session) => sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM sessions
+             WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
+        )
+        .bind(session.to_string())
+        .bind(t.id.to_string())
+        .bind(stage)
+        .fetch_one(&mut *conn)
+        .await?
+            == 1,
+        None => {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = ? AND outcome IN ('starting', 'running')")
+                .bind(t.id.to_string())
+                .fetch_one(&mut *conn)
+                .await?
+                == 0
+        }
+    };
+    Ok(if current { Ok(()) } else { Err(HandOffRefused::NotCurrent) })
+}
+
 impl Store {
-    /// Registers a repository (or returns the one with that name).
-    pub async fn add_repo(&self, workspace: WorkspaceId, name: &str) -> Result<RepoId> {
+    /// Registers a repository (or returns the one with that name); a `base` given sets
+    /// the branch its tasks start from and merge into.
+    pub async fn add_repo(&self, workspace: WorkspaceId, name: &str, base: Option<&str>) -> Result<RepoId> {
         let mut tx = self.write().await?;
-        if let Some(r) = sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
+        let id = match sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?
         {
-            return parse_id(r.get("id"));
+            Some(r) => parse_id(r.get("id"))?,
+            None => {
+                let id = RepoId::new();
+                sqlx::query("INSERT INTO repos (id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)")
+                    .bind(id.to_string())
+                    .bind(workspace.to_string())
+                    .bind(name)
+                    .bind(now())
+                    .execute(&mut *tx)
+                    .await?;
+                id
+            }
+        };
+        if let Some(base) = base {
+            sqlx::query("UPDATE repos SET base_branch = ? WHERE id = ?").bind(base).bind(id.to_string()).execute(&mut *tx).await?;
         }
-        let id = RepoId::new();
-        sqlx::query("INSERT INTO repos (id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)")
-            .bind(id.to_string())
-            .bind(workspace.to_string())
-            .bind(name)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(id)
+    }
+
+    /// The workspace's default workflow, if one was set.
+    pub async fn workspace_workflow(&self, workspace: WorkspaceId) -> Result<Option<Vec<StageSpec>>> {
+        let w: Option<String> = sqlx::query_scalar("SELECT workflow FROM workspaces WHERE id = ?")
+            .bind(workspace.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+            .flatten();
+        w.map(|w| serde_json::from_str(&w).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+    }
+
+    /// Sets the workspace's default workflow (for tasks filed from now on).
+    pub async fn set_workspace_workflow(&self, workspace: WorkspaceId, stages: &[StageSpec]) -> Result<()> {
+        sqlx::query("UPDATE workspaces SET workflow = ? WHERE id = ?")
+            .bind(serde_json::to_string(stages).expect("serialises"))
+            .bind(workspace.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// A repository by name.
@@ -272,7 +340,7 @@ impl Store {
     /// Repositories with the devices that have them: (id, name, [(device name, path)]).
     pub async fn list_repos(&self, workspace: WorkspaceId) -> Result<Vec<RepoRow>> {
         let rows = sqlx::query(
-            "SELECT r.id, r.name, d.name AS device, dr.path FROM repos r
+            "SELECT r.id, r.name, r.base_branch, d.name AS device, dr.path FROM repos r
              LEFT JOIN device_repos dr ON dr.repo_id = r.id LEFT JOIN devices d ON d.id = dr.device_id
              WHERE r.workspace_id = ? ORDER BY r.name, d.name",
         )
@@ -283,7 +351,7 @@ impl Store {
         for r in rows {
             let id: RepoId = parse_id(r.get("id"))?;
             if out.last().map(|l| l.id) != Some(id) {
-                out.push(RepoRow { id, name: r.get("name"), devices: Vec::new() });
+                out.push(RepoRow { id, name: r.get("name"), devices: Vec::new(), base: r.get("base_branch") });
             }
             if let (Some(d), Some(p)) = (r.get::<Option<String>, _>("device"), r.get::<Option<String>, _>("path")) {
                 out.last_mut().expect("pushed").devices.push((d, p));
@@ -613,47 +681,42 @@ impl Store {
         rows.iter().map(session_row).collect()
     }
 
+    /// Whether `hand_off(task, session, …)` would be accepted now (checked before a
+    /// merge stage merges, so a refused hand-off merges nothing).
+    pub async fn can_hand_off(&self, task: TaskId, session: Option<SessionId>) -> Result<std::result::Result<(), HandOffRefused>> {
+        let mut conn = self.pool.acquire().await?;
+        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *conn).await?)?;
+        hand_off_check(&mut conn, &t, session).await
+    }
+
     /// Hands the current stage off with `note`, from its live run `session` (which will
     /// end `completed`) or, with None, by a person when no run is live (a human-worked
     /// stage). The task moves to its next stage (queued for a slot when an agent is
-    /// pinned to it) or is done. Returns where it went.
+    /// pinned to it) or is done. `merged` is the detail of the merge a merge stage made
+    /// first, recorded with the hand-off. Returns where it went.
     pub async fn hand_off(
         &self,
         task: TaskId,
         session: Option<SessionId>,
         note: &str,
         actor: &str,
+        merged: Option<serde_json::Value>,
     ) -> Result<std::result::Result<AfterHandOff, HandOffRefused>> {
         let mut tx = self.write().await?;
         let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
-        if t.status != TaskStatus::Open {
-            return Ok(Err(HandOffRefused::TaskFinished(t.status)));
+        if let Err(refused) = hand_off_check(&mut tx, &t, session).await? {
+            return Ok(Err(refused));
         }
         let stage = t.workflow[t.stage_index].stage.clone();
-        let current = match session {
-            Some(session) => {
-                sqlx::query(
-                    "UPDATE sessions SET handed_off = 'the stage was handed off'
-                 WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
-                )
+        if let Some(session) = session {
+            sqlx::query("UPDATE sessions SET handed_off = 'the stage was handed off' WHERE id = ?")
                 .bind(session.to_string())
-                .bind(task.to_string())
-                .bind(&stage)
                 .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    == 1
-            }
-            None => {
-                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = ? AND outcome IN ('starting', 'running')")
-                    .bind(task.to_string())
-                    .fetch_one(&mut *tx)
-                    .await?
-                    == 0
-            }
-        };
-        if !current {
-            return Ok(Err(HandOffRefused::NotCurrent));
+                .await?;
+        }
+        if let Some(detail) = merged {
+            let e = NewEvent { workspace: t.workspace, session, task: Some(task), kind: EventKind::Merged, actor: actor.into(), detail };
+            insert(&mut tx, &e).await?;
         }
         let next = after_hand_off(t.stage_index, t.workflow.len());
         let at = now();
@@ -863,14 +926,24 @@ mod tests {
         let (s, _d) = store().await;
         let (ws, owner) = s.bootstrap("w", "alice").await.unwrap();
         let dev = s.upsert_device(ws, "box", 2).await.unwrap();
-        let repo = s.add_repo(ws, "app").await.unwrap();
-        assert_eq!(s.add_repo(ws, "app").await.unwrap(), repo, "same name, same repo");
+        let repo = s.add_repo(ws, "app", None).await.unwrap();
+        assert_eq!(s.add_repo(ws, "app", Some("main")).await.unwrap(), repo, "same name, same repo");
+        assert_eq!(s.list_repos(ws).await.unwrap()[0].base.as_deref(), Some("main"));
+        assert_eq!(s.add_repo(ws, "app", None).await.unwrap(), repo);
+        assert_eq!(s.list_repos(ws).await.unwrap()[0].base.as_deref(), Some("main"), "kept when not given");
         s.set_device_repo(dev.id, repo, "/src/app").await.unwrap();
         assert_eq!(s.device_repo_path(dev.id, repo).await.unwrap().as_deref(), Some("/src/app"));
         let agent = s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
         assert_eq!(s.create_agent(ws, "bot", owner, "custom", &Default::default(), &[]).await.unwrap(), None, "names are unique");
         let workflow =
-            vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()) }, StageSpec { stage: "review".into(), assignee: None }];
+            vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }, StageSpec {
+                stage: "review".into(),
+                assignee: None,
+                merge: true,
+            }];
+        assert_eq!(s.workspace_workflow(ws).await.unwrap(), None);
+        s.set_workspace_workflow(ws, &workflow).await.unwrap();
+        assert_eq!(s.workspace_workflow(ws).await.unwrap().as_ref(), Some(&workflow));
         let t = NewTask {
             workspace: ws,
             kind: "bug".into(),
@@ -900,9 +973,11 @@ mod tests {
         assert_eq!((task.queued_at.as_deref(), task.attempts, task.sandbox), (None, 1, Some(sbx)));
         assert_eq!(s.live_task_session(id).await.unwrap().unwrap().id, ses);
         // Only the live run of the current stage can hand off.
-        assert_eq!(s.hand_off(id, Some(SessionId::new()), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.hand_off(id, None, "a person, while a run is live", "alice").await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.hand_off(id, Some(ses), "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
+        assert_eq!(s.hand_off(id, Some(SessionId::new()), "n", "bot", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, None).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, None, "a person, while a run is live", "alice", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, Some(ses)).await.unwrap(), Ok(()));
+        assert_eq!(s.hand_off(id, Some(ses), "done coding", "bot", None).await.unwrap(), Ok(AfterHandOff::Stage(1)));
         // The run's end arrives as "exited 0 without handing off" (it was on its way when
         // the hand-off committed): the hand-off still decides, under the same lock.
         let ending = drover_core::outcome::on_end(
@@ -913,7 +988,8 @@ mod tests {
         let stored =
             s.end_session(ses, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().unwrap();
         assert_eq!((stored.outcome, stored.reason.as_str()), (drover_core::Outcome::Completed, "the stage was handed off"));
-        assert_eq!(s.hand_off(id, Some(ses), "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, Some(ses), "again", "bot", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, Some(ses)).await.unwrap(), Err(HandOffRefused::NotCurrent));
         let task = s.task(id).await.unwrap().unwrap();
         assert_eq!(task.stage().unwrap().stage, "review");
         assert_eq!(task.queued_at, None, "a human works review: nothing is queued");

@@ -32,6 +32,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Task(cmd) => task::task(cmd, cli.json).await?,
         Command::Agent(cmd) => task::agent(cmd, cli.json).await?,
         Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
+        Command::Workflow(cmd) => task::workflow_cmd(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {

@@ -3,11 +3,11 @@
 
 use anyhow::{bail, Context, Result};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody,
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody, WorkflowView,
 };
 
 use super::print_json;
-use crate::args::{AgentCmd, RepoCmd, SandboxCmd, TaskCmd};
+use crate::args::{AgentCmd, RepoCmd, SandboxCmd, TaskCmd, WorkflowArgs, WorkflowCmd};
 use crate::client::{seg, Client};
 use crate::table;
 
@@ -17,35 +17,73 @@ fn task_id(given: Option<String>) -> Result<String> {
         .context("which task? pass its id (`drover task list` shows them); inside an agent's run $DROVER_TASK names it")
 }
 
-fn workflow(stages: &[String], assign: &[String]) -> Result<Option<Vec<StageView>>> {
-    if stages.is_empty() && assign.is_empty() {
+/// The stages the command line asks for: None when it names none (the server then
+/// uses the workspace's workflow). Options that change stages without naming them
+/// start from the workspace's workflow.
+async fn workflow(client: &Client, w: WorkflowArgs) -> Result<Option<Vec<StageView>>> {
+    if w.stages.is_empty() && w.assign.is_empty() && w.merge_at.is_empty() && !w.no_merge {
         return Ok(None);
     }
-    let names: Vec<String> =
-        if stages.is_empty() { drover_core::task::DEFAULT_STAGES.iter().map(|s| s.to_string()).collect() } else { stages.to_vec() };
-    let mut out: Vec<StageView> = names.into_iter().map(|stage| StageView { stage, assignee: None }).collect();
-    for a in assign {
+    let mut out: Vec<StageView> = if w.stages.is_empty() {
+        client.get::<WorkflowView>("/api/v1/workflow").await?.stages
+    } else {
+        w.stages.into_iter().map(|stage| StageView { stage, assignee: None, merge: None }).collect()
+    };
+    for a in &w.assign {
         let Some((stage, who)) = a.split_once('=') else { bail!("--assign takes STAGE=AGENT (or STAGE=human), not `{a}`") };
         let Some(s) = out.iter_mut().find(|s| s.stage == stage) else {
             bail!("--assign names stage `{stage}`, which is not in the workflow")
         };
         s.assignee = (who != "human").then(|| who.to_string());
     }
+    if w.no_merge || !w.merge_at.is_empty() {
+        for m in &w.merge_at {
+            if !out.iter().any(|s| &s.stage == m) {
+                bail!("--merge-at names stage `{m}`, which is not in the workflow");
+            }
+        }
+        for s in &mut out {
+            s.merge = Some(w.merge_at.contains(&s.stage));
+        }
+    }
     Ok(Some(out))
 }
 
-fn print_task(t: &TaskView) {
-    let stages: Vec<String> = t
-        .workflow
+fn stages_line(stages: &[StageView], current: Option<&str>) -> String {
+    let stages: Vec<String> = stages
         .iter()
         .map(|s| {
-            let here = if t.stage.as_deref() == Some(s.stage.as_str()) { "▶ " } else { "" };
-            format!("{here}{} ({})", s.stage, s.assignee.as_deref().unwrap_or("human"))
+            let here = if current == Some(s.stage.as_str()) { "▶ " } else { "" };
+            let merge = if s.merge == Some(true) { ", merges" } else { "" };
+            format!("{here}{} ({}{merge})", s.stage, s.assignee.as_deref().unwrap_or("human"))
         })
         .collect();
+    stages.join(" → ")
+}
+
+/// Runs a workflow command.
+pub async fn workflow_cmd(cmd: WorkflowCmd, json: bool) -> Result<()> {
+    let client = Client::from_env()?;
+    let view: WorkflowView = match cmd {
+        WorkflowCmd::Show => client.get("/api/v1/workflow").await?,
+        WorkflowCmd::Set { workflow: w } => {
+            let Some(stages) = workflow(&client, w).await? else {
+                bail!("name the stages: `drover workflow set --stages plan,code,review,merge,verify`")
+            };
+            client.put("/api/v1/workflow", &WorkflowView { stages }).await?
+        }
+    };
+    if json {
+        return print_json(&view);
+    }
+    println!("{}", stages_line(&view.stages, None));
+    Ok(())
+}
+
+fn print_task(t: &TaskView) {
     println!("{}  {} [{}] {}", t.id, table::sanitize(&t.title), t.kind, t.status);
     println!("  repo:     {}{}", t.repo, t.branch.as_deref().map(|b| format!("  branch {b}")).unwrap_or_default());
-    println!("  stages:   {}", stages.join(" → "));
+    println!("  stages:   {}", stages_line(&t.workflow, t.stage.as_deref()));
     if let Some(q) = &t.queued_at {
         println!("  queued for a slot since {}", table::ago(Some(q)));
     }
@@ -61,8 +99,8 @@ fn print_task(t: &TaskView) {
 pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
-        TaskCmd::Create { repo, title, body, kind, agent, stages, assign } => {
-            let req = CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&stages, &assign)?, agent };
+        TaskCmd::Create { repo, title, body, kind, agent, workflow: w } => {
+            let req = CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&client, w).await?, agent };
             let t: TaskView = client.post("/api/v1/tasks", &req).await?;
             if json {
                 return print_json(&t);
@@ -227,8 +265,8 @@ pub async fn agent(cmd: AgentCmd, json: bool) -> Result<()> {
 pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
-        RepoCmd::Add { name, device, path } => {
-            client.post_ok("/api/v1/repos", &AddRepo { name: name.clone(), device: device.clone(), path }).await?;
+        RepoCmd::Add { name, device, path, base } => {
+            client.post_ok("/api/v1/repos", &AddRepo { name: name.clone(), device: device.clone(), path, base }).await?;
             if !json {
                 println!("repository `{name}` registered on `{device}`");
             }
@@ -240,9 +278,12 @@ pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
             }
             let rows: Vec<Vec<String>> = repos
                 .iter()
-                .map(|r| vec![r.name.clone(), r.devices.iter().map(|(d, p)| format!("{d}:{p}")).collect::<Vec<_>>().join(", ")])
+                .map(|r| {
+                    let devices = r.devices.iter().map(|(d, p)| format!("{d}:{p}")).collect::<Vec<_>>().join(", ");
+                    vec![r.name.clone(), r.base.clone().unwrap_or_else(|| "(checked-out branch)".into()), devices]
+                })
                 .collect();
-            table::print(&["NAME", "DEVICES"], &rows);
+            table::print(&["NAME", "BASE", "DEVICES"], &rows);
         }
     }
     Ok(())

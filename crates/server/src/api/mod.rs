@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/screen", get(web::screen))
         .route("/login/{code}", get(crate::web::login))
         .route("/api/v1/repos", get(tasks::repos).post(tasks::add_repo))
+        .route("/api/v1/workflow", get(tasks::workflow).put(tasks::set_workflow))
         .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
         .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
         .route("/api/v1/tasks/{id}", get(tasks::show))

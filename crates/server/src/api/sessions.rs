@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::ApiJson;
 use crate::auth::Caller;
-use crate::devices::{Delivery, NoDelivery};
+use crate::devices::{Delivery, NoAnswer};
 use crate::{render, ApiError, AppState};
 
 /// Default terminal size for new sessions.
@@ -187,16 +187,16 @@ pub async fn deliver_to(state: &AppState, row: &SessionRow, who: String, text: &
     let (bracketed_paste, offset, t_micros) = match delivery {
         Ok(Delivery::Delivered { bracketed_paste, offset, t_micros }) => (bracketed_paste, offset, t_micros),
         Ok(Delivery::Failed(reason)) => return Err(ApiError::Conflict(format!("the input was not delivered: {reason}"))),
-        Err(NoDelivery::NotConnected) => {
+        Err(NoAnswer::NotConnected) => {
             return Err(ApiError::Conflict(format!("device `{}` is not connected; the input was not sent", row.device_name)))
         }
-        Err(NoDelivery::Disconnected) => {
+        Err(NoAnswer::Disconnected) => {
             return Err(ApiError::Conflict(format!(
                 "device `{}` disconnected before confirming delivery; the input may or may not have arrived",
                 row.device_name
             )))
         }
-        Err(NoDelivery::Timeout) => {
+        Err(NoAnswer::Timeout) => {
             return Err(ApiError::Timeout(format!(
                 "device `{}` did not confirm delivery within {:?}; the input may or may not have arrived",
                 row.device_name, state.config.input_timeout

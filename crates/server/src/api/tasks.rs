@@ -7,16 +7,20 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use drover_core::permissions::Role;
-use drover_core::task::{check_workflow, AfterHandOff, TaskStatus, DEFAULT_STAGES};
-use drover_core::{NoteId, SandboxState, TaskId};
-use drover_protocol::api::{AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskDetail, TaskView, TextBody};
-use drover_protocol::device::ServerMessage;
+use drover_core::activity::EventKind;
+use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
+use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
+use drover_protocol::api::{
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskDetail, TaskView, TextBody, WorkflowView,
+};
+use drover_protocol::device::{MergeResult, ServerMessage};
 use drover_store::{HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
 use serde::Deserialize;
 
 use super::sessions::view as session_view;
 use super::ApiJson;
 use crate::auth::Caller;
+use crate::devices::NoAnswer;
 use crate::{ApiError, AppState};
 
 /// Longest task body accepted.
@@ -25,6 +29,8 @@ const MAX_BODY: usize = 64 * 1024;
 const MAX_TEXT: usize = 16 * 1024;
 /// How long after a hand-off the run is stopped (its `drover task advance` gets its answer first).
 const STOP_AFTER_HAND_OFF: Duration = Duration::from_millis(500);
+/// How long a merge stage's hand-off waits for the device to merge.
+const MERGE_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn bad(e: impl std::fmt::Display) -> ApiError {
     ApiError::BadRequest(e.to_string())
@@ -84,7 +90,7 @@ fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
         body: t.body.clone(),
         status: t.status.as_str().into(),
         repo: t.repo_name.clone(),
-        workflow: t.workflow.iter().map(|s| StageView { stage: s.stage.clone(), assignee: s.assignee.clone() }).collect(),
+        workflow: t.workflow.iter().map(stage_view).collect(),
         stage: t.stage().map(|s| s.stage.clone()),
         attempts: t.attempts,
         queued_at: t.queued_at.clone(),
@@ -95,6 +101,56 @@ fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
         created_by: t.created_by.clone(),
         created_at: t.created_at.clone(),
     }
+}
+
+fn stage_view(s: &StageSpec) -> StageView {
+    StageView { stage: s.stage.clone(), assignee: s.assignee.clone(), merge: Some(s.merge) }
+}
+
+/// Checks stages given by a caller (names, agents that exist) and fills in what they
+/// leave out: `agent` for stages with no assignee, and merging for a stage called `merge`.
+async fn stage_specs(state: &AppState, ws: WorkspaceId, stages: Vec<StageView>, agent: Option<&str>) -> Result<Vec<StageSpec>, ApiError> {
+    let names: Vec<String> = stages.iter().map(|s| s.stage.clone()).collect();
+    check_workflow(&names).map_err(bad)?;
+    let mut out = Vec::new();
+    for s in stages {
+        let assignee = s.assignee.or_else(|| agent.map(str::to_string));
+        if let Some(a) = &assignee {
+            if state.store.agent_by_name(ws, a).await?.is_none() {
+                return Err(ApiError::NotFound(format!("no agent named `{a}`: `drover agent create` registers one")));
+            }
+        }
+        let merge = s.merge.unwrap_or_else(|| merges_by_default(&s.stage));
+        out.push(StageSpec { stage: s.stage, assignee, merge });
+    }
+    Ok(out)
+}
+
+/// The stages a task gets when it names none: the workspace's, or the default ones.
+async fn workspace_stages(state: &AppState, ws: WorkspaceId) -> Result<Vec<StageSpec>, ApiError> {
+    Ok(state.store.workspace_workflow(ws).await?.unwrap_or_else(|| {
+        DEFAULT_STAGES.iter().map(|s| StageSpec { stage: s.to_string(), assignee: None, merge: merges_by_default(s) }).collect()
+    }))
+}
+
+/// `GET /api/v1/workflow`: the stages new tasks get.
+pub async fn workflow(State(state): State<AppState>, caller: Caller) -> Result<Json<WorkflowView>, ApiError> {
+    caller.member_name()?;
+    let stages = workspace_stages(&state, caller.0.workspace()).await?;
+    Ok(Json(WorkflowView { stages: stages.iter().map(stage_view).collect() }))
+}
+
+/// `PUT /api/v1/workflow`: sets the stages new tasks get (tasks already filed keep theirs).
+pub async fn set_workflow(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<WorkflowView>,
+) -> Result<Json<WorkflowView>, ApiError> {
+    admin(&caller)?;
+    let ws = caller.0.workspace();
+    let stages = stage_specs(&state, ws, req.stages, None).await?;
+    state.store.set_workspace_workflow(ws, &stages).await?;
+    Ok(Json(WorkflowView { stages: stages.iter().map(stage_view).collect() }))
 }
 
 fn note_view(n: NoteRow) -> NoteView {
@@ -116,13 +172,18 @@ pub async fn add_repo(State(state): State<AppState>, caller: Caller, ApiJson(req
     if req.path.is_empty() || !req.path.starts_with('/') || req.path.contains('\0') || req.path.len() > 4096 {
         return Err(bad("the clone's path must be an absolute path on the device"));
     }
+    if let Some(base) = &req.base {
+        if !drover_core::branch::is_valid_branch(base) {
+            return Err(bad(format!("`{}` is not a valid branch name for the base branch", base.chars().take(80).collect::<String>())));
+        }
+    }
     let ws = caller.0.workspace();
     let device = state
         .store
         .device_by_name(ws, &req.device)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no device named `{}`", req.device)))?;
-    let repo = state.store.add_repo(ws, &req.name).await?;
+    let repo = state.store.add_repo(ws, &req.name, req.base.as_deref()).await?;
     state.store.set_device_repo(device.id, repo, &req.path).await?;
     state.scheduler.notify_one();
     Ok(StatusCode::CREATED)
@@ -132,7 +193,7 @@ pub async fn add_repo(State(state): State<AppState>, caller: Caller, ApiJson(req
 pub async fn repos(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<RepoView>>, ApiError> {
     caller.member_name()?;
     let rows = state.store.list_repos(caller.0.workspace()).await?;
-    Ok(Json(rows.into_iter().map(|r| RepoView { name: r.name, devices: r.devices }).collect()))
+    Ok(Json(rows.into_iter().map(|r| RepoView { name: r.name, devices: r.devices, base: r.base }).collect()))
 }
 
 /// `POST /api/v1/agents`: the caller becomes the agent's operator.
@@ -202,20 +263,11 @@ pub async fn create(
         .repo_by_name(ws, &req.repo)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no repository named `{}`: `drover repo add` registers one", req.repo)))?;
-    let stages =
-        req.workflow.unwrap_or_else(|| DEFAULT_STAGES.iter().map(|s| StageView { stage: s.to_string(), assignee: None }).collect());
-    let names: Vec<String> = stages.iter().map(|s| s.stage.clone()).collect();
-    check_workflow(&names).map_err(bad)?;
-    let mut workflow = Vec::new();
-    for s in stages {
-        let assignee = s.assignee.or_else(|| req.agent.clone());
-        if let Some(a) = &assignee {
-            if state.store.agent_by_name(ws, a).await?.is_none() {
-                return Err(ApiError::NotFound(format!("no agent named `{a}`: `drover agent create` registers one")));
-            }
-        }
-        workflow.push(StageSpec { stage: s.stage, assignee });
-    }
+    let stages = match req.workflow {
+        Some(stages) => stages,
+        None => workspace_stages(&state, ws).await?.iter().map(stage_view).collect(),
+    };
+    let workflow = stage_specs(&state, ws, stages, req.agent.as_deref()).await?;
     let new = NewTask { workspace: ws, kind, title: req.title, body: req.body, repo, workflow, created_by: who };
     let id = state.store.create_task(&new).await?;
     state.scheduler.notify_one();
@@ -263,7 +315,14 @@ pub async fn advance(
     if req.text.len() > MAX_TEXT {
         return Err(ApiError::TooLarge(format!("the note is over {MAX_TEXT} bytes")));
     }
-    match state.store.hand_off(t.id, session, &req.text, &actor).await? {
+    let merged = match t.stage() {
+        Some(stage) if stage.merge => {
+            state.store.can_hand_off(t.id, session).await?.map_err(|r| refusal(&t, session, r))?;
+            Some(merge_branch(&state, &t, session, &actor, &req.text).await?)
+        }
+        _ => None,
+    };
+    match state.store.hand_off(t.id, session, &req.text, &actor, merged).await? {
         Ok(next) => {
             if let Some(session) = session {
                 // The run's work is handed off: end it (it completes), after this reply.
@@ -282,14 +341,62 @@ pub async fn advance(
             let t = state.store.task(t.id).await?.expect("exists");
             Ok(Json(task_view(&t, None)))
         }
-        Err(HandOffRefused::TaskFinished(s)) => {
-            Err(ApiError::Conflict(format!("task {} is {}; there is nothing to hand off", t.id, s.as_str())))
-        }
-        Err(HandOffRefused::NotCurrent) => Err(ApiError::Conflict(match session {
+        Err(r) => Err(refusal(&t, session, r)),
+    }
+}
+
+fn refusal(t: &TaskRow, session: Option<SessionId>, r: HandOffRefused) -> ApiError {
+    ApiError::Conflict(match r {
+        HandOffRefused::TaskFinished(s) => format!("task {} is {}; there is nothing to hand off", t.id, s.as_str()),
+        HandOffRefused::NotCurrent => match session {
             Some(_) => "this session is not the live run of the task's current stage (it may have been handed off already)".into(),
             None => "the current stage has a live run: it hands off itself (or stop it first)".into(),
-        })),
+        },
+    })
+}
+
+/// A merge stage's merge, on the sandbox's device; returns the `merged` event's detail.
+/// A refusal is recorded on the task and answered with what to fix.
+async fn merge_branch(
+    state: &AppState,
+    t: &TaskRow,
+    session: Option<SessionId>,
+    actor: &str,
+    note: &str,
+) -> Result<serde_json::Value, ApiError> {
+    let Some((device, worktree)) = crate::tasks::sandbox_worktree(state, t).await? else {
+        return Err(ApiError::Conflict(
+            "this stage merges the task's branch, but the task has no sandbox (no run has worked it yet): launch a session first".into(),
+        ));
+    };
+    let branch = worktree.branch.clone();
+    let stage = t.stage().map(|s| s.stage.as_str()).unwrap_or_default();
+    let mut message = format!("Merge {branch}: {}\n\nTask {}, {stage} stage handed off by {actor}.", t.title, t.id);
+    if !note.trim().is_empty() {
+        message.push_str("\n\n");
+        message.push_str(note.trim());
     }
+    let device_name = state.store.device(device).await?.map(|d| d.name).unwrap_or_else(|| device.to_string());
+    let reason = match state.devices.merge(device, worktree, message, MERGE_TIMEOUT).await {
+        Ok(MergeResult::Merged { into, commit, already }) => {
+            return Ok(serde_json::json!({ "branch": branch, "into": into, "commit": commit, "already": already }))
+        }
+        Ok(MergeResult::Refused { reason }) => reason,
+        Err(NoAnswer::NotConnected) => format!("the merge runs on device {device_name}, which is not connected; hand off again once it is back"),
+        Err(NoAnswer::Disconnected | NoAnswer::Timeout) => {
+            format!("device {device_name} did not report the merge's result; hand off again (a merge that went through is not repeated)")
+        }
+    };
+    let e = drover_store::NewEvent {
+        workspace: t.workspace,
+        session,
+        task: Some(t.id),
+        kind: EventKind::MergeRefused,
+        actor: actor.into(),
+        detail: serde_json::json!({ "branch": branch, "reason": reason }),
+    };
+    state.store.record_event(&e).await?;
+    Err(ApiError::Conflict(format!("the stage was not handed off: {reason}")))
 }
 
 /// `POST /api/v1/tasks/{id}/comments`.
