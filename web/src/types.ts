@@ -109,7 +109,11 @@ export type ViewerEvent =
 
 export const isLive = (o: Outcome) => o === "starting" || o === "running";
 
-export interface Stage { stage: string; assignee: string | null }
+export interface Stage { stage: string; assignee: string | null; merge: boolean | null }
+
+export interface Repo { name: string; devices: [string, string][]; base: string | null }
+
+export interface Agent { name: string; operator: string; harness: string; model: string | null; provider: string | null }
 
 export interface Task {
   id: string;

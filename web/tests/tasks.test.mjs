@@ -83,3 +83,43 @@ test("a task asks a question, is answered from its page and hands off", async ()
   await shot(page, "task-375");
   assert.deepEqual(errors, []);
 });
+
+test("a task filed from the New task form runs through a merge stage into main", async () => {
+  const repo = join(dir, "repo");
+  const merger = join(dir, "merger.sh");
+  writeFileSync(
+    merger,
+    `#!/bin/sh\nset -e\necho "$DROVER_STAGE work" >> work.txt\ngit add work.txt\ngit -c user.name=a -c user.email=a@a commit -qm "$DROVER_STAGE"\n'${DROVER}' task advance --note "did $DROVER_STAGE"\nsleep 60\n`,
+  );
+  chmodSync(merger, 0o755);
+  await d.cli("agent", "create", "merger", "--harness", "custom", "--", merger, "{prompt}");
+  await d.cli("workflow", "set", "--stages", "code,merge");
+  const { page, errors } = await signedIn(b, d);
+  await page.getByRole("link", { name: "Tasks" }).click();
+  await page.getByRole("button", { name: "New task" }).click();
+  const form = page.getByRole("form", { name: "File a task" });
+  await form.waitFor();
+  await until("the workspace's stages", async () => /Stages: Code → Merge \(merges\)/.test(await form.innerText()));
+  // Bad input gets the server's reason, and nothing is filed.
+  await form.getByLabel("Title").fill("   ");
+  await form.getByRole("button", { name: "File task" }).click();
+  await until("refusal", async () => /title/.test(await form.getByRole("alert").innerText().catch(() => "")));
+  await shot(page, "task-form-error");
+
+  await form.getByLabel("Title").fill("Write <img src=x onerror=alert(1)> the work file");
+  await form.getByLabel("Type").selectOption("chore");
+  await form.getByLabel("Agent").selectOption("merger");
+  await form.getByLabel("What needs doing").fill("Append a line per stage.\nThen merge.");
+  await form.getByRole("button", { name: "File task" }).click();
+  await page.waitForURL(/\/tasks\/tsk_/);
+  await page.getByRole("heading", { name: "Workflow" }).waitFor();
+  assert.equal(await page.locator("h1.title").innerText(), "Write <img src=x onerror=alert(1)> the work file");
+  assert.equal(await page.locator("table.workflow .badge", { hasText: "merges" }).count(), 1);
+  await until("task done", async () => (await page.locator("header .badge").last().innerText()) === "Done", 30_000);
+  const activity = await page.locator("ol.timeline").last().innerText();
+  assert.match(activity, /branch merged/);
+  assert.match(activity, /drover\/[0-9a-f]{12}-write-img-src-x-onerror-alert-1-the-work into main/);
+  assert.equal(execFileSync("git", ["-C", repo, "show", "main:work.txt"]).toString(), "code work\nmerge work\n");
+  await shot(page, "task-merged");
+  assert.deepEqual(errors, []);
+});

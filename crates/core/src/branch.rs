@@ -13,13 +13,14 @@ pub fn slug(title: &str) -> String {
     let mut dash = false;
     for c in title.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_alphanumeric() {
-            if dash && !out.is_empty() {
+            let sep = dash && !out.is_empty();
+            if out.len() + usize::from(sep) >= SLUG_MAX {
+                break;
+            }
+            if sep {
                 out.push('-');
             }
             dash = false;
-            if out.len() >= SLUG_MAX {
-                break;
-            }
             out.push(c);
         } else {
             dash = true;
@@ -98,6 +99,12 @@ mod tests {
         assert!(worktree_dir(id, "").ends_with("-task"));
         assert_eq!(slug("🚀 Ship it 🚀 — ünïcödé"), "ship-it-n-c-d");
         assert_eq!(slug(&"ab ".repeat(100)).len(), 40);
+        // Cut at the limit, never on a separator.
+        assert_eq!(slug("Write <img src=x onerror=alert(1)> the work file"), "write-img-src-x-onerror-alert-1-the-work");
+        for n in 30..50 {
+            let s = slug(&format!("{} tail", "x".repeat(n)));
+            assert!(!s.ends_with('-') && s.len() <= 40, "{s}");
+        }
     }
 
     #[test]

@@ -438,7 +438,12 @@ mod tests {
         git(repo.path(), &["init", "-q", "-b", "main"]);
         git(repo.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"]);
         let root = tempfile::tempdir().unwrap();
-        let w = drover_protocol::device::Worktree { repo_path: repo.path().display().to_string(), dir: "w".into(), branch: "b".into(), base: None };
+        let w = drover_protocol::device::Worktree {
+            repo_path: repo.path().display().to_string(),
+            dir: "w".into(),
+            branch: "b".into(),
+            base: None,
+        };
         let path = crate::worktree::ensure(root.path(), &w).unwrap();
         let (head, subject) = worktree_head(path.to_str().unwrap()).expect("a worktree has a HEAD");
         assert_eq!((head.len(), subject.as_str()), (40, "first"));

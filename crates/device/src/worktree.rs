@@ -149,7 +149,12 @@ mod tests {
         std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
         assert!(Command::new("chmod").arg("+x").arg(&hook).status().unwrap().success());
         let root = tempfile::tempdir().unwrap();
-        let w = Worktree { repo_path: r.path().display().to_string(), dir: "abc-fix-it".into(), branch: "drover/abc-fix-it".into(), base: None };
+        let w = Worktree {
+            repo_path: r.path().display().to_string(),
+            dir: "abc-fix-it".into(),
+            branch: "drover/abc-fix-it".into(),
+            base: None,
+        };
         let path = ensure(root.path(), &w).unwrap();
         assert!(!marker.exists(), "a post-checkout hook ran");
         assert_eq!(git(&path, &["branch", "--show-current"]).unwrap(), "drover/abc-fix-it");
@@ -178,7 +183,12 @@ mod tests {
         git(r.path(), &["branch", "release"]).unwrap();
         git(r.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "only on main"]).unwrap();
         let root = tempfile::tempdir().unwrap();
-        let w = Worktree { repo_path: r.path().display().to_string(), dir: "t".into(), branch: "drover/t".into(), base: Some("release".into()) };
+        let w = Worktree {
+            repo_path: r.path().display().to_string(),
+            dir: "t".into(),
+            branch: "drover/t".into(),
+            base: Some("release".into()),
+        };
         let path = ensure(root.path(), &w).unwrap();
         assert_eq!(git(&path, &["rev-parse", "HEAD"]).unwrap(), git(r.path(), &["rev-parse", "release"]).unwrap());
     }

@@ -255,16 +255,18 @@ async fn hand_off_check(
     }
     let stage = &t.workflow[t.stage_index].stage;
     let current = match session {
-        Some(session) => sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM sessions
+        Some(session) => {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM sessions
              WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
-        )
-        .bind(session.to_string())
-        .bind(t.id.to_string())
-        .bind(stage)
-        .fetch_one(&mut *conn)
-        .await?
-            == 1,
+            )
+            .bind(session.to_string())
+            .bind(t.id.to_string())
+            .bind(stage)
+            .fetch_one(&mut *conn)
+            .await?
+                == 1
+        }
         None => {
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = ? AND outcome IN ('starting', 'running')")
                 .bind(t.id.to_string())
@@ -935,12 +937,10 @@ mod tests {
         assert_eq!(s.device_repo_path(dev.id, repo).await.unwrap().as_deref(), Some("/src/app"));
         let agent = s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
         assert_eq!(s.create_agent(ws, "bot", owner, "custom", &Default::default(), &[]).await.unwrap(), None, "names are unique");
-        let workflow =
-            vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }, StageSpec {
-                stage: "review".into(),
-                assignee: None,
-                merge: true,
-            }];
+        let workflow = vec![
+            StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false },
+            StageSpec { stage: "review".into(), assignee: None, merge: true },
+        ];
         assert_eq!(s.workspace_workflow(ws).await.unwrap(), None);
         s.set_workspace_workflow(ws, &workflow).await.unwrap();
         assert_eq!(s.workspace_workflow(ws).await.unwrap().as_ref(), Some(&workflow));

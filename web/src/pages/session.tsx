@@ -171,6 +171,9 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (typeof d.note === "string" && d.note && e.kind === "stage_advanced") parts.push(`“${d.note}”`);
   if (typeof d.text === "string") parts.push(`“${d.text}”`);
   if (e.kind === "commit" && typeof d.subject === "string") parts.push(`${String(d.head ?? "").slice(0, 10)} ${d.subject}`);
+  if (e.kind === "merged" && typeof d.branch === "string" && typeof d.into === "string") {
+    parts.push(`${d.branch} into ${d.into}${d.already ? " (already merged)" : ""} at ${String(d.commit ?? "").slice(0, 10)}`);
+  }
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
   if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);

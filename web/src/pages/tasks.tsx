@@ -6,7 +6,8 @@ import { api, ApiError, enc } from "../api";
 import { LiveDot, OutcomeBadge } from "../badges";
 import { ago, cap, when } from "../format";
 import { subscribe } from "../live";
-import type { Task, TaskDetail } from "../types";
+import { navigate } from "../router";
+import type { Agent, Repo, Stage, Task, TaskDetail } from "../types";
 import { isLive } from "../types";
 import { EventDetail } from "./session";
 
@@ -19,11 +20,131 @@ function TaskState({ t }: { t: Task }) {
   return <span class="badge">{t.stage ? `${cap(t.stage)}: waiting for a person` : "open"}</span>;
 }
 
+const TASK_TYPES = ["story", "bug", "chore", "spike"];
+
+const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
+
+/** "plan → code → merge (merges)": a workflow in one line. */
+function stagesLine(stages: Stage[]): string {
+  return stages.map((s) => `${cap(s.stage)}${s.merge ? " (merges)" : ""}`).join(" → ");
+}
+
+/** Files a task in plain language; its stages come from the workspace's workflow. */
+function NewTaskForm({ onClose }: { onClose: () => void }) {
+  const [repos, setRepos] = useState<Repo[] | null>(null);
+  const [agents, setAgents] = useState<Agent[]>([]);
+  const [stages, setStages] = useState<Stage[]>([]);
+  const [title, setTitle] = useState("");
+  const [kind, setKind] = useState("story");
+  const [repo, setRepo] = useState("");
+  const [agent, setAgent] = useState("");
+  const [body, setBody] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    Promise.all([api<Repo[]>("/api/v1/repos"), api<Agent[]>("/api/v1/agents"), api<{ stages: Stage[] }>("/api/v1/workflow")]).then(
+      ([r, a, w]) => {
+        setRepos(r);
+        setAgents(a);
+        setStages(w.stages);
+        if (r.length > 0) setRepo(r[0].name);
+        if (a.length > 0) setAgent(a[0].name);
+      },
+      (e) => setError(errorText(e)),
+    );
+  }, []);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const t = await api<Task>("/api/v1/tasks", { method: "POST", json: { title, kind, repo, body, agent: agent || null, workflow: null } });
+      navigate(`/tasks/${t.id}`);
+    } catch (err) {
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
+  if (repos && repos.length === 0) {
+    return (
+      <div class="panel new-task">
+        <p>
+          No repository is registered yet. Register a device's clone first:{" "}
+          <code>drover repo add NAME --device DEVICE --path /path/to/clone</code>
+        </p>
+        <button class="button" type="button" onClick={onClose}>
+          Close
+        </button>
+      </div>
+    );
+  }
+  return (
+    <form class="panel new-task" aria-label="File a task" onSubmit={submit}>
+      <label>
+        Title
+        <input class="search" required maxLength={500} value={title} onInput={(e) => setTitle((e.target as HTMLInputElement).value)} />
+      </label>
+      <div class="send-row">
+        <label>
+          Type
+          <select value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
+            {TASK_TYPES.map((k) => (
+              <option key={k} value={k}>
+                {k}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Repo
+          <select value={repo} onChange={(e) => setRepo((e.target as HTMLSelectElement).value)}>
+            {(repos ?? []).map((r) => (
+              <option key={r.name} value={r.name}>
+                {r.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Agent
+          <select value={agent} onChange={(e) => setAgent((e.target as HTMLSelectElement).value)}>
+            {agents.map((a) => (
+              <option key={a.name} value={a.name}>
+                {a.name} ({a.harness})
+              </option>
+            ))}
+            <option value="">No agent: people work the stages</option>
+          </select>
+        </label>
+      </div>
+      <label>
+        What needs doing
+        <textarea rows={6} maxLength={65536} value={body} onInput={(e) => setBody((e.target as HTMLTextAreaElement).value)} />
+      </label>
+      {stages.length > 0 && <p class="muted">Stages: {stagesLine(stages)}</p>}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <div class="send-row">
+        <button class="button primary" type="submit" disabled={busy || !repos}>
+          File task
+        </button>
+        <button class="button" type="button" onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
 export function TasksPage() {
   const [tasks, setTasks] = useState<Task[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [filing, setFiling] = useState(false);
   useEffect(() => {
-    const load = () => api<Task[]>("/api/v1/tasks").then(setTasks, (e) => setError(e instanceof ApiError ? e.message : String(e)));
+    const load = () => api<Task[]>("/api/v1/tasks").then(setTasks, (e) => setError(errorText(e)));
     load();
     return subscribe(() => load());
   }, []);
@@ -31,7 +152,13 @@ export function TasksPage() {
     <section class="page">
       <header class="page-header">
         <h1>Tasks</h1>
+        {!filing && (
+          <button class="button primary" onClick={() => setFiling(true)}>
+            New task
+          </button>
+        )}
       </header>
+      {filing && <NewTaskForm onClose={() => setFiling(false)} />}
       {error && <p class="error">{error}</p>}
       <div class="table-wrap">
         <table class="tasks">
@@ -79,7 +206,7 @@ export function TasksPage() {
       </div>
       {tasks?.length === 0 && (
         <p class="empty">
-          No tasks yet. File one with <code>drover task create --repo REPO --title TITLE --agent AGENT</code>.
+          No tasks yet. File one with New task, or <code>drover task create --repo REPO --title TITLE --agent AGENT</code>.
         </p>
       )}
     </section>
@@ -246,6 +373,11 @@ export function TaskPage({ id }: { id: string }) {
                   <td data-label="Stage">
                     {t.stage === s.stage ? "▶ " : ""}
                     {cap(s.stage)}
+                    {s.merge && (
+                      <span class="badge info" title="Handing this stage off merges the task's branch into the repository's base branch">
+                        merges
+                      </span>
+                    )}
                   </td>
                   <td data-label="Assignee">{s.assignee ?? "a person"}</td>
                   <td data-label="Sessions">

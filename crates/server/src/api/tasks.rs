@@ -6,8 +6,8 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use drover_core::permissions::Role;
 use drover_core::activity::EventKind;
+use drover_core::permissions::Role;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
 use drover_protocol::api::{
@@ -382,7 +382,9 @@ async fn merge_branch(
             return Ok(serde_json::json!({ "branch": branch, "into": into, "commit": commit, "already": already }))
         }
         Ok(MergeResult::Refused { reason }) => reason,
-        Err(NoAnswer::NotConnected) => format!("the merge runs on device {device_name}, which is not connected; hand off again once it is back"),
+        Err(NoAnswer::NotConnected) => {
+            format!("the merge runs on device {device_name}, which is not connected; hand off again once it is back")
+        }
         Err(NoAnswer::Disconnected | NoAnswer::Timeout) => {
             format!("device {device_name} did not report the merge's result; hand off again (a merge that went through is not repeated)")
         }
