@@ -129,6 +129,7 @@ export interface Task {
   flagged: string | null;
   branch: string | null;
   sandbox: string | null;
+  sandbox_state: SandboxState | null;
   live_session: string | null;
   created_by: string;
   created_at: string;

@@ -199,6 +199,54 @@ fn a_merge_that_conflicts_is_refused_and_the_agent_resolves_it() {
 }
 
 #[test]
+fn finish_then_mark_done_closes_the_sandbox_and_a_launch_starts_a_fresh_one() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    // Works, commits, then waits like an interactive CLI, never handing off.
+    let body = "echo work >> work.log\ngit add work.log\ngit -c user.name=agent -c user.email=a@a commit -qm work\necho waiting\nsleep 120";
+    let script = agent_script(tmp.path(), body);
+    let r = setup(&d, &script);
+    let id =
+        d.ok(&["task", "create", "--repo", "app", "--title", "Leftover", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(30), "a live run that committed", |t| {
+        t["task"]["live_session"].is_string() && t["events"].as_array().unwrap().iter().any(|e| e["kind"] == "commit")
+    });
+    let (first_sandbox, branch) = (t["task"]["sandbox"].clone(), t["task"]["branch"].as_str().unwrap().to_string());
+    assert_eq!(t["task"]["sandbox_state"], "active");
+    // Mark done comes after Finish session (seed 001), and each control says so.
+    assert!(d.fails(&["task", "mark-done", &id]).contains("Finish session first"));
+    d.ok(&["task", "finish", &id]);
+    assert_eq!(task(&d, &id)["task"]["sandbox_state"], "completing");
+    assert!(d.fails(&["task", "finish", &id]).contains("the sandbox is completing"));
+    assert!(d.fails(&["task", "launch", &id]).contains("Mark done closes it"));
+    d.ok(&["task", "mark-done", &id]);
+    let t = wait_task(&d, &id, secs(30), "the run ended", |t| t["task"]["live_session"].is_null());
+    let run = &t["sessions"][0];
+    assert_eq!((run["outcome"].as_str(), run["reason"].as_str()), (Some("completed"), Some("the sandbox was retired with Mark done")));
+    assert_eq!(t["task"]["sandbox_state"], "done");
+    // The task's own stage is untouched, and nothing restaffs it by itself.
+    assert_eq!((t["task"]["status"].as_str(), t["task"]["stage"].as_str()), (Some("open"), Some("code")));
+    assert!(t["task"]["queued_at"].is_null());
+    let deadline = Instant::now() + secs(20);
+    while git(r.path(), &["worktree", "list"]).lines().count() > 1 {
+        assert!(Instant::now() < deadline, "worktree not removed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(d.fails(&["task", "mark-done", &id]).contains("already done"));
+    // Launch: a fresh sandbox on the same branch, where the committed work is.
+    d.ok(&["task", "launch", &id]);
+    let t = wait_task(&d, &id, secs(30), "a second run that committed", |t| {
+        t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "commit").count() == 2
+    });
+    assert_ne!(t["task"]["sandbox"], first_sandbox);
+    assert_eq!(t["task"]["branch"].as_str(), Some(branch.as_str()));
+    assert_eq!(git(r.path(), &["show", &format!("{branch}:work.log")]), "work\nwork");
+    d.ok(&["task", "cancel", &id]);
+    let t = wait_task(&d, &id, secs(30), "cancelled with its run ended", |t| t["task"]["live_session"].is_null());
+    assert_eq!((t["task"]["status"].as_str(), t["task"]["sandbox_state"].as_str()), (Some("cancelled"), Some("done")));
+}
+
+#[test]
 fn a_run_that_crashes_is_replaced_and_the_replacement_finishes() {
     let d = Drover::up();
     let tmp = tempfile::tempdir().unwrap();

@@ -38,6 +38,8 @@ pub enum SandboxEvent {
     Abandon,
     /// A task-free sandbox's run ended.
     RemoteRunEnded,
+    /// Its task finished (every stage handed off, or cancelled): the work is kept.
+    TaskEnded,
 }
 
 /// A sandbox transition that is not allowed.
@@ -99,6 +101,7 @@ impl SandboxState {
             (S::Completing, E::MarkDone) => S::Done,
             (S::Provision | S::Ready | S::Active | S::Completing, E::Abandon) => S::Abandoned,
             (S::Active | S::Ready, E::RemoteRunEnded) => S::Stopped,
+            (S::Provision | S::Ready | S::Active | S::Completing, E::TaskEnded) => S::Done,
             (from, event) => return Err(SandboxTransitionError { from, event }),
         };
         Ok(next)
@@ -130,7 +133,7 @@ mod tests {
     #[test]
     fn finished_states_accept_nothing() {
         for s in S::ALL.into_iter().filter(|s| s.is_finished()) {
-            for e in [E::Provisioned, E::RunStarted, E::Finish, E::MarkDone, E::Abandon, E::RemoteRunEnded] {
+            for e in [E::Provisioned, E::RunStarted, E::Finish, E::MarkDone, E::Abandon, E::RemoteRunEnded, E::TaskEnded] {
                 assert!(s.apply(e).is_err(), "{s} {e:?}");
             }
         }
@@ -152,6 +155,20 @@ mod tests {
     #[test]
     fn mark_done_needs_completing() {
         assert!(S::Active.apply(E::MarkDone).is_err());
+        assert!(S::Ready.apply(E::MarkDone).is_err());
+    }
+
+    #[test]
+    fn a_completing_sandbox_takes_no_new_run() {
+        assert!(S::Completing.apply(E::RunStarted).is_err());
+        assert!(S::Completing.apply(E::Finish).is_err());
+    }
+
+    #[test]
+    fn a_finished_task_closes_any_open_sandbox_keeping_the_work() {
+        for s in S::ALL.into_iter().filter(|s| !s.is_finished()) {
+            assert_eq!(s.apply(E::TaskEnded).unwrap(), S::Done);
+        }
     }
 
     #[test]

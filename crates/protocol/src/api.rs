@@ -457,6 +457,8 @@ pub struct TaskView {
     pub branch: Option<String>,
     /// Its sandbox.
     pub sandbox: Option<SandboxId>,
+    /// The sandbox's lifecycle state (`ready`, `active`, `completing`, `done`, …).
+    pub sandbox_state: Option<String>,
     /// Its live run.
     pub live_session: Option<SessionId>,
     /// Who filed it.

@@ -16,8 +16,8 @@ use crate::{auth, ingest, AppState};
 
 /// Terminal size of an agent's run until a viewer resizes it.
 const AGENT_SIZE: (u16, u16) = (120, 40);
-/// Waiting stages looked at per round.
-const ROUND: i64 = 200;
+/// Waiting stages read per batch (a round reads them all, batch by batch).
+const BATCH: i64 = 200;
 
 /// Runs the scheduler until the process ends.
 pub fn spawn(state: AppState) {
@@ -34,22 +34,34 @@ pub fn spawn(state: AppState) {
     });
 }
 
-/// One pass over the waiting stages.
+/// One pass over every waiting stage, first queued first. A stage that cannot start
+/// (its devices are busy or away) does not hold up later ones that can; a workspace
+/// with no free connected slot left is skipped without further queries.
 pub async fn round(state: &AppState) -> Result<(), drover_store::StoreError> {
-    let queued = state.store.queued_tasks(ROUND).await?;
     let mut devices: HashMap<WorkspaceId, Vec<DeviceRow>> = HashMap::new();
-    for task in queued {
-        let list = match devices.entry(task.workspace) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(state.store.list_devices(task.workspace).await?),
-        };
-        if let Some(device) = staff(state, &task, list).await? {
-            if let Some(d) = list.iter_mut().find(|d| d.id == device) {
-                d.live_sessions += 1;
+    let mut after: Option<(String, drover_core::TaskId)> = None;
+    loop {
+        let batch = state.store.queued_tasks(after.as_ref().map(|(at, id)| (at.as_str(), *id)), BATCH).await?;
+        let full_batch = batch.len() as i64 == BATCH;
+        for task in batch {
+            after = Some((task.queued_at.clone().unwrap_or_default(), task.id));
+            let list = match devices.entry(task.workspace) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(state.store.list_devices(task.workspace).await?),
+            };
+            if !list.iter().any(|d| d.live_sessions < d.slots && state.devices.is_connected(d.id)) {
+                continue;
+            }
+            if let Some(device) = staff(state, &task, list).await? {
+                if let Some(d) = list.iter_mut().find(|d| d.id == device) {
+                    d.live_sessions += 1;
+                }
             }
         }
+        if !full_batch {
+            return Ok(());
+        }
     }
-    Ok(())
 }
 
 /// Starts a run for `task`'s current stage if a device can take it; returns the device.
@@ -138,23 +150,40 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     if harness.is_ok_and(Harness::prompt_as_input) {
         // This harness takes no first message on its command line: type it in once the
         // run is up, through the audited path.
-        tokio::spawn(send_prompt(state.clone(), session, prompt));
+        tokio::spawn(send_prompt(state.clone(), task.id, session, prompt));
     }
     tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
     Ok(Some(device))
 }
 
-async fn send_prompt(state: AppState, session: drover_core::SessionId, prompt: String) {
-    let deadline = tokio::time::Instant::now() + state.config.start_wait;
+/// Longest a run may take to start (its worktree checkout included) before its first
+/// message is given up on.
+const PROMPT_START_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Types the stage's first message into a run whose harness takes none on its command
+/// line, once it runs. If it cannot be delivered, the task is flagged for a person
+/// rather than left with an agent idling at an empty prompt.
+async fn send_prompt(state: AppState, task: drover_core::TaskId, session: drover_core::SessionId, prompt: String) {
+    let deadline = tokio::time::Instant::now() + PROMPT_START_WAIT.max(state.config.start_wait);
     let row = loop {
         match state.store.session(session).await {
             Ok(Some(s)) if s.outcome == drover_core::Outcome::Running => break s,
             Ok(Some(s)) if s.outcome == drover_core::Outcome::Starting && tokio::time::Instant::now() < deadline => {}
-            _ => return tracing::warn!(%session, "the stage's first message was not sent: the run is not running"),
+            // Ended before it ran: its end is handled (restaffed or flagged) like any other.
+            Ok(Some(s)) if s.outcome != drover_core::Outcome::Starting => return,
+            _ => return flag_unsent(&state, task, session, "the run did not start in time".into()).await,
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     if let Err(e) = crate::api::sessions::deliver_to(&state, &row, "scheduler".into(), &prompt).await {
-        tracing::warn!(%session, "the stage's first message was not delivered: {e}");
+        flag_unsent(&state, task, session, e.to_string()).await;
+    }
+}
+
+async fn flag_unsent(state: &AppState, task: drover_core::TaskId, session: drover_core::SessionId, why: String) {
+    tracing::warn!(%session, "the stage's first message was not delivered: {why}");
+    let reason = format!("the first message for run {session} could not be typed in ({why}): send it from the live terminal's Send box");
+    if let Err(e) = state.store.flag_task(task, &reason, "scheduler").await {
+        tracing::warn!(%session, "flagging the task: {e}");
     }
 }

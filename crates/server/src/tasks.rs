@@ -3,6 +3,7 @@
 //! replaced, a bounded number of times, before the task is flagged for a human.
 
 use drover_core::outcome::Ending;
+use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{restaff, Restaff, TaskStatus};
 use drover_core::{branch, DeviceId, Outcome, SandboxState};
 use drover_protocol::device::{ServerMessage, Worktree};
@@ -20,7 +21,8 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
     } else if task.status == TaskStatus::Done && ending.outcome == Outcome::Completed {
         remove_worktree(state, &task, false).await?;
         if let Some(sandbox) = task.sandbox {
-            state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+            // The task's end closes its sandbox, unless something closed it first.
+            let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded).await?;
         }
     } else if task.status == TaskStatus::Open
         && matches!(ending.outcome, Outcome::Incomplete | Outcome::Failed | Outcome::Lost)

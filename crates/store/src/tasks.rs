@@ -1,8 +1,9 @@
 //! Tasks, their stages and the runs that staff them; repositories and agents.
 
 use drover_core::activity::EventKind;
+use drover_core::sandbox::{SandboxEvent, SandboxTransitionError};
 use drover_core::task::{after_hand_off, AfterHandOff, TaskStatus};
-use drover_core::{AgentId, DeviceId, MemberId, NoteId, RepoId, SandboxId, SessionId, TaskId, WorkspaceId};
+use drover_core::{AgentId, DeviceId, MemberId, NoteId, RepoId, SandboxId, SandboxState, SessionId, TaskId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
@@ -78,6 +79,8 @@ pub struct TaskRow {
     pub sandbox_device: Option<DeviceId>,
     /// The sandbox's branch.
     pub branch: Option<String>,
+    /// The sandbox's lifecycle state.
+    pub sandbox_state: Option<SandboxState>,
     /// Who filed it.
     pub created_by: String,
     /// When.
@@ -160,7 +163,7 @@ pub struct NewTaskSession {
     pub rows: u16,
 }
 
-const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, r.base_branch AS repo_base, b.device_id AS sandbox_device, b.branch AS branch
+const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, r.base_branch AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state
     FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
 
 fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
@@ -184,6 +187,7 @@ fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
         sandbox: r.get::<Option<String>, _>("sandbox_id").as_deref().map(parse_id).transpose()?,
         sandbox_device: r.get::<Option<String>, _>("sandbox_device").as_deref().map(parse_id).transpose()?,
         branch: r.get("branch"),
+        sandbox_state: r.get::<Option<String>, _>("sandbox_state").as_deref().and_then(SandboxState::parse),
         created_by: r.get("created_by"),
         created_at: r.get("created_at"),
     })
@@ -488,13 +492,19 @@ impl Store {
         rows.iter().map(task_row).collect()
     }
 
-    /// Tasks whose current stage waits for a slot, first queued first.
-    pub async fn queued_tasks(&self, limit: i64) -> Result<Vec<TaskRow>> {
-        let rows =
-            sqlx::query(&format!("{TASK_SELECT} WHERE t.queued_at IS NOT NULL AND t.status = 'open' ORDER BY t.queued_at, t.id LIMIT ?"))
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
+    /// Tasks whose current stage waits for a slot, first queued first: a batch of
+    /// `limit` after the (queued at, id) position `after`.
+    pub async fn queued_tasks(&self, after: Option<(&str, TaskId)>, limit: i64) -> Result<Vec<TaskRow>> {
+        let (at, id) = after.map(|(a, i)| (a.to_string(), i.to_string())).unwrap_or_default();
+        let rows = sqlx::query(&format!(
+            "{TASK_SELECT} WHERE t.queued_at IS NOT NULL AND t.status = 'open' AND (t.queued_at, t.id) > (?, ?)
+             ORDER BY t.queued_at, t.id LIMIT ?"
+        ))
+        .bind(at)
+        .bind(id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(task_row).collect()
     }
 
@@ -596,7 +606,37 @@ impl Store {
         let task = task_row(&t)?;
         let stage = task.stage().map(|s| s.stage.clone()).ok_or_else(|| StoreError::Corrupt("staffing a finished task".into()))?;
         let (id, at) = (SessionId::new(), now());
-        let sandbox = match task.sandbox {
+        let open_sandbox = match task.sandbox {
+            Some(b) => {
+                let state: String =
+                    sqlx::query_scalar("SELECT state FROM sandboxes WHERE id = ?").bind(b.to_string()).fetch_one(&mut *tx).await?;
+                match SandboxState::parse(&state).map(|s| s.apply(SandboxEvent::RunStarted)) {
+                    Some(Ok(_)) => Some(b),
+                    // Closed for good (Mark done): a new run gets a fresh sandbox on the same branch.
+                    Some(Err(e)) if e.from.is_finished() => None,
+                    _ => {
+                        let why = format!("the task's sandbox is {state} (after Finish session): Mark done closes it, then Launch session starts a fresh one");
+                        sqlx::query("UPDATE tasks SET flagged = ?, attempts = attempts - 1 WHERE id = ?")
+                            .bind(&why)
+                            .bind(task.id.to_string())
+                            .execute(&mut *tx)
+                            .await?;
+                        let e = NewEvent {
+                            workspace: task.workspace,
+                            session: None,
+                            task: Some(task.id),
+                            kind: EventKind::TaskFlagged,
+                            actor: actor.into(),
+                            detail: serde_json::json!({ "reason": why }),
+                        };
+                        self.commit_with_event(tx, &e).await?;
+                        return Ok(None);
+                    }
+                }
+            }
+            None => None,
+        };
+        let sandbox = match open_sandbox {
             Some(b) => b,
             None => {
                 let b = SandboxId::new();
@@ -765,15 +805,31 @@ impl Store {
         Ok(Ok(next))
     }
 
-    /// Sets a sandbox's state (e.g. `done` after its worktree is cleaned up).
-    pub async fn set_sandbox_state(&self, sandbox: SandboxId, state: drover_core::SandboxState) -> Result<()> {
+    /// Moves a sandbox through its lifecycle (Finish, Mark done, Abandon, its task
+    /// ending), checked against the state machine under the write lock. Returns the new
+    /// state, or why the move is not possible from where it is.
+    pub async fn sandbox_event(
+        &self,
+        sandbox: SandboxId,
+        event: SandboxEvent,
+    ) -> Result<std::result::Result<SandboxState, SandboxTransitionError>> {
+        let mut tx = self.write().await?;
+        let r = sqlx::query("SELECT state, workspace_id FROM sandboxes WHERE id = ?").bind(sandbox.to_string()).fetch_one(&mut *tx).await?;
+        let state: String = r.get("state");
+        let from = SandboxState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("sandbox state {state}")))?;
+        let next = match from.apply(event) {
+            Ok(next) => next,
+            Err(e) => return Ok(Err(e)),
+        };
         sqlx::query("UPDATE sandboxes SET state = ?, updated_at = ? WHERE id = ?")
-            .bind(state.as_str())
+            .bind(next.as_str())
             .bind(now())
             .bind(sandbox.to_string())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        tx.commit().await?;
+        self.changed(parse_id(r.get("workspace_id"))?, None);
+        Ok(Ok(next))
     }
 
     /// Ends a task by a person's decision (cancelled or abandoned).
@@ -924,6 +980,43 @@ mod tests {
     use crate::testing::store;
 
     #[tokio::test]
+    async fn the_queue_is_read_in_batches_first_queued_first() {
+        let (s, _d) = store().await;
+        let (ws, owner) = s.bootstrap("w", "alice").await.unwrap();
+        let repo = s.add_repo(ws, "app", None).await.unwrap();
+        s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
+        let mut filed = Vec::new();
+        for i in 0..5 {
+            let t = NewTask {
+                workspace: ws,
+                kind: "chore".into(),
+                title: format!("t{i}"),
+                body: String::new(),
+                repo,
+                workflow: vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }],
+                created_by: "alice".into(),
+            };
+            filed.push(s.create_task(&t).await.unwrap());
+        }
+        let mut seen = Vec::new();
+        let mut after: Option<(String, TaskId)> = None;
+        loop {
+            let batch = s.queued_tasks(after.as_ref().map(|(a, i)| (a.as_str(), *i)), 2).await.unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            let last = batch.last().unwrap();
+            after = Some((last.queued_at.clone().unwrap(), last.id));
+            seen.extend(batch.iter().map(|t| t.id));
+        }
+        let mut expected = filed.clone();
+        let queued = s.queued_tasks(None, 100).await.unwrap();
+        expected.sort_by_key(|id| queued.iter().position(|t| t.id == *id));
+        assert_eq!(seen, expected);
+        assert_eq!(seen.len(), 5);
+    }
+
+    #[tokio::test]
     async fn a_task_is_queued_staffed_handed_off_and_done() {
         let (s, _d) = store().await;
         let (ws, owner) = s.bootstrap("w", "alice").await.unwrap();
@@ -954,7 +1047,7 @@ mod tests {
             created_by: "alice".into(),
         };
         let id = s.create_task(&t).await.unwrap();
-        assert_eq!(s.queued_tasks(10).await.unwrap().len(), 1);
+        assert_eq!(s.queued_tasks(None, 10).await.unwrap().len(), 1);
         assert_eq!(s.task_counts(ws).await.unwrap(), (1, 0));
         let n = NewTaskSession {
             task: id,

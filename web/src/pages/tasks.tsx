@@ -217,9 +217,8 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
   const t = d.task;
-  const sandbox = d.sessions.length > 0 ? d.sessions[d.sessions.length - 1] : null;
-  const completing = sandbox?.sandbox_state === "completing";
-  const finishedSandbox = sandbox != null && ["done", "abandoned"].includes(sandbox.sandbox_state);
+  const completing = t.sandbox_state === "completing";
+  const finishedSandbox = t.sandbox_state != null && ["done", "abandoned", "stopped"].includes(t.sandbox_state);
   const act = async (action: string, done: string) => {
     setBusy(true);
     try {
@@ -235,7 +234,7 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
   const stageHasAgent = t.workflow.find((s) => s.stage === t.stage)?.assignee != null;
   return (
     <div class="controls" role="group" aria-label="Sessions panel">
-      {t.status === "open" && !t.live_session && !t.queued_at && stageHasAgent && (
+      {t.status === "open" && !t.live_session && !t.queued_at && stageHasAgent && !completing && (
         <button class="button primary" disabled={busy} onClick={() => act("launch", "A fresh session is queued for a slot.")}>
           Launch session
         </button>
@@ -245,7 +244,7 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
           Finish session
         </button>
       )}
-      {t.sandbox && !finishedSandbox && (completing || !t.live_session) && (
+      {completing && (
         <button class="button" disabled={busy} onClick={() => act("mark-done", "The sandbox is done; its branch is kept.")}>
           Mark done
         </button>

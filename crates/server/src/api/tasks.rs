@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use drover_core::activity::EventKind;
 use drover_core::permissions::Role;
+use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
 use drover_protocol::api::{
@@ -97,6 +98,7 @@ fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
         flagged: t.flagged.clone(),
         branch: t.branch.clone(),
         sandbox: t.sandbox,
+        sandbox_state: t.sandbox_state.map(|s| s.as_str().to_string()),
         live_session: live,
         created_by: t.created_by.clone(),
         created_at: t.created_at.clone(),
@@ -525,6 +527,11 @@ pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Pat
     if stage.assignee.is_none() {
         return Err(ApiError::Conflict(format!("the {} stage is worked by a person: hand it off with `drover task advance`", stage.stage)));
     }
+    if t.sandbox_state == Some(SandboxState::Completing) {
+        return Err(ApiError::Conflict(
+            "the sandbox is completing (Finish session): Mark done closes it, then a launch starts a fresh one".into(),
+        ));
+    }
     if let Some(live) = state.store.live_task_session(t.id).await? {
         return Err(ApiError::Conflict(format!("the task already has a live run: {}", live.id)));
     }
@@ -561,7 +568,11 @@ pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Pat
         return Err(ApiError::Forbidden("only the stage's pinned assignee or an admin can finish the session".into()));
     }
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
-    state.store.set_sandbox_state(sandbox, SandboxState::Completing).await?;
+    state
+        .store
+        .sandbox_event(sandbox, SandboxEvent::Finish)
+        .await?
+        .map_err(|e| ApiError::Conflict(format!("the sandbox is {}: only an active or ready sandbox can be finished", e.from)))?;
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
 
@@ -572,7 +583,14 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
-    state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+    state.store.sandbox_event(sandbox, SandboxEvent::MarkDone).await?.map_err(|e| {
+        ApiError::Conflict(match e.from {
+            SandboxState::Ready | SandboxState::Active | SandboxState::Provision => {
+                format!("the sandbox is {}: Finish session first, then Mark done closes it", e.from)
+            }
+            other => format!("the sandbox is already {other}"),
+        })
+    })?;
     // Closed for good: a stage waiting for a slot does not reopen it.
     state.store.unqueue_task(t.id).await?;
     // With a run still stopping, its worktree goes once it has ended (after_end).
@@ -587,10 +605,14 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
 pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
-    if let Some(sandbox) = t.sandbox {
-        state.store.set_sandbox_state(sandbox, SandboxState::Abandoned).await?;
+    let sandbox_open = match t.sandbox {
+        Some(sandbox) => state.store.sandbox_event(sandbox, SandboxEvent::Abandon).await?.is_ok(),
+        None => false,
+    };
+    let task_open = state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
+    if !sandbox_open && !task_open {
+        return Err(ApiError::Conflict(format!("task {} is already {}, and its sandbox is closed", t.id, t.status.as_str())));
     }
-    state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
     // With a run still stopping, its worktree goes once it has ended (after_end).
     if !stop_live(&state, &t, None, &who).await? {
         crate::tasks::remove_worktree(&state, &t, true).await?;
@@ -607,7 +629,8 @@ pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Pat
     }
     // The sandbox closes with the task; its branch (and commits) stay.
     if let Some(sandbox) = t.sandbox {
-        state.store.set_sandbox_state(sandbox, SandboxState::Done).await?;
+        // Already closed (Mark done) is fine: there is nothing more to close.
+        let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded).await?;
     }
     if !stop_live(&state, &t, None, &who).await? {
         crate::tasks::remove_worktree(&state, &t, false).await?;
