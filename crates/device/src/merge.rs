@@ -33,11 +33,14 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
     if git(repo, &["rev-parse", "--git-dir"]).is_err() {
         return Err(WorktreeError::NotARepo(w.repo_path.clone()));
     }
-    let sandbox = worktree_path(root, w)?;
-    if sandbox.join(".git").exists() {
+    // Refuses a folder name that could escape `root`, as every worktree step does; the
+    // uncommitted-work check below looks wherever the task's branch is checked out.
+    worktree_path(root, w)?;
+    if let Some(sandbox) = checked_out_at(repo, &w.branch)? {
+        let sandbox = Path::new(&sandbox);
         // Untracked files (a harness's own caches, say) are not the work: only changes
         // to tracked files hold the merge up.
-        let dirty = git(&sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
+        let dirty = git(sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
         if !dirty.is_empty() {
             let n = dirty.lines().count();
             return refused(format!(
@@ -48,9 +51,9 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
     }
     let into = match &w.base {
         Some(b) => b.clone(),
-        None => match git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"]) {
-            Ok(b) => b,
-            Err(_) => {
+        None => match git(repo, &["symbolic-ref", "--quiet", "HEAD"]).map(|r| r.strip_prefix("refs/heads/").map(str::to_string)) {
+            Ok(Some(b)) => b,
+            _ => {
                 return refused(format!(
                     "the clone at {} has no branch checked out, so there is no branch to merge into: name one with `drover repo add --base BRANCH`",
                     w.repo_path
@@ -72,7 +75,7 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
     }
     let tree = match git_in(repo, &["merge-tree", "--write-tree", "--name-only", "--no-messages", &base, &head], &[]) {
         Ok(out) => out.lines().next().unwrap_or_default().to_string(),
-        Err(WorktreeError::Git { stdout, .. }) if !stdout.is_empty() => {
+        Err(WorktreeError::Git { stdout, code: Some(1), .. }) => {
             // Exit status 1: conflicts. The first line is the tree, then the files.
             let files: Vec<&str> = stdout.lines().skip(1).filter(|l| !l.is_empty()).take(20).collect();
             return refused(format!(
@@ -81,17 +84,32 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
                 files.join(", ")
             ));
         }
+        Err(WorktreeError::Git { stderr, .. }) if stderr.contains("unknown option") || stderr.contains("usage: git merge-tree") => {
+            return refused("merging needs git 2.40 or newer on the device (`git merge-tree --write-tree --name-only`)".into())
+        }
         Err(e) => return Err(e),
     };
+    if let Some(dir) = rebasing(repo, &into)? {
+        return refused(format!("`{into}` is being rebased in {dir}: finish or abort that rebase, then hand off again"));
+    }
     let identity = identity_env(repo);
     let env: Vec<(&str, &str)> = identity.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let commit = git_in(repo, &["commit-tree", &tree, "-p", &base, "-p", &head, "-m", message], &env)?;
     match checked_out_at(repo, &into)? {
         Some(dir) => {
+            let dir_path = Path::new(&dir);
+            // The working copy must still be on the base, at the commit merged onto.
+            let on_base = git(dir_path, &["symbolic-ref", "--quiet", "HEAD"]).is_ok_and(|r| r == format!("refs/heads/{into}"));
+            if !on_base || git(dir_path, &["rev-parse", "HEAD"])? != base {
+                return refused(format!("`{into}` moved in {dir} while merging: hand off again"));
+            }
             // Moves the branch and that working copy together; git refuses if the
-            // working copy's own changes would be overwritten, or if it moved meanwhile.
-            if let Err(e) = git(Path::new(&dir), &["merge", "--ff-only", "--quiet", &commit]) {
+            // working copy's own changes would be overwritten. Never stash them.
+            if let Err(e) = git(dir_path, &["merge", "--ff-only", "--no-autostash", "--quiet", &commit]) {
                 return refused(format!("`{into}` is checked out at {dir} and could not be fast-forwarded to the merge: {e}"));
+            }
+            if git(repo, &["rev-parse", &format!("refs/heads/{into}")])? != commit {
+                return refused(format!("`{into}` in {dir} did not end at the merge commit (it moved meanwhile): hand off again"));
             }
         }
         None => {
@@ -113,6 +131,22 @@ fn checked_out_at(repo: &Path, branch: &str) -> Result<Option<String>, WorktreeE
             dir = Some(d.to_string());
         } else if line == wanted {
             return Ok(dir);
+        }
+    }
+    Ok(None)
+}
+
+/// The worktree in which `branch` is being rebased, if any (git then shows it detached,
+/// and moving the branch under the rebase would break it).
+fn rebasing(repo: &Path, branch: &str) -> Result<Option<String>, WorktreeError> {
+    let wanted = format!("refs/heads/{branch}");
+    let list = git(repo, &["worktree", "list", "--porcelain"])?;
+    for dir in list.lines().filter_map(|l| l.strip_prefix("worktree ")) {
+        for state in ["rebase-merge/head-name", "rebase-apply/head-name"] {
+            let Ok(path) = git(Path::new(dir), &["rev-parse", "--path-format=absolute", "--git-path", state]) else { continue };
+            if std::fs::read_to_string(&path).is_ok_and(|h| h.trim() == wanted) {
+                return Ok(Some(dir.to_string()));
+            }
         }
     }
     Ok(None)
@@ -224,6 +258,42 @@ mod tests {
         assert!(matches!(&r, MergeResult::Refused { reason } if reason.contains("could not be fast-forwarded")), "{r:?}");
         assert_eq!(run(repo.path(), &["rev-parse", "main"]), main);
         assert_eq!(std::fs::read_to_string(repo.path().join("shared.txt")).unwrap(), "the person's own edit\n");
+    }
+
+    #[test]
+    fn the_persons_autostash_setting_never_touches_their_edits() {
+        let (repo, root, w) = setup();
+        run(repo.path(), &["config", "merge.autoStash", "true"]);
+        commit_file(&root.path().join(&w.dir), "shared.txt", "one\nchanged by the task\nthree\n");
+        std::fs::write(repo.path().join("shared.txt"), "the person's own edit\n").unwrap();
+        let r = merge(root.path(), &w, "m");
+        assert!(matches!(&r, MergeResult::Refused { .. }), "{r:?}");
+        assert_eq!(std::fs::read_to_string(repo.path().join("shared.txt")).unwrap(), "the person's own edit\n");
+        assert_eq!(run(repo.path(), &["stash", "list"]), "", "nothing stashed");
+    }
+
+    #[test]
+    fn a_base_being_rebased_is_not_moved() {
+        let (repo, root, mut w) = setup();
+        w.base = Some("main".into());
+        commit_file(&root.path().join(&w.dir), "feature.txt", "new\n");
+        // main gets two commits, the second conflicting with a side branch, and is
+        // being rebased onto that branch (stopped at the conflict).
+        run(repo.path(), &["checkout", "-q", "-b", "side", "main~0"]);
+        commit_file(repo.path(), "shared.txt", "side\n");
+        run(repo.path(), &["checkout", "-q", "main"]);
+        commit_file(repo.path(), "shared.txt", "main\n");
+        let main = run(repo.path(), &["rev-parse", "main"]);
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "rebase", "side"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the rebase stops at its conflict");
+        let r = merge(root.path(), &w, "m");
+        assert!(matches!(&r, MergeResult::Refused { reason } if reason.contains("being rebased")), "{r:?}");
+        assert_eq!(run(repo.path(), &["rev-parse", "refs/heads/main"]), main);
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub enum WorktreeError {
         stderr: String,
         /// What it printed (some commands report through it when they fail).
         stdout: String,
+        /// Its exit status, if it exited.
+        code: Option<i32>,
     },
     /// The worktree's folder holds another branch than the task's.
     #[error("{path} has branch `{found}` checked out, not the task's `{wanted}`: move that folder away, and the task's branch is checked out again")]
@@ -65,6 +67,7 @@ pub(crate) fn git_in(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Result
             args: args.join(" "),
             stderr: String::from_utf8_lossy(&out.stderr).trim().chars().take(500).collect(),
             stdout,
+            code: out.status.code(),
         })
     }
 }

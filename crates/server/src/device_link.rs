@@ -126,7 +126,7 @@ async fn read_loop(
                     let chunk = OutputChunk { session, offset, t_micros, data };
                     ingest.send(Item::Output(chunk)).await.map_err(|_| "ingest stopped")?;
                 }
-                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(snapshot),
+                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(device, snapshot),
                 Ok(DeviceBinary::Input { .. }) | Err(_) => return Err("unexpected binary frame".into()),
             },
             Message::Text(t) => match serde_json::from_str::<DeviceMessage>(&t) {
@@ -159,11 +159,11 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
             ingest.send(Item::Resized { session, t_micros, cols, rows }).await.map_err(|_| "ingest stopped")?;
         }
         DeviceMessage::Delivered { req, bracketed_paste, offset, t_micros, .. } => {
-            state.devices.delivered(req, Delivery::Delivered { bracketed_paste, offset, t_micros });
+            state.devices.delivered(req, device, Delivery::Delivered { bracketed_paste, offset, t_micros });
         }
-        DeviceMessage::Merged { req, result } => state.devices.merged(req, result),
+        DeviceMessage::Merged { req, result } => state.devices.merged(req, device, result),
         DeviceMessage::Failed { req, reason, session } => match req {
-            Some(req) => state.devices.delivered(req, Delivery::Failed(reason)),
+            Some(req) => state.devices.delivered(req, device, Delivery::Failed(reason)),
             None => tracing::warn!(%session, "device: {reason}"),
         },
         DeviceMessage::RecordingError { session, message } => {

@@ -52,9 +52,14 @@ impl<T> Pending<T> {
         self.0.lock().expect("pending").remove(&req);
     }
 
-    fn resolve(&self, req: u64, answer: T) {
-        if let Some((_, tx)) = self.0.lock().expect("pending").remove(&req) {
-            let _ = tx.send(answer);
+    /// Hands `answer` to whoever waits on `req`, if `from` is the device it was sent
+    /// to: a device cannot answer another device's requests.
+    fn resolve(&self, req: u64, from: DeviceId, answer: T) {
+        let mut pending = self.0.lock().expect("pending");
+        if pending.get(&req).is_some_and(|(device, _)| *device == from) {
+            if let Some((_, tx)) = pending.remove(&req) {
+                let _ = tx.send(answer);
+            }
         }
     }
 
@@ -162,9 +167,9 @@ impl Devices {
         self.request(&self.deliveries, id, |req| ServerMessage::SendText { session, req, text }, timeout).await
     }
 
-    /// Resolves a pending delivery.
-    pub fn delivered(&self, req: u64, d: Delivery) {
-        self.deliveries.resolve(req, d);
+    /// Resolves a pending delivery, answered by device `from`.
+    pub fn delivered(&self, req: u64, from: DeviceId, d: Delivery) {
+        self.deliveries.resolve(req, from, d);
     }
 
     /// Asks the device for a screen snapshot; None if it does not answer in time or
@@ -173,9 +178,9 @@ impl Devices {
         self.request(&self.snapshots, id, |req| ServerMessage::Snapshot { session, req }, timeout).await.ok()
     }
 
-    /// Resolves a pending snapshot.
-    pub fn snapshot_arrived(&self, snap: Snapshot) {
-        self.snapshots.resolve(snap.req, snap);
+    /// Resolves a pending snapshot, answered by device `from`.
+    pub fn snapshot_arrived(&self, from: DeviceId, snap: Snapshot) {
+        self.snapshots.resolve(snap.req, from, snap);
     }
 
     /// Asks the device to merge a task's branch into its base branch and waits for
@@ -184,8 +189,8 @@ impl Devices {
         self.request(&self.merges, id, |req| ServerMessage::Merge { req, worktree, message }, timeout).await
     }
 
-    /// Resolves a pending merge.
-    pub fn merged(&self, req: u64, result: MergeResult) {
-        self.merges.resolve(req, result);
+    /// Resolves a pending merge, answered by device `from`.
+    pub fn merged(&self, req: u64, from: DeviceId, result: MergeResult) {
+        self.merges.resolve(req, from, result);
     }
 }

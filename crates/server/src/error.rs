@@ -29,6 +29,9 @@ pub enum ApiError {
     /// 413: too large.
     #[error("{0}")]
     TooLarge(String),
+    /// 503: what the request needs (a device) is not connected.
+    #[error("{0}")]
+    Unavailable(String),
     /// 504: a device did not answer in time.
     #[error("{0}")]
     Timeout(String),
@@ -47,6 +50,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

@@ -175,8 +175,11 @@ async fn send_prompt(state: AppState, task: drover_core::TaskId, session: drover
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    if let Err(e) = crate::api::sessions::deliver_to(&state, &row, "scheduler".into(), &prompt).await {
-        flag_unsent(&state, task, session, e.to_string()).await;
+    match crate::api::sessions::deliver_to(&state, &row, "scheduler".into(), &prompt).await {
+        Ok(_) => {}
+        // It may have arrived: a person can see on the terminal whether it did.
+        Err(e @ crate::ApiError::Timeout(_)) => tracing::warn!(%session, "the stage's first message may not have arrived: {e}"),
+        Err(e) => flag_unsent(&state, task, session, e.to_string()).await,
     }
 }
 

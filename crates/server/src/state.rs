@@ -24,6 +24,8 @@ pub struct AppState {
     pub workspace: WorkspaceId,
     /// Wakes the scheduler (a stage may be staffable now).
     pub scheduler: Arc<tokio::sync::Notify>,
+    /// Tasks with a hand-off under way (a merge can take a while): one at a time each.
+    pub(crate) hand_offs: Arc<std::sync::Mutex<std::collections::HashSet<drover_core::TaskId>>>,
 }
 
 impl AppState {
@@ -36,6 +38,7 @@ impl AppState {
             config: Arc::new(config),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),
+            hand_offs: Arc::default(),
         }
     }
 }

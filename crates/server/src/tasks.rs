@@ -41,15 +41,14 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
     Ok(())
 }
 
-/// The task's worktree in the clone at `repo_path`: its folder, its branch (named
-/// when its sandbox was first made) and the branch it starts from and merges into.
+/// The task's worktree in the clone at `repo_path`: its branch (named when its first
+/// sandbox was made), its folder (the branch's name without `drover/`, so a task keeps
+/// its folder whatever later versions make of its title) and the branch it starts from
+/// and merges into.
 pub fn task_worktree(task: &TaskRow, repo_path: String) -> Worktree {
-    Worktree {
-        repo_path,
-        dir: branch::worktree_dir(task.id, &task.title),
-        branch: task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title)),
-        base: task.repo_base.clone(),
-    }
+    let branch = task.branch.clone().unwrap_or_else(|| branch::branch_name(task.id, &task.title));
+    let dir = branch.strip_prefix("drover/").map(str::to_string).unwrap_or_else(|| branch::worktree_dir(task.id, &task.title));
+    Worktree { repo_path, dir, branch, base: task.repo_base.clone() }
 }
 
 /// The task's worktree on its sandbox's device, with that device; None before the task

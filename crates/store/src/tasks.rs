@@ -61,7 +61,8 @@ pub struct TaskRow {
     pub repo: RepoId,
     /// The repository's name.
     pub repo_name: String,
-    /// The branch it starts from and merges into (None: the clone's checked-out branch).
+    /// The branch it starts from and merges into: fixed when its first sandbox is made
+    /// (the repository's at that time); None: the clone's checked-out branch.
     pub repo_base: Option<String>,
     /// Its stages.
     pub workflow: Vec<StageSpec>,
@@ -163,7 +164,7 @@ pub struct NewTaskSession {
     pub rows: u16,
 }
 
-const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, r.base_branch AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state
+const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state
     FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
 
 fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
@@ -247,15 +248,20 @@ pub enum HandOffRefused {
     NotCurrent,
 }
 
-/// Whether the task's current stage may be handed off by `session` (its live,
-/// not yet handed-off run) or, with None, by a person (no run is live).
+/// Whether stage `stage_index` of the task is its current stage and may be handed off
+/// by `session` (its live, not yet handed-off run) or, with None, by a person (no run
+/// is live).
 async fn hand_off_check(
     conn: &mut sqlx::SqliteConnection,
     t: &TaskRow,
+    stage_index: usize,
     session: Option<SessionId>,
 ) -> Result<std::result::Result<(), HandOffRefused>> {
     if t.status != TaskStatus::Open {
         return Ok(Err(HandOffRefused::TaskFinished(t.status)));
+    }
+    if t.stage_index != stage_index {
+        return Ok(Err(HandOffRefused::NotCurrent));
     }
     let stage = &t.workflow[t.stage_index].stage;
     let current = match session {
@@ -641,8 +647,8 @@ impl Store {
             None => {
                 let b = SandboxId::new();
                 sqlx::query(
-                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch)
-                     VALUES (?, ?, ?, 'task', ?, ?, 'ready', ?, ?, ?, ?, ?)",
+                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
+                     VALUES (?, ?, ?, 'task', ?, ?, 'ready', ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(b.to_string())
                 .bind(task.workspace.to_string())
@@ -654,6 +660,7 @@ impl Store {
                 .bind(task.id.to_string())
                 .bind(task.repo.to_string())
                 .bind(&n.branch)
+                .bind(&task.repo_base)
                 .execute(&mut *tx)
                 .await?;
                 b
@@ -723,30 +730,35 @@ impl Store {
         rows.iter().map(session_row).collect()
     }
 
-    /// Whether `hand_off(task, session, …)` would be accepted now (checked before a
-    /// merge stage merges, so a refused hand-off merges nothing).
-    pub async fn can_hand_off(&self, task: TaskId, session: Option<SessionId>) -> Result<std::result::Result<(), HandOffRefused>> {
+    /// Whether `hand_off(task, stage_index, session, …)` would be accepted now (checked
+    /// before a merge stage merges, so a refused hand-off merges nothing).
+    pub async fn can_hand_off(
+        &self,
+        task: TaskId,
+        stage_index: usize,
+        session: Option<SessionId>,
+    ) -> Result<std::result::Result<(), HandOffRefused>> {
         let mut conn = self.pool.acquire().await?;
         let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *conn).await?)?;
-        hand_off_check(&mut conn, &t, session).await
+        hand_off_check(&mut conn, &t, stage_index, session).await
     }
 
-    /// Hands the current stage off with `note`, from its live run `session` (which will
+    /// Hands stage `stage_index` off with `note`, from its live run `session` (which will
     /// end `completed`) or, with None, by a person when no run is live (a human-worked
-    /// stage). The task moves to its next stage (queued for a slot when an agent is
-    /// pinned to it) or is done. `merged` is the detail of the merge a merge stage made
-    /// first, recorded with the hand-off. Returns where it went.
+    /// stage); refused unless it is still the current stage, so a repeated or stale
+    /// hand-off never moves a later stage. The task moves to its next stage (queued for
+    /// a slot when an agent is pinned to it) or is done. Returns where it went.
     pub async fn hand_off(
         &self,
         task: TaskId,
+        stage_index: usize,
         session: Option<SessionId>,
         note: &str,
         actor: &str,
-        merged: Option<serde_json::Value>,
     ) -> Result<std::result::Result<AfterHandOff, HandOffRefused>> {
         let mut tx = self.write().await?;
         let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
-        if let Err(refused) = hand_off_check(&mut tx, &t, session).await? {
+        if let Err(refused) = hand_off_check(&mut tx, &t, stage_index, session).await? {
             return Ok(Err(refused));
         }
         let stage = t.workflow[t.stage_index].stage.clone();
@@ -755,10 +767,6 @@ impl Store {
                 .bind(session.to_string())
                 .execute(&mut *tx)
                 .await?;
-        }
-        if let Some(detail) = merged {
-            let e = NewEvent { workspace: t.workspace, session, task: Some(task), kind: EventKind::Merged, actor: actor.into(), detail };
-            insert(&mut tx, &e).await?;
         }
         let next = after_hand_off(t.stage_index, t.workflow.len());
         let at = now();
@@ -1066,11 +1074,12 @@ mod tests {
         assert_eq!((task.queued_at.as_deref(), task.attempts, task.sandbox), (None, 1, Some(sbx)));
         assert_eq!(s.live_task_session(id).await.unwrap().unwrap().id, ses);
         // Only the live run of the current stage can hand off.
-        assert_eq!(s.hand_off(id, Some(SessionId::new()), "n", "bot", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.can_hand_off(id, None).await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.hand_off(id, None, "a person, while a run is live", "alice", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.can_hand_off(id, Some(ses)).await.unwrap(), Ok(()));
-        assert_eq!(s.hand_off(id, Some(ses), "done coding", "bot", None).await.unwrap(), Ok(AfterHandOff::Stage(1)));
+        assert_eq!(s.hand_off(id, 0, Some(SessionId::new()), "n", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, 0, None).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, 0, None, "a person, while a run is live", "alice").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, 0, Some(ses)).await.unwrap(), Ok(()));
+        assert_eq!(s.can_hand_off(id, 1, Some(ses)).await.unwrap(), Err(HandOffRefused::NotCurrent), "not the current stage");
+        assert_eq!(s.hand_off(id, 0, Some(ses), "done coding", "bot").await.unwrap(), Ok(AfterHandOff::Stage(1)));
         // The run's end arrives as "exited 0 without handing off" (it was on its way when
         // the hand-off committed): the hand-off still decides, under the same lock.
         let ending = drover_core::outcome::on_end(
@@ -1081,8 +1090,10 @@ mod tests {
         let stored =
             s.end_session(ses, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().unwrap();
         assert_eq!((stored.outcome, stored.reason.as_str()), (drover_core::Outcome::Completed, "the stage was handed off"));
-        assert_eq!(s.hand_off(id, Some(ses), "again", "bot", None).await.unwrap(), Err(HandOffRefused::NotCurrent));
-        assert_eq!(s.can_hand_off(id, Some(ses)).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.hand_off(id, 0, Some(ses), "again", "bot").await.unwrap(), Err(HandOffRefused::NotCurrent));
+        assert_eq!(s.can_hand_off(id, 0, Some(ses)).await.unwrap(), Err(HandOffRefused::NotCurrent));
+        // A person's repeated hand-off of stage 0 does not hand off stage 1 (review).
+        assert_eq!(s.hand_off(id, 0, None, "double click", "alice").await.unwrap(), Err(HandOffRefused::NotCurrent));
         let task = s.task(id).await.unwrap().unwrap();
         assert_eq!(task.stage().unwrap().stage, "review");
         assert_eq!(task.queued_at, None, "a human works review: nothing is queued");

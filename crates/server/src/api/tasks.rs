@@ -317,14 +317,14 @@ pub async fn advance(
     if req.text.len() > MAX_TEXT {
         return Err(ApiError::TooLarge(format!("the note is over {MAX_TEXT} bytes")));
     }
-    let merged = match t.stage() {
-        Some(stage) if stage.merge => {
-            state.store.can_hand_off(t.id, session).await?.map_err(|r| refusal(&t, session, r))?;
-            Some(merge_branch(&state, &t, session, &actor, &req.text).await?)
-        }
-        _ => None,
-    };
-    match state.store.hand_off(t.id, session, &req.text, &actor, merged).await? {
+    // One hand-off per task at a time: a second one (a double click, a retry) waits
+    // for no merge and is refused, and neither can move a stage it did not see.
+    let _guard = HandOffGuard::take(&state, t.id)?;
+    if t.stage().is_some_and(|stage| stage.merge) {
+        state.store.can_hand_off(t.id, t.stage_index, session).await?.map_err(|r| refusal(&t, session, r))?;
+        merge_branch(&state, &t, session, &actor, &req.text).await?;
+    }
+    match state.store.hand_off(t.id, t.stage_index, session, &req.text, &actor).await? {
         Ok(next) => {
             if let Some(session) = session {
                 // The run's work is handed off: end it (it completes), after this reply.
@@ -347,6 +347,27 @@ pub async fn advance(
     }
 }
 
+/// A task's hand-off under way; released when dropped.
+struct HandOffGuard {
+    state: AppState,
+    task: TaskId,
+}
+
+impl HandOffGuard {
+    fn take(state: &AppState, task: TaskId) -> Result<HandOffGuard, ApiError> {
+        if !state.hand_offs.lock().expect("hand-offs").insert(task) {
+            return Err(ApiError::Conflict(format!("a hand-off of task {task} is already under way")));
+        }
+        Ok(HandOffGuard { state: state.clone(), task })
+    }
+}
+
+impl Drop for HandOffGuard {
+    fn drop(&mut self) {
+        self.state.hand_offs.lock().expect("hand-offs").remove(&self.task);
+    }
+}
+
 fn refusal(t: &TaskRow, session: Option<SessionId>, r: HandOffRefused) -> ApiError {
     ApiError::Conflict(match r {
         HandOffRefused::TaskFinished(s) => format!("task {} is {}; there is nothing to hand off", t.id, s.as_str()),
@@ -357,19 +378,17 @@ fn refusal(t: &TaskRow, session: Option<SessionId>, r: HandOffRefused) -> ApiErr
     })
 }
 
-/// A merge stage's merge, on the sandbox's device; returns the `merged` event's detail.
-/// A refusal is recorded on the task and answered with what to fix.
-async fn merge_branch(
-    state: &AppState,
-    t: &TaskRow,
-    session: Option<SessionId>,
-    actor: &str,
-    note: &str,
-) -> Result<serde_json::Value, ApiError> {
+/// A merge stage's merge, on the sandbox's device. Whatever the hand-off then comes to,
+/// the merge (or the device's refusal) is on the task's record; a refusal is answered
+/// with what to fix.
+async fn merge_branch(state: &AppState, t: &TaskRow, session: Option<SessionId>, actor: &str, note: &str) -> Result<(), ApiError> {
     let Some((device, worktree)) = crate::tasks::sandbox_worktree(state, t).await? else {
-        return Err(ApiError::Conflict(
-            "this stage merges the task's branch, but the task has no sandbox (no run has worked it yet): launch a session first".into(),
-        ));
+        return Err(ApiError::Conflict(match t.sandbox_device {
+            None => "this stage merges the task's branch, but no run has worked the task yet: launch a session first".into(),
+            Some(_) => {
+                "the sandbox's device no longer declares the repository (`drover repo add`), so there is no clone to merge in".into()
+            }
+        }));
     };
     let branch = worktree.branch.clone();
     let stage = t.stage().map(|s| s.stage.as_str()).unwrap_or_default();
@@ -379,28 +398,31 @@ async fn merge_branch(
         message.push_str(note.trim());
     }
     let device_name = state.store.device(device).await?.map(|d| d.name).unwrap_or_else(|| device.to_string());
-    let reason = match state.devices.merge(device, worktree, message, MERGE_TIMEOUT).await {
-        Ok(MergeResult::Merged { into, commit, already }) => {
-            return Ok(serde_json::json!({ "branch": branch, "into": into, "commit": commit, "already": already }))
-        }
-        Ok(MergeResult::Refused { reason }) => reason,
-        Err(NoAnswer::NotConnected) => {
-            format!("the merge runs on device {device_name}, which is not connected; hand off again once it is back")
-        }
-        Err(NoAnswer::Disconnected | NoAnswer::Timeout) => {
-            format!("device {device_name} did not report the merge's result; hand off again (a merge that went through is not repeated)")
-        }
-    };
-    let e = drover_store::NewEvent {
+    let record = |kind: EventKind, detail: serde_json::Value| drover_store::NewEvent {
         workspace: t.workspace,
         session,
         task: Some(t.id),
-        kind: EventKind::MergeRefused,
+        kind,
         actor: actor.into(),
-        detail: serde_json::json!({ "branch": branch, "reason": reason }),
+        detail,
     };
-    state.store.record_event(&e).await?;
-    Err(ApiError::Conflict(format!("the stage was not handed off: {reason}")))
+    match state.devices.merge(device, worktree, message, MERGE_TIMEOUT).await {
+        Ok(MergeResult::Merged { into, commit, already }) => {
+            let detail = serde_json::json!({ "branch": branch, "into": into, "commit": commit, "already": already });
+            state.store.record_event(&record(EventKind::Merged, detail)).await?;
+            Ok(())
+        }
+        Ok(MergeResult::Refused { reason }) => {
+            state.store.record_event(&record(EventKind::MergeRefused, serde_json::json!({ "branch": branch, "reason": reason }))).await?;
+            Err(ApiError::Conflict(format!("the stage was not handed off: {reason}")))
+        }
+        Err(NoAnswer::NotConnected) => Err(ApiError::Unavailable(format!(
+            "the merge runs on device {device_name}, which is not connected: hand off again once it is back"
+        ))),
+        Err(NoAnswer::Disconnected | NoAnswer::Timeout) => Err(ApiError::Timeout(format!(
+            "device {device_name} did not report the merge's result: hand off again (a merge that went through is not repeated)"
+        ))),
+    }
 }
 
 /// `POST /api/v1/tasks/{id}/comments`.
