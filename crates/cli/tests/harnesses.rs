@@ -1,6 +1,6 @@
 //! The harness presets against the real agent CLIs — Claude Code, Codex, Gemini CLI and
-//! OpenCode (installed from npm into
-//! `harnesses/node_modules` by `scripts/test`): the command line each preset builds, to
+//! OpenCode (installed from npm into `harnesses/node_modules`) and Aider (from PyPI into
+//! `harnesses/.venv`), both by `scripts/test`: the command line each preset builds, to
 //! start with a prompt and to resume, is accepted by the CLI it names and reaches its
 //! first screen inside a Drover session, offline. A made-up flag is the control: the
 //! CLI rejects it, so the check can fail.
@@ -35,17 +35,20 @@ fn executable(modules: &Path, h: Harness) -> PathBuf {
     let exe = match h {
         Harness::Claude => modules.join(format!("@anthropic-ai/claude-code-{}/claude", platform())),
         Harness::Opencode => modules.join(format!("opencode-{}/bin/opencode", platform())),
+        Harness::Aider => modules.join("../.venv/bin/aider"),
         other => modules.join(".bin").join(other.as_str()),
     };
-    assert!(exe.exists(), "{} is not installed (cd harnesses && npm ci)", exe.display());
+    assert!(exe.exists(), "{} is not installed (scripts/test installs it)", exe.display());
     exe
 }
 
 /// Runs `argv` in a session; returns its plain text once `done` says so, the program
 /// has exited, or the time is up.
-fn first_screen(d: &Drover, argv: &[String], done: impl Fn(&str) -> bool) -> String {
-    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let id = d.start(&args);
+fn first_screen(d: &Drover, cwd: &Path, argv: &[String], done: impl Fn(&str) -> bool) -> String {
+    let cwd = cwd.to_str().unwrap();
+    let mut args = vec!["session", "start", "--device", &d.device, "--cols", "100", "--rows", "30", "--cwd", cwd, "--"];
+    args.extend(argv.iter().map(String::as_str));
+    let id = d.ok(&args).trim().to_string();
     let deadline = Instant::now() + secs(60);
     loop {
         let ended = !matches!(d.show(&id)["outcome"].as_str(), Some("starting" | "running"));
@@ -74,32 +77,42 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
     // interactive first screen a person sees.
     std::env::remove_var("CI");
     let d = Drover::up();
+    // The agents run where a task's would: in a git work tree.
+    let work = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| assert!(std::process::Command::new("git").arg("-C").arg(work.path()).args(args).status().unwrap().success());
+    git(&["init", "-q", "-b", "main"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
     let route = Route { model: Some("test-model-name".into()), provider: Some("anthropic".into()), ..Route::default() };
     let rejected = |t: &str| {
         t.contains("unknown option")
             || t.contains("unexpected argument")
             || t.contains("Unknown argument")
             || t.contains("Invalid model format")
+            || t.contains("unrecognized arguments")
     };
-    let cases: [(Harness, &[&str]); 4] = [
+    let cases: [(Harness, &[&str]); 5] = [
         (Harness::Claude, &["Claude Code"]),
         (Harness::Codex, &["Codex"]),
         // With nothing to resume, Gemini may say so once it has parsed its flags.
         (Harness::Gemini, &["Gemini", "trust the files in this folder", "No previous sessions found"]),
         (Harness::Opencode, &["opencode", "Ask anything", "ctrl+p"]),
+        // Aider runs in a git repository (the stand-in for a task's worktree below).
+        (Harness::Aider, &["Aider v0.86", "Open documentation url"]),
     ];
     for (h, markers) in cases {
         let exe = executable(&modules, h);
         let shown = |t: &str| rejected(t) || markers.iter().any(|m| t.contains(m));
         let start = with_binary(h.start("say hello", &route, &[]).unwrap(), &exe);
-        let text = first_screen(&d, &start, shown);
+        let text = first_screen(&d, work.path(), &start, shown);
         assert!(!rejected(&text) && markers.iter().any(|m| text.contains(m)), "{h:?} start {start:?}:\n{text}");
         let resume = with_binary(h.resume(&route).unwrap(), &exe);
-        let text = first_screen(&d, &resume, shown);
+        let text = first_screen(&d, work.path(), &resume, shown);
         assert!(!rejected(&text) && markers.iter().any(|m| text.contains(m)), "{h:?} resume {resume:?}:\n{text}");
     }
     // The control: a flag the CLI does not know is refused, and the check sees it.
-    let bogus = vec![executable(&modules, Harness::Claude).display().to_string(), "--no-such-flag-for-drover".to_string()];
-    let text = first_screen(&d, &bogus, |t| rejected(t) || t.contains("Claude Code"));
-    assert!(rejected(&text), "a bogus flag was not refused:\n{text}");
+    for h in [Harness::Claude, Harness::Aider] {
+        let bogus = vec![executable(&modules, h).display().to_string(), "--no-such-flag-for-drover".to_string()];
+        let text = first_screen(&d, work.path(), &bogus, rejected);
+        assert!(rejected(&text), "{h:?}: a bogus flag was not refused:\n{text}");
+    }
 }

@@ -78,7 +78,7 @@ impl Harness {
             Harness::Claude => vec!["claude".into()],
             Harness::Codex => vec!["codex".into()],
             Harness::Gemini => vec!["gemini".into()],
-            Harness::Aider => vec!["aider".into()],
+            Harness::Aider => aider_base(),
             Harness::Opencode => vec!["opencode".into()],
             Harness::Goose => vec!["goose".into(), "session".into()],
             Harness::Custom => return custom(template, prompt),
@@ -90,11 +90,11 @@ impl Harness {
             Harness::Claude => argv.extend(["--".into(), prompt.into()]),
             Harness::Codex => argv.push(prompt.into()),
             Harness::Gemini => argv.extend(["-i".into(), prompt.into()]),
-            Harness::Aider => argv.extend(["--message".into(), prompt.into()]),
             Harness::Opencode => argv.extend(["--prompt".into(), prompt.into()]),
-            // Goose's interactive session takes no first message on the command line;
-            // it is sent as audited input once the session runs.
-            Harness::Goose | Harness::Custom => {}
+            // Aider's `--message` answers once and exits, and Goose's interactive session
+            // takes no first message on the command line: both start interactive and get
+            // it as audited input once the session runs.
+            Harness::Aider | Harness::Goose | Harness::Custom => {}
         }
         Ok(argv)
     }
@@ -106,7 +106,7 @@ impl Harness {
             Harness::Claude => vec!["claude".into(), "--continue".into()],
             Harness::Codex => vec!["codex".into(), "resume".into(), "--last".into()],
             Harness::Gemini => vec!["gemini".into(), "-r".into(), "latest".into()],
-            Harness::Aider => vec!["aider".into(), "--restore-chat-history".into()],
+            Harness::Aider => [aider_base(), vec!["--restore-chat-history".into()]].concat(),
             Harness::Opencode => vec!["opencode".into(), "--continue".into()],
             Harness::Goose => vec!["goose".into(), "session".into(), "--resume".into()],
             Harness::Custom => return None,
@@ -118,8 +118,15 @@ impl Harness {
 
     /// Whether the first prompt must be sent as input after start (not on the command line).
     pub fn prompt_as_input(self) -> bool {
-        matches!(self, Harness::Goose)
+        matches!(self, Harness::Aider | Harness::Goose)
     }
+}
+
+/// Aider without the questions it may ask before its prompt (they would take the
+/// typed-in first message as their answer): editing the tracked .gitignore, sharing
+/// analytics, installing an update, showing release notes.
+fn aider_base() -> Vec<String> {
+    ["aider", "--no-gitignore", "--no-analytics", "--no-check-update", "--no-show-release-notes"].map(String::from).to_vec()
 }
 
 fn model_args(h: Harness, route: &Route) -> Vec<String> {
@@ -226,7 +233,9 @@ mod tests {
         assert_eq!(Harness::Codex.start("hi", &Route::default(), &[]).unwrap(), ["codex", "hi"]);
         assert_eq!(Harness::Codex.resume(&Route::default()).unwrap(), ["codex", "resume", "--last"]);
         assert_eq!(Harness::Gemini.start("hi", &Route::default(), &[]).unwrap(), ["gemini", "-i", "hi"]);
-        assert_eq!(Harness::Aider.start("hi", &Route::default(), &[]).unwrap(), ["aider", "--message", "hi"]);
+        let aider = ["aider", "--no-gitignore", "--no-analytics", "--no-check-update", "--no-show-release-notes"];
+        assert_eq!(Harness::Aider.start("hi", &r, &[]).unwrap(), [&aider[..], &["--model", "claude-sonnet-4-5"]].concat());
+        assert_eq!(Harness::Aider.resume(&Route::default()).unwrap(), [&aider[..], &["--restore-chat-history"]].concat());
         let oc = Route { model: Some("gpt-5".into()), provider: Some("openai".into()), ..Route::default() };
         assert_eq!(Harness::Opencode.start("hi", &oc, &[]).unwrap(), ["opencode", "--model", "openai/gpt-5", "--prompt", "hi"]);
         assert_eq!(Harness::Goose.start("hi", &Route::default(), &[]).unwrap(), ["goose", "session"]);
