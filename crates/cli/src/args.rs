@@ -70,6 +70,17 @@ pub struct ServerArgs {
     /// How long a browser stays signed in, in seconds (default a week).
     #[arg(long, default_value_t = 7 * 24 * 3600, hide = true)]
     pub web_session_secs: u64,
+    /// Seconds without contact from a device before its live sessions are flagged
+    /// "Device silent" (and marked lost at the next check if still silent).
+    #[arg(long, default_value_t = 15.0 * 60.0)]
+    pub device_silent_secs: f64,
+    /// Seconds a session may keep running after its sandbox finished before it is
+    /// flagged "Sandbox retired".
+    #[arg(long, default_value_t = 5.0 * 60.0)]
+    pub sandbox_retired_secs: f64,
+    /// Seconds between the stale monitor's checks of every live session.
+    #[arg(long, default_value_t = 30.0)]
+    pub monitor_secs: f64,
 }
 
 /// `drover up`.
@@ -112,6 +123,9 @@ pub struct DeviceRunArgs {
     /// Sessions it may run at once.
     #[arg(long, default_value_t = 8)]
     pub slots: u32,
+    /// Seconds between heartbeats to the server.
+    #[arg(long, default_value_t = 15.0)]
+    pub heartbeat_secs: f64,
 }
 
 /// Device management.

@@ -39,9 +39,22 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         stop_grace: Duration::from_secs_f64(args.stop_grace),
         web_session_ttl: Duration::from_secs(args.web_session_secs),
         public_url: url.clone(),
+        liveness: drover_core::liveness::LivenessRules {
+            device_silent_after: seconds("--device-silent-secs", args.device_silent_secs)?,
+            sandbox_retired_grace: seconds("--sandbox-retired-secs", args.sandbox_retired_secs)?,
+        },
+        monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
         ..ServerConfig::default()
     };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })
+}
+
+/// A duration option given in seconds: more than 0 and at most a week.
+fn seconds(flag: &str, secs: f64) -> Result<Duration> {
+    if !(secs > 0.0 && secs <= 7.0 * 24.0 * 3600.0) {
+        bail!("{flag} must be more than 0 and at most 604800 seconds (a week)");
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// A member token for the CLI: the one in `client.json` if still valid, else a new one.
@@ -164,7 +177,7 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         slots: args.slots,
         home,
         shim_exe: std::env::current_exe().context("finding the drover binary")?,
-        heartbeat: drover_device::HEARTBEAT,
+        heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
     };
     println!("Drover device `{name}` connecting to {server}");

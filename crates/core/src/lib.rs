@@ -9,6 +9,7 @@ pub mod branch;
 pub mod harness;
 pub mod ids;
 pub mod input;
+pub mod liveness;
 pub mod names;
 pub mod outcome;
 pub mod permissions;

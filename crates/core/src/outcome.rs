@@ -131,6 +131,12 @@ pub enum RunEnd {
         /// What was observed, for a person.
         reason: String,
     },
+    /// Still running after its sandbox finished (the stale monitor's Sandbox retired):
+    /// never seen stopping, so lost even if its work was handed off or retired.
+    OutlivedSandbox {
+        /// What was observed, for a person.
+        reason: String,
+    },
 }
 
 /// A transition of a run that is not allowed from its current outcome.
@@ -155,6 +161,18 @@ pub struct Ending {
     pub reason: String,
     /// True when an operator's Stop ended the process ("session killed").
     pub killed: bool,
+    /// The outcome stands even when the run's work was handed off or retired (a run
+    /// still running after its sandbox finished is lost, never completed).
+    pub survives_hand_off: bool,
+}
+
+/// The ending of a run whose work was handed off (or retired with Mark done) with
+/// `why`: `completed`, unless its outcome survives a hand-off.
+pub fn settle_handed_off(ending: Ending, why: &str) -> Ending {
+    if ending.survives_hand_off || ending.outcome == Outcome::Completed {
+        return ending;
+    }
+    Ending { outcome: Outcome::Completed, reason: why.to_string(), killed: false, ..ending }
 }
 
 /// The run's state machine: `starting → running → ended`, or `starting → ended`.
@@ -176,37 +194,42 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
             exit_code: status.code.or(status.signal.map(|s| 128 + s)),
             reason: format!("stopped by an operator ({})", describe_exit(*status)),
             killed: true,
+            survives_hand_off: false,
         },
         RunEnd::Exited { status, stop_requested: false } if status.success() => Ending {
             outcome: Outcome::Incomplete,
             exit_code: Some(0),
             reason: "the process exited on its own with code 0 without handing off".to_string(),
             killed: false,
+            survives_hand_off: false,
         },
         RunEnd::Exited { status, stop_requested: false } => Ending {
             outcome: Outcome::Failed,
             exit_code: Some(status.shell_code()),
             reason: format!("the process {}", describe_exit(*status)),
             killed: false,
+            survives_hand_off: false,
         },
-        RunEnd::StartFailed { reason } => {
-            Ending { outcome: Outcome::Failed, exit_code: None, reason: format!("could not start: {reason}"), killed: false }
+        RunEnd::StartFailed { reason } => Ending {
+            outcome: Outcome::Failed,
+            exit_code: None,
+            reason: format!("could not start: {reason}"),
+            killed: false,
+            survives_hand_off: false,
+        },
+        RunEnd::Lost { reason } => {
+            Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: false }
         }
-        RunEnd::Lost { reason } => Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false },
+        RunEnd::OutlivedSandbox { reason } => {
+            Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: true }
+        }
     })
 }
 
 /// Ends a run whose work was handed off (its stage advanced) or retired with Mark done:
 /// whatever the process did on its way out, the outcome is `completed`, with `why`.
 pub fn on_completed_end(from: Outcome, end: &RunEnd, why: &str) -> Result<Ending, TransitionError> {
-    if !from.is_live() {
-        return Err(TransitionError { from, action: "ended again" });
-    }
-    let exit_code = match end {
-        RunEnd::Exited { status, .. } => status.code.or(status.signal.map(|s| 128 + s)),
-        RunEnd::StartFailed { .. } | RunEnd::Lost { .. } => None,
-    };
-    Ok(Ending { outcome: Outcome::Completed, exit_code, reason: why.to_string(), killed: false })
+    on_end(from, end).map(|e| settle_handed_off(e, why))
 }
 
 /// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
@@ -336,5 +359,10 @@ mod tests {
             assert!(!e.killed);
         }
         assert!(on_completed_end(Outcome::Completed, &RunEnd::Lost { reason: String::new() }, "x").is_err());
+        // Still running after its sandbox retired: lost, whatever its work came to.
+        let end = RunEnd::OutlivedSandbox { reason: "still running".into() };
+        let lost = on_completed_end(Outcome::Running, &end, "the sandbox was retired with Mark done").unwrap();
+        assert_eq!((lost.outcome, lost.reason.as_str()), (Outcome::Lost, "still running"));
+        assert_eq!(on_end(Outcome::Running, &end).unwrap().outcome, Outcome::Lost);
     }
 }

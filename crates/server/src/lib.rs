@@ -11,6 +11,7 @@ mod devices;
 mod error;
 mod hub;
 mod ingest;
+pub(crate) mod monitor;
 mod render;
 pub mod scheduler;
 mod state;
@@ -49,6 +50,10 @@ pub struct ServerConfig {
     pub schedule_tick: Duration,
     /// Runs a stage gets without a hand-off before the task is flagged for a human.
     pub max_attempts: u32,
+    /// The stale monitor's windows (Device silent, Sandbox retired).
+    pub liveness: drover_core::liveness::LivenessRules,
+    /// How often the stale monitor checks every live session.
+    pub monitor_every: Duration,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +70,8 @@ impl Default for ServerConfig {
             public_url: "http://127.0.0.1:7070".into(),
             schedule_tick: Duration::from_secs(5),
             max_attempts: 3,
+            liveness: drover_core::liveness::LivenessRules::default(),
+            monitor_every: Duration::from_secs(30),
         }
     }
 }
@@ -73,6 +80,7 @@ impl Default for ServerConfig {
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
     scheduler::spawn(state.clone());
+    monitor::spawn(state.clone());
     let app = api::router(state);
     // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
     let listener = listener.tap_io(|tcp| {

@@ -5,6 +5,7 @@
 mod credentials;
 mod devices;
 mod events;
+mod liveness;
 mod output;
 mod sandboxes;
 mod sessions;
@@ -22,6 +23,7 @@ use sqlx::SqlitePool;
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
+pub use liveness::LiveCheck;
 pub use output::{Mark, OutputChunk};
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
 pub use sessions::{NewSession, RunTimes, SessionRow};

@@ -93,6 +93,8 @@ pub struct SessionRow {
     pub agent_name: Option<String>,
     /// Why it completes, once its work was handed off or retired with Mark done.
     pub handed_off: Option<String>,
+    /// The stale monitor's warning on it, while live and flagged.
+    pub stale_flag: Option<drover_core::liveness::StaleFlag>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -129,6 +131,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         agent: r.get::<Option<String>, _>("agent_id").as_deref().map(parse_id).transpose()?,
         agent_name: r.get("agent_name"),
         handed_off: r.get("handed_off"),
+        stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),
     })
 }
 
@@ -289,10 +292,8 @@ impl Store {
         // A hand-off (or Mark done) that committed while this end was on its way still
         // decides the outcome: read under the same lock as the write.
         let ending = match row.get::<Option<String>, _>("handed_off") {
-            Some(why) if ending.outcome != Outcome::Completed => {
-                Ending { outcome: Outcome::Completed, exit_code: ending.exit_code, reason: why, killed: false }
-            }
-            _ => ending.clone(),
+            Some(why) => drover_core::outcome::settle_handed_off(ending.clone(), &why),
+            None => ending.clone(),
         };
         let ending = &ending;
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;

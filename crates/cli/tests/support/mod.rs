@@ -317,6 +317,8 @@ pub struct Split {
     pub token: String,
     pub name: String,
     pub cli: Drover,
+    server_args: Vec<String>,
+    device_args: Vec<String>,
     server: Option<Child>,
     device: Option<Child>,
 }
@@ -336,22 +338,49 @@ fn spawn_drover(home: &Path, args: &[&str]) -> Child {
 impl Split {
     /// A server, a device `name` registered on it and its daemon, connected.
     pub fn start(name: &str) -> Split {
+        Split::start_with(name, &[], &[])
+    }
+
+    /// [`Split::start`] with extra arguments for `drover server` and `drover device`
+    /// (kept for restarts).
+    pub fn start_with(name: &str, server_args: &[&str], device_args: &[&str]) -> Split {
         let (server_home, device_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let mut server = spawn_drover(server_home.path(), &["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"]);
+        let server_args: Vec<String> = server_args.iter().map(|s| s.to_string()).collect();
+        let mut args = vec!["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"];
+        args.extend(server_args.iter().map(String::as_str));
+        let mut server = spawn_drover(server_home.path(), &args);
         let url = read_url(&mut server, "Drover server is running at ");
         let cli = Drover::attach_to(server_home.path(), &url, name);
         let cred = cli.json(&["device", "add", name, "--slots", "4"]);
         let token = cred["token"].as_str().unwrap().to_string();
-        let mut split = Split { server_home, device_home, url, token, name: name.into(), cli, server: Some(server), device: None };
+        let device_args = device_args.iter().map(|s| s.to_string()).collect();
+        let mut split = Split {
+            server_home,
+            device_home,
+            url,
+            token,
+            name: name.into(),
+            cli,
+            server_args,
+            device_args,
+            server: Some(server),
+            device: None,
+        };
         split.start_device();
         split
     }
 
     /// Starts the device daemon and waits until it is connected.
     pub fn start_device(&mut self) {
-        let args = ["device", "--server", &self.url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
+        let mut args = vec!["device", "--server", &self.url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
+        args.extend(self.device_args.iter().map(String::as_str));
         self.device = Some(spawn_drover(self.device_home.path(), &args));
         self.cli.wait_device(&self.name, true);
+    }
+
+    /// A session's folder on the device.
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.device_home.path().join("device-daemon/sessions").join(id)
     }
 
     /// `kill -9` the device daemon.
@@ -374,7 +403,9 @@ impl Split {
     pub fn restart_server(&mut self) {
         self.kill_server();
         let listen = self.url.trim_start_matches("http://").to_string();
-        let mut server = spawn_drover(self.server_home.path(), &["server", "--listen", &listen, "--stop-grace", "1"]);
+        let mut args = vec!["server", "--listen", &listen, "--stop-grace", "1"];
+        args.extend(self.server_args.iter().map(String::as_str));
+        let mut server = spawn_drover(self.server_home.path(), &args);
         read_url(&mut server, "Drover server is running at ");
         self.server = Some(server);
     }

@@ -306,7 +306,11 @@ pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<
     state.store.mark_stop_requested(row.id, &who).await?;
     let grace_ms = state.config.stop_grace.as_millis() as u64;
     if state.devices.send(row.device, &ServerMessage::Stop { session: row.id, grace_ms }).await.is_err() {
-        return Err(ApiError::Conflict(format!("device `{}` is not connected, so the session cannot be stopped now", row.device_name)));
+        // Nobody can confirm the process stopped: the run is lost, and its device is
+        // told to stop it when it reconnects (it is not among the runs resumed then).
+        crate::monitor::mark_lost(&state, &row, "the session was stopped while its device was offline").await?;
+        let now = state.store.session(row.id).await?.expect("session exists");
+        return Ok(Json(view(&state, now)));
     }
     let deadline = Instant::now() + state.config.stop_grace + Duration::from_secs(5);
     loop {

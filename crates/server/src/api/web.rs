@@ -5,7 +5,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use drover_protocol::api::{LastRunView, LoginLink, MeView, Overview, SandboxList, SandboxView, SessionList};
+use drover_protocol::api::{AttentionRow, LastRunView, LoginLink, MeView, Overview, SandboxList, SandboxView, SessionList};
 use drover_store::{Principal, SandboxCursor, SandboxFilter, SandboxItem};
 use serde::Deserialize;
 
@@ -46,14 +46,32 @@ pub async fn logout(State(state): State<AppState>, _caller: Caller, headers: Hea
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, HeaderValue::from_str(&clear).expect("ASCII"))]))
 }
 
-/// `GET /api/v1/overview`: the running count and the Sessions page's header badges.
-///
-/// Nothing is flagged stale until the stale monitor exists: that count is a real zero.
+/// `GET /api/v1/overview`: the running count, the Sessions page's header badges and
+/// the sessions the stale monitor flagged ("Sessions needing attention").
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Json<Overview>, ApiError> {
     caller.member_name()?;
-    let running = state.store.count_live_sessions(caller.0.workspace()).await?;
-    let (queued, on_finished_tasks) = state.store.task_counts(caller.0.workspace()).await?;
-    Ok(Json(Overview { running, queued, on_finished_tasks, stale: 0, attention: Vec::new() }))
+    let ws = caller.0.workspace();
+    let running = state.store.count_live_sessions(ws).await?;
+    let (queued, on_finished_tasks) = state.store.task_counts(ws).await?;
+    let attention: Vec<AttentionRow> = state
+        .store
+        .stale_sessions(ws)
+        .await?
+        .into_iter()
+        .filter_map(|c| {
+            let flag = c.session.stale_flag?;
+            Some(AttentionRow {
+                session: c.session.id,
+                title: c.session.title,
+                outcome: c.session.outcome,
+                flag: flag.label().into(),
+                agent: c.session.agent_name,
+                device: c.session.device_name,
+                last_contact_at: c.last_contact_at,
+            })
+        })
+        .collect();
+    Ok(Json(Overview { running, queued, on_finished_tasks, stale: attention.len() as u32, attention }))
 }
 
 /// Query of the sandbox list.

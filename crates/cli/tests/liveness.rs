@@ -1,0 +1,191 @@
+//! End-to-end: the stale monitor (seed 001 "When a session goes quiet") with its windows
+//! shortened, on a real server and a real device daemon in separate processes. A
+//! silent device's session is flagged, then marked lost with the seed's reason; when
+//! the device comes back, the old run is fenced (stopped), never resumed; a lost task
+//! run is replaced, and no stage ever has two live runs.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{bin, group_alive, http, secs, Split};
+
+/// Windows in seconds: silent after 2 s, checks every 0.5 s, heartbeats every 0.3 s.
+const FAST: [&str; 4] = ["--device-silent-secs", "2", "--monitor-secs", "0.5"];
+const HEARTBEAT: [&str; 2] = ["--heartbeat-secs", "0.3"];
+
+fn overview(s: &Split) -> Value {
+    let (status, body) = http(&s.url, "GET", "/api/v1/overview", Some(&s.cli.token()), b"");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn pgid(s: &Split, id: &str) -> i32 {
+    wait("the child's pid", secs(20), || std::fs::read_to_string(s.session_dir(id).join("child.pid")).ok()?.trim().parse().ok())
+}
+
+#[test]
+fn a_silent_devices_session_is_flagged_then_lost_and_fenced_when_the_device_returns() {
+    let mut s = Split::start_with("flaky", &FAST, &HEARTBEAT);
+    let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
+    s.cli.wait_text(&id, "up", secs(20));
+    let group = pgid(&s, &id);
+    // Heartbeats keep a live device's sessions unflagged across several checks.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(overview(&s)["stale"], 0);
+
+    s.kill_device();
+    // Flagged first: a warning, in "Sessions needing attention", with Last contact.
+    let row = wait("the Device silent flag", secs(20), || {
+        let o = overview(&s);
+        (o["stale"] == 1).then(|| o["attention"][0].clone())
+    });
+    assert_eq!((row["session"].as_str(), row["flag"].as_str()), (Some(id.as_str()), Some("Device silent")));
+    assert!(row["last_contact_at"].is_string());
+    assert_eq!(s.cli.show(&id)["outcome"], "running", "a flag is not a verdict");
+    // Still flagged at the next check: lost, with the seed's reason, in the activity too.
+    let shown = s.cli.wait_ended(&id, secs(20));
+    assert_eq!(
+        (shown["outcome"].as_str(), shown["reason"].as_str()),
+        (Some("lost"), Some("the device dropped off and missed its check-ins"))
+    );
+    assert_eq!(overview(&s)["stale"], 0);
+    let events = s.cli.json(&["session", "events", &id]);
+    let last = events.as_array().unwrap().last().unwrap();
+    assert_eq!(last["label"], "session connection lost");
+    assert!(group_alive(group), "the program itself outlived its daemon");
+
+    // The device comes back with the run still going: its lease is gone, so it is
+    // stopped, not resumed, and stays lost.
+    s.start_device();
+    wait("the fenced run to stop", secs(20), || (!group_alive(group)).then_some(()));
+    std::thread::sleep(Duration::from_millis(500));
+    let after = s.cli.show(&id);
+    assert_eq!(
+        (after["outcome"].as_str(), after["reason"].as_str()),
+        (Some("lost"), Some("the device dropped off and missed its check-ins"))
+    );
+}
+
+#[test]
+fn stopping_a_session_while_its_device_is_offline_loses_it_and_the_device_stops_it_on_return() {
+    // A long silent window: only the Stop decides here.
+    let mut s = Split::start_with("away", &["--device-silent-secs", "600", "--monitor-secs", "0.5"], &HEARTBEAT);
+    let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
+    s.cli.wait_text(&id, "up", secs(20));
+    let group = pgid(&s, &id);
+    s.kill_device();
+    s.cli.wait_device("away", false);
+    let stopped = s.cli.json(&["session", "stop", &id]);
+    assert_eq!(
+        (stopped["outcome"].as_str(), stopped["reason"].as_str()),
+        (Some("lost"), Some("the session was stopped while its device was offline"))
+    );
+    assert!(group_alive(group));
+    s.start_device();
+    wait("the stopped run to end on the device", secs(20), || (!group_alive(group)).then_some(()));
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    assert!(Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success(), "git {args:?}");
+}
+
+#[test]
+fn a_lost_task_run_is_replaced_and_no_stage_ever_has_two_live_runs() {
+    let mut s = Split::start_with("worker", &FAST, &HEARTBEAT);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    // The first run leaves its work in the sandbox and waits; a replacement finds the
+    // work there and hands off.
+    let script = tmp.path().join("agent.sh");
+    let body = format!(
+        "#!/bin/sh\nset -e\nif [ -f started ]; then echo 'picked up'; '{}' task advance --note resumed; sleep 60; fi\ntouch started\necho first; sleep 300\n",
+        bin().display()
+    );
+    std::fs::write(&script, body).unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let cli = &s.cli;
+    cli.ok(&["repo", "add", "app", "--device", "worker", "--path", repo.to_str().unwrap()]);
+    cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
+    let task =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Survive", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let first = wait("the first run", secs(30), || {
+        let t = cli.json(&["task", "show", &task]);
+        t["task"]["live_session"].as_str().map(str::to_string)
+    });
+    cli.wait_text(&first, "first", secs(20));
+    let group = pgid(&s, &first);
+
+    s.kill_device();
+    // Lost, and the stage waits for a slot again (the device is away).
+    wait("the first run lost and the stage queued again", secs(30), || {
+        let t = s.cli.json(&["task", "show", &task]);
+        (t["sessions"][0]["outcome"] == "lost" && t["task"]["queued_at"].is_string()).then_some(())
+    });
+    s.start_device();
+    // Until the task is done, never two live runs on the stage by the server's record;
+    // on the device, the returning daemon is told to stop the fenced run first.
+    let t = wait("the replacement's hand-off", secs(60), || {
+        let t = s.cli.json(&["task", "show", &task]);
+        let live = t["sessions"].as_array().unwrap().iter().filter(|r| r["outcome"] == "running" || r["outcome"] == "starting").count();
+        assert!(live <= 1, "two live runs on one stage: {t}");
+        (t["task"]["status"] == "done" && live == 0).then_some(t)
+    });
+    let runs = t["sessions"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|r| r["outcome"].as_str().unwrap()).collect::<Vec<_>>(), ["lost", "completed"]);
+    assert!(s.cli.ok(&["session", "tail", runs[1]["id"].as_str().unwrap()]).contains("picked up"), "the replacement found the work");
+    assert!(!group_alive(group));
+}
+
+#[test]
+fn a_run_still_going_after_its_sandbox_finished_is_flagged_sandbox_retired_and_lost() {
+    // Only the retired check can fire: the silent window is long.
+    let server = ["--device-silent-secs", "600", "--sandbox-retired-secs", "1", "--monitor-secs", "0.5"];
+    let mut s = Split::start_with("box", &server, &HEARTBEAT);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let script = tmp.path().join("agent.sh");
+    std::fs::write(&script, "#!/bin/sh\necho working; sleep 300\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let cli = &s.cli;
+    cli.ok(&["repo", "add", "app", "--device", "box", "--path", repo.to_str().unwrap()]);
+    cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
+    let task =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Leftover", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let run = wait("the run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
+    cli.wait_text(&run, "working", secs(20));
+    // With its device away, the sandbox is closed, but nobody can stop the run.
+    s.kill_device();
+    s.cli.wait_device("box", false);
+    s.cli.ok(&["task", "finish", &task]);
+    s.cli.ok(&["task", "mark-done", &task]);
+    let row = wait("the Sandbox retired flag", secs(20), || {
+        let o = overview(&s);
+        (o["stale"] == 1).then(|| o["attention"][0].clone())
+    });
+    assert_eq!(row["flag"], "Sandbox retired");
+    let shown = s.cli.wait_ended(&run, secs(20));
+    assert_eq!(
+        (shown["outcome"].as_str(), shown["reason"].as_str()),
+        (Some("lost"), Some("the session was still running after its sandbox had finished"))
+    );
+}

@@ -1,0 +1,154 @@
+//! When a live session goes quiet (seed 001): the two warning signs a monitor looks for,
+//! and what a recheck makes of them. A flag is a warning, not a verdict: a session is
+//! marked lost only when it is still flagged at the next check.
+
+use std::time::Duration;
+
+/// Why a live session was flagged stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StaleFlag {
+    /// Its device has not reported in for the silent window.
+    DeviceSilent,
+    /// It is still running, though its sandbox finished longer ago than the grace.
+    SandboxRetired,
+}
+
+impl StaleFlag {
+    /// Every flag.
+    pub const ALL: [StaleFlag; 2] = [StaleFlag::DeviceSilent, StaleFlag::SandboxRetired];
+
+    /// The identifier used in the API and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleFlag::DeviceSilent => "device_silent",
+            StaleFlag::SandboxRetired => "sandbox_retired",
+        }
+    }
+
+    /// Parses the identifier.
+    pub fn parse(s: &str) -> Option<StaleFlag> {
+        StaleFlag::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// The warning badge's words.
+    pub fn label(self) -> &'static str {
+        match self {
+            StaleFlag::DeviceSilent => "Device silent",
+            StaleFlag::SandboxRetired => "Sandbox retired",
+        }
+    }
+
+    /// The badge's one-line explanation.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            StaleFlag::DeviceSilent => {
+                "The session's device hasn't reported in for the silent window; it is marked lost if still silent at the next check."
+            }
+            StaleFlag::SandboxRetired => {
+                "The session is still running, though its sandbox has already finished; it is marked lost at the next check."
+            }
+        }
+    }
+
+    /// The reason recorded when a session still flagged is marked lost.
+    pub fn lost_reason(self) -> &'static str {
+        match self {
+            StaleFlag::DeviceSilent => "the device dropped off and missed its check-ins",
+            StaleFlag::SandboxRetired => "the session was still running after its sandbox had finished",
+        }
+    }
+}
+
+/// The windows the checks use (DESIGN.md's defaults; every one configurable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessRules {
+    /// No contact from the device for this long flags its sessions Device silent; a new
+    /// session gets the same window from its start.
+    pub device_silent_after: Duration,
+    /// A session still running this long after its sandbox finished is Sandbox retired.
+    pub sandbox_retired_grace: Duration,
+}
+
+impl Default for LivenessRules {
+    fn default() -> Self {
+        LivenessRules { device_silent_after: Duration::from_secs(15 * 60), sandbox_retired_grace: Duration::from_secs(5 * 60) }
+    }
+}
+
+/// What the monitor knows about one live session at a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    /// Time since the later of the device's last contact and the session's creation.
+    pub since_contact: Duration,
+    /// Time since its sandbox finished, if it has.
+    pub sandbox_finished_for: Option<Duration>,
+}
+
+/// The flag a session earns now, if any. Sandbox retired comes first: it does not
+/// depend on the device, so contact does not clear it.
+pub fn flag(rules: &LivenessRules, seen: &Observed) -> Option<StaleFlag> {
+    if seen.sandbox_finished_for.is_some_and(|d| d >= rules.sandbox_retired_grace) {
+        return Some(StaleFlag::SandboxRetired);
+    }
+    (seen.since_contact >= rules.device_silent_after).then_some(StaleFlag::DeviceSilent)
+}
+
+/// What a check does with a live session, given the flag it had and the one it earns now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not flagged (a Device silent flag clears once the device reports in again).
+    Clear,
+    /// Flagged: shown in "Sessions needing attention".
+    Flag(StaleFlag),
+    /// Still flagged at the recheck: mark it lost with the flag's reason.
+    Lost(StaleFlag),
+}
+
+/// Applies a check.
+pub fn recheck(previous: Option<StaleFlag>, now: Option<StaleFlag>) -> Verdict {
+    match (previous, now) {
+        (_, None) => Verdict::Clear,
+        (None, Some(f)) => Verdict::Flag(f),
+        (Some(_), Some(f)) => Verdict::Lost(f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn seen(contact_min: u32, finished_min: Option<u32>) -> Observed {
+        Observed { since_contact: MIN * contact_min, sandbox_finished_for: finished_min.map(|m| MIN * m) }
+    }
+
+    #[test]
+    fn the_seeds_windows() {
+        let r = LivenessRules::default();
+        assert_eq!(flag(&r, &seen(14, None)), None);
+        assert_eq!(flag(&r, &seen(15, None)), Some(StaleFlag::DeviceSilent));
+        assert_eq!(flag(&r, &seen(0, Some(4))), None, "an ordinary teardown never trips it");
+        assert_eq!(flag(&r, &seen(0, Some(5))), Some(StaleFlag::SandboxRetired));
+        assert_eq!(flag(&r, &seen(30, Some(5))), Some(StaleFlag::SandboxRetired), "retired wins: contact does not clear it");
+    }
+
+    #[test]
+    fn a_flag_is_a_warning_and_the_recheck_decides() {
+        assert_eq!(recheck(None, None), Verdict::Clear);
+        assert_eq!(recheck(None, Some(StaleFlag::DeviceSilent)), Verdict::Flag(StaleFlag::DeviceSilent));
+        // The device reported in again before the next check: the flag clears.
+        assert_eq!(recheck(Some(StaleFlag::DeviceSilent), None), Verdict::Clear);
+        assert_eq!(recheck(Some(StaleFlag::DeviceSilent), Some(StaleFlag::DeviceSilent)), Verdict::Lost(StaleFlag::DeviceSilent));
+        assert_eq!(recheck(Some(StaleFlag::DeviceSilent), Some(StaleFlag::SandboxRetired)), Verdict::Lost(StaleFlag::SandboxRetired));
+    }
+
+    #[test]
+    fn words_round_trip() {
+        for f in StaleFlag::ALL {
+            assert_eq!(StaleFlag::parse(f.as_str()), Some(f));
+            assert!(!f.label().is_empty() && !f.lost_reason().is_empty() && !f.explanation().is_empty());
+        }
+        assert_eq!(StaleFlag::parse("silent"), None);
+    }
+}

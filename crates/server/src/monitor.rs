@@ -1,0 +1,84 @@
+//! The stale monitor (seed 001 "When a session goes quiet"): every `monitor_every` it
+//! looks at every live session, flags the ones whose device has gone silent or whose
+//! sandbox has retired, and marks lost the ones still flagged at the next check (their
+//! stage is then staffed again, like any run that ended without a hand-off).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use drover_core::liveness::{flag, recheck, Observed, StaleFlag, Verdict};
+use drover_core::RunEnd;
+use drover_protocol::device::ServerMessage;
+use drover_store::{LiveCheck, SessionRow, StoreError};
+
+use crate::{ingest, AppState};
+
+/// Runs the monitor until the process ends.
+pub fn spawn(state: AppState) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(state.config.monitor_every).await;
+            if let Err(e) = check(&state).await {
+                tracing::warn!("stale monitor: {e}");
+            }
+        }
+    });
+}
+
+fn age(now: DateTime<Utc>, at: Option<&str>) -> Option<Duration> {
+    let t = drover_store::parse_time(at?)?;
+    Some((now - t).to_std().unwrap_or_default())
+}
+
+/// What the monitor knows about one live session now.
+fn observe(now: DateTime<Utc>, c: &LiveCheck) -> Observed {
+    // A new session gets the same window from its creation as a device's silence.
+    let since_created = age(now, Some(&c.session.created_at)).unwrap_or_default();
+    let since_contact = age(now, c.last_contact_at.as_deref()).map_or(since_created, |d| d.min(since_created));
+    let sandbox_finished_for = if c.session.sandbox_state.is_finished() { age(now, Some(&c.sandbox_changed_at)) } else { None };
+    Observed { since_contact, sandbox_finished_for }
+}
+
+/// One check of every live session.
+pub async fn check(state: &AppState) -> Result<(), StoreError> {
+    let now = Utc::now();
+    for c in state.store.live_checks().await? {
+        let earned = flag(&state.config.liveness, &observe(now, &c));
+        match recheck(c.session.stale_flag, earned) {
+            Verdict::Clear => {
+                if c.session.stale_flag.is_some() {
+                    state.store.set_stale_flag(c.session.id, None).await?;
+                }
+            }
+            Verdict::Flag(f) => {
+                if state.store.set_stale_flag(c.session.id, Some(f)).await? {
+                    tracing::warn!(session = %c.session.id, device = %c.session.device_name, "flagged: {}", f.label());
+                }
+            }
+            Verdict::Lost(f) => {
+                let reason = f.lost_reason().to_string();
+                let end = match f {
+                    StaleFlag::DeviceSilent => RunEnd::Lost { reason },
+                    StaleFlag::SandboxRetired => RunEnd::OutlivedSandbox { reason },
+                };
+                end_lost(state, &c.session, end).await?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ends a live run as lost with `reason` (its stage is staffed again), and tells its
+/// device, if connected, to stop it: its lease is gone. A device that is away is told
+/// when it reconnects (the run is then not among those the server resumes).
+pub async fn mark_lost(state: &AppState, row: &SessionRow, reason: &str) -> Result<(), StoreError> {
+    end_lost(state, row, RunEnd::Lost { reason: reason.into() }).await
+}
+
+async fn end_lost(state: &AppState, row: &SessionRow, end: RunEnd) -> Result<(), StoreError> {
+    tracing::warn!(session = %row.id, device = %row.device_name, "marked lost: {end:?}");
+    let report = ingest::EndReport::now(end, row.output_bytes);
+    ingest::end_session(state, row.device, &row.device_name, row.id, &report).await?;
+    let _ = state.devices.send(row.device, &ServerMessage::Release { session: row.id }).await;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! What the stale monitor reads and writes: every live session with its device's last
+//! contact and its sandbox's state, and the flag it raised on each.
+
+use drover_core::liveness::StaleFlag;
+use drover_core::{SessionId, WorkspaceId};
+use sqlx::Row;
+
+use crate::sessions::session_row;
+use crate::{now, Result, SessionRow, Store};
+
+/// A live session as the monitor sees it.
+#[derive(Debug, Clone)]
+pub struct LiveCheck {
+    /// The session (with its current flag).
+    pub session: SessionRow,
+    /// When its device last reported in.
+    pub last_contact_at: Option<String>,
+    /// When its sandbox last changed state (when it finished, for a finished one).
+    pub sandbox_changed_at: String,
+}
+
+const CHECK_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name,
+    d.last_contact_at AS device_last_contact, b.updated_at AS sandbox_changed_at
+    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
+
+fn check_row(r: &sqlx::sqlite::SqliteRow) -> Result<LiveCheck> {
+    Ok(LiveCheck {
+        session: session_row(r)?,
+        last_contact_at: r.get("device_last_contact"),
+        sandbox_changed_at: r.get("sandbox_changed_at"),
+    })
+}
+
+impl Store {
+    /// Every live session, in every workspace, for a check.
+    pub async fn live_checks(&self) -> Result<Vec<LiveCheck>> {
+        let rows = sqlx::query(&format!("{CHECK_SELECT} WHERE s.outcome IN ('starting', 'running') ORDER BY s.created_at, s.id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(check_row).collect()
+    }
+
+    /// The workspace's live sessions flagged stale, oldest flag first.
+    pub async fn stale_sessions(&self, workspace: WorkspaceId) -> Result<Vec<LiveCheck>> {
+        let rows = sqlx::query(&format!(
+            "{CHECK_SELECT} WHERE s.workspace_id = ? AND s.outcome IN ('starting', 'running') AND s.stale_flag IS NOT NULL
+             ORDER BY s.stale_since, s.id"
+        ))
+        .bind(workspace.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(check_row).collect()
+    }
+
+    /// Raises or clears a live session's flag; false if it is no longer live or the
+    /// flag was already so.
+    pub async fn set_stale_flag(&self, session: SessionId, flag: Option<StaleFlag>) -> Result<bool> {
+        let r = sqlx::query(
+            "UPDATE sessions SET stale_flag = ?1, stale_since = CASE WHEN ?1 IS NULL THEN NULL ELSE COALESCE(stale_since, ?2) END
+             WHERE id = ?3 AND outcome IN ('starting', 'running') AND stale_flag IS NOT ?1
+             RETURNING workspace_id",
+        )
+        .bind(flag.map(StaleFlag::as_str))
+        .bind(now())
+        .bind(session.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = r else { return Ok(false) };
+        self.changed(crate::parse_id(r.get("workspace_id"))?, Some(session));
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+
+    #[tokio::test]
+    async fn flags_are_raised_cleared_and_listed_for_live_sessions_only() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 2).await.unwrap();
+        let new = crate::NewSession {
+            workspace: ws,
+            device: dev.id,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            title: "t".into(),
+            cols: 80,
+            rows: 24,
+            created_by: "alice".into(),
+        };
+        let id = s.create_session(&new).await.unwrap();
+        assert_eq!(s.live_checks().await.unwrap().len(), 1);
+        assert!(s.stale_sessions(ws).await.unwrap().is_empty());
+        assert!(s.set_stale_flag(id, Some(StaleFlag::DeviceSilent)).await.unwrap());
+        assert!(!s.set_stale_flag(id, Some(StaleFlag::DeviceSilent)).await.unwrap(), "already so");
+        let stale = s.stale_sessions(ws).await.unwrap();
+        assert_eq!(stale[0].session.stale_flag, Some(StaleFlag::DeviceSilent));
+        assert!(s.set_stale_flag(id, None).await.unwrap());
+        assert!(s.stale_sessions(ws).await.unwrap().is_empty());
+    }
+}
