@@ -42,6 +42,9 @@ pub enum Command {
     /// Show or set the workspace's workflow: the stages new tasks go through.
     #[command(subcommand)]
     Workflow(WorkflowCmd),
+    /// Webhook endpoints: add, list, remove, rotate secrets, deliveries (owners and admins).
+    #[command(subcommand)]
+    Webhook(WebhookCmd),
     /// Register repositories and the device clones that have them.
     #[command(subcommand)]
     Repo(RepoCmd),
@@ -81,6 +84,12 @@ pub struct ServerArgs {
     /// Seconds between the stale monitor's checks of every live session.
     #[arg(long, default_value_t = 30.0)]
     pub monitor_secs: f64,
+    /// Seconds before the first retry of a failed webhook delivery (doubling after).
+    #[arg(long, default_value_t = 5.0)]
+    pub webhook_retry_secs: f64,
+    /// Attempts at a webhook delivery before it is given up as failed.
+    #[arg(long, default_value_t = 12)]
+    pub webhook_attempts: u32,
 }
 
 /// `drover up`.
@@ -259,6 +268,49 @@ pub struct WorkflowArgs {
     /// No stage merges: the work stays on the task's branch.
     #[arg(long)]
     pub no_merge: bool,
+}
+
+/// Webhook commands.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCmd {
+    /// Register an endpoint; prints its id and signing secret (shown once).
+    Add {
+        /// Where deliveries go (http or https).
+        url: String,
+        /// An event type to receive (repeat): session.started, session.ended,
+        /// session.lost, task.stage_advanced, task.input_requested, task.finished.
+        #[arg(long = "event", required = true)]
+        events: Vec<String>,
+    },
+    /// List endpoints.
+    List,
+    /// Remove an endpoint and its delivery log.
+    Remove {
+        /// The endpoint's id.
+        id: String,
+    },
+    /// Give an endpoint a new secret (the old one signs too for a day); prints it.
+    Rotate {
+        /// The endpoint's id.
+        id: String,
+    },
+    /// Send to a disabled endpoint again.
+    Enable {
+        /// The endpoint's id.
+        id: String,
+    },
+    /// An endpoint's delivery log, newest first.
+    Deliveries {
+        /// The endpoint's id.
+        id: String,
+    },
+    /// Send a delivery again now, with the same message id.
+    Redeliver {
+        /// The endpoint's id.
+        id: String,
+        /// The delivery's message id (msg_…).
+        message: String,
+    },
 }
 
 /// Workflow commands.

@@ -85,6 +85,12 @@ impl Client {
         resp.json().await.context("decoding the server's answer")
     }
 
+    /// DELETE, expecting no body back.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        self.send(self.request(Method::DELETE, path)).await?;
+        Ok(())
+    }
+
     /// POST JSON, expecting no body back.
     pub async fn post_ok<B: Serialize>(&self, path: &str, body: &B) -> Result<()> {
         self.send(self.request(Method::POST, path).json(body)).await?;

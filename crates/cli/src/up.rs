@@ -44,6 +44,14 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
             sandbox_retired_grace: seconds("--sandbox-retired-secs", args.sandbox_retired_secs)?,
         },
         monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
+        webhook_retry: drover_core::webhook::RetryPolicy {
+            base: seconds("--webhook-retry-secs", args.webhook_retry_secs)?,
+            max_attempts: match args.webhook_attempts {
+                1..=100 => args.webhook_attempts,
+                _ => bail!("--webhook-attempts must be between 1 and 100"),
+            },
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })

@@ -7,10 +7,10 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use support::{bin, group_alive, http, secs, Split};
+use support::{bin, group_alive, http, secs, wait_until, Split};
 
 /// Windows in seconds: silent after 2 s, checks every 0.5 s, heartbeats every 0.3 s.
 const FAST: [&str; 4] = ["--device-silent-secs", "2", "--monitor-secs", "0.5"];
@@ -22,19 +22,8 @@ fn overview(s: &Split) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn pgid(s: &Split, id: &str) -> i32 {
-    wait("the child's pid", secs(20), || std::fs::read_to_string(s.session_dir(id).join("child.pid")).ok()?.trim().parse().ok())
+    wait_until("the child's pid", secs(20), || std::fs::read_to_string(s.session_dir(id).join("child.pid")).ok()?.trim().parse().ok())
 }
 
 #[test]
@@ -49,7 +38,7 @@ fn a_silent_devices_session_is_flagged_then_lost_and_fenced_when_the_device_retu
 
     s.kill_device();
     // Flagged first: a warning, in "Sessions needing attention", with Last contact.
-    let row = wait("the Device silent flag", secs(20), || {
+    let row = wait_until("the Device silent flag", secs(20), || {
         let o = overview(&s);
         (o["stale"] == 1).then(|| o["attention"][0].clone())
     });
@@ -71,7 +60,7 @@ fn a_silent_devices_session_is_flagged_then_lost_and_fenced_when_the_device_retu
     // The device comes back with the run still going: its lease is gone, so it is
     // stopped, not resumed, and stays lost.
     s.start_device();
-    wait("the fenced run to stop", secs(20), || (!group_alive(group)).then_some(()));
+    wait_until("the fenced run to stop", secs(20), || (!group_alive(group)).then_some(()));
     std::thread::sleep(Duration::from_millis(500));
     let after = s.cli.show(&id);
     assert_eq!(
@@ -96,7 +85,7 @@ fn stopping_a_session_while_its_device_is_offline_loses_it_and_the_device_stops_
     );
     assert!(group_alive(group));
     s.start_device();
-    wait("the stopped run to end on the device", secs(20), || (!group_alive(group)).then_some(()));
+    wait_until("the stopped run to end on the device", secs(20), || (!group_alive(group)).then_some(()));
 }
 
 fn git(dir: &std::path::Path, args: &[&str]) {
@@ -125,7 +114,7 @@ fn a_lost_task_run_is_replaced_and_no_stage_ever_has_two_live_runs() {
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
     let task =
         cli.ok(&["task", "create", "--repo", "app", "--title", "Survive", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
-    let first = wait("the first run", secs(30), || {
+    let first = wait_until("the first run", secs(30), || {
         let t = cli.json(&["task", "show", &task]);
         t["task"]["live_session"].as_str().map(str::to_string)
     });
@@ -134,14 +123,14 @@ fn a_lost_task_run_is_replaced_and_no_stage_ever_has_two_live_runs() {
 
     s.kill_device();
     // Lost, and the stage waits for a slot again (the device is away).
-    wait("the first run lost and the stage queued again", secs(30), || {
+    wait_until("the first run lost and the stage queued again", secs(30), || {
         let t = s.cli.json(&["task", "show", &task]);
         (t["sessions"][0]["outcome"] == "lost" && t["task"]["queued_at"].is_string()).then_some(())
     });
     s.start_device();
     // Until the task is done, never two live runs on the stage by the server's record;
     // on the device, the returning daemon is told to stop the fenced run first.
-    let t = wait("the replacement's hand-off", secs(60), || {
+    let t = wait_until("the replacement's hand-off", secs(60), || {
         let t = s.cli.json(&["task", "show", &task]);
         let live = t["sessions"].as_array().unwrap().iter().filter(|r| r["outcome"] == "running" || r["outcome"] == "starting").count();
         assert!(live <= 1, "two live runs on one stage: {t}");
@@ -171,14 +160,14 @@ fn a_run_still_going_after_its_sandbox_finished_is_flagged_sandbox_retired_and_l
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
     let task =
         cli.ok(&["task", "create", "--repo", "app", "--title", "Leftover", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
-    let run = wait("the run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
+    let run = wait_until("the run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
     cli.wait_text(&run, "working", secs(20));
     // With its device away, the sandbox is closed, but nobody can stop the run.
     s.kill_device();
     s.cli.wait_device("box", false);
     s.cli.ok(&["task", "finish", &task]);
     s.cli.ok(&["task", "mark-done", &task]);
-    let row = wait("the Sandbox retired flag", secs(20), || {
+    let row = wait_until("the Sandbox retired flag", secs(20), || {
         let o = overview(&s);
         (o["stale"] == 1).then(|| o["attention"][0].clone())
     });

@@ -43,11 +43,13 @@ pub enum EventKind {
     /// A merge stage's hand-off could not merge (conflicts, uncommitted work…): the
     /// stage stays where it is.
     MergeRefused,
+    /// A webhook endpoint was added, removed, re-enabled or had its secret rotated.
+    WebhookChanged,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -66,6 +68,7 @@ impl EventKind {
         EventKind::Commit,
         EventKind::Merged,
         EventKind::MergeRefused,
+        EventKind::WebhookChanged,
     ];
 
     /// The identifier used in the API and storage.
@@ -89,6 +92,7 @@ impl EventKind {
             EventKind::Commit => "commit",
             EventKind::Merged => "merged",
             EventKind::MergeRefused => "merge_refused",
+            EventKind::WebhookChanged => "webhook_changed",
         }
     }
 
@@ -118,6 +122,7 @@ impl EventKind {
             EventKind::Commit => "commit",
             EventKind::Merged => "branch merged",
             EventKind::MergeRefused => "merge refused",
+            EventKind::WebhookChanged => "webhook changed",
         }
     }
 }

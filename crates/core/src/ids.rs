@@ -159,6 +159,14 @@ typed_id!(
     /// A blocker or a question filed on a task.
     NoteId, "not", "note"
 );
+typed_id!(
+    /// A webhook endpoint a workspace registered.
+    WebhookId, "whk", "webhook"
+);
+typed_id!(
+    /// One webhook message to one endpoint: its `webhook-id` and idempotency key.
+    MessageId, "msg", "webhook message"
+);
 
 #[cfg(test)]
 mod tests {

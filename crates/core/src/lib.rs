@@ -16,7 +16,10 @@ pub mod permissions;
 pub mod sandbox;
 pub mod schedule;
 pub mod task;
+pub mod webhook;
 
-pub use ids::{AgentId, DeviceId, EventId, IdError, MemberId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WorkspaceId};
+pub use ids::{
+    AgentId, DeviceId, EventId, IdError, MemberId, MessageId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WebhookId, WorkspaceId,
+};
 pub use outcome::{ExitStatus, Outcome, RunEnd};
 pub use sandbox::SandboxState;

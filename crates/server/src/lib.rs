@@ -18,6 +18,7 @@ mod state;
 mod tasks;
 mod viewer;
 mod web;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -54,6 +55,10 @@ pub struct ServerConfig {
     pub liveness: drover_core::liveness::LivenessRules,
     /// How often the stale monitor checks every live session.
     pub monitor_every: Duration,
+    /// How failed webhook deliveries are retried.
+    pub webhook_retry: drover_core::webhook::RetryPolicy,
+    /// How often the webhook sender looks for due deliveries.
+    pub webhook_poll: Duration,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +77,8 @@ impl Default for ServerConfig {
             max_attempts: 3,
             liveness: drover_core::liveness::LivenessRules::default(),
             monitor_every: Duration::from_secs(30),
+            webhook_retry: drover_core::webhook::RetryPolicy::default(),
+            webhook_poll: Duration::from_millis(500),
         }
     }
 }
@@ -81,6 +88,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::i
     use axum::serve::ListenerExt;
     scheduler::spawn(state.clone());
     monitor::spawn(state.clone());
+    webhooks::spawn(state.clone());
     let app = api::router(state);
     // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
     let listener = listener.tap_io(|tcp| {

@@ -1,6 +1,7 @@
 //! The activity record: append-only, numbered, read back in order.
 
 use drover_core::activity::EventKind;
+use drover_core::webhook::WebhookEvent;
 use drover_core::{EventId, SessionId, TaskId, WorkspaceId};
 use sqlx::{Row, SqliteConnection};
 
@@ -42,12 +43,15 @@ pub struct EventRow {
     pub at: String,
 }
 
-/// Inserts an event inside an open transaction; returns its id.
+/// Inserts an event inside an open transaction; returns its id. The webhook deliveries
+/// it fires are written in the same transaction, before anything is sent.
 pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<EventId> {
     let id = EventId::new();
-    sqlx::query(
+    let at = now();
+    let r = sqlx::query(
         "INSERT INTO events (id, workspace_id, session_id, task_id, kind, actor, detail, at)
-         VALUES (?1, ?2, ?3, COALESCE(?4, (SELECT task_id FROM sessions WHERE id = ?3)), ?5, ?6, ?7, ?8)",
+         VALUES (?1, ?2, ?3, COALESCE(?4, (SELECT task_id FROM sessions WHERE id = ?3)), ?5, ?6, ?7, ?8)
+         RETURNING seq, task_id",
     )
     .bind(id.to_string())
     .bind(e.workspace.to_string())
@@ -56,9 +60,26 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<
     .bind(e.kind.as_str())
     .bind(&e.actor)
     .bind(e.detail.to_string())
-    .bind(now())
-    .execute(&mut *conn)
+    .bind(&at)
+    .fetch_one(&mut *conn)
     .await?;
+    if let Some(hook) = WebhookEvent::for_event(e.kind) {
+        let payload = serde_json::json!({
+            "type": hook.as_str(),
+            "timestamp": at,
+            "data": {
+                "event": id.to_string(),
+                "seq": r.get::<i64, _>("seq"),
+                "kind": e.kind.as_str(),
+                "workspace": e.workspace.to_string(),
+                "session": e.session.map(|s| s.to_string()),
+                "task": r.get::<Option<String>, _>("task_id"),
+                "actor": e.actor,
+                "detail": e.detail,
+            }
+        });
+        crate::webhooks::enqueue(conn, e.workspace, hook, &payload.to_string(), &at).await?;
+    }
     Ok(id)
 }
 

@@ -11,6 +11,7 @@ mod sandboxes;
 mod sessions;
 mod tasks;
 mod web;
+mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -29,6 +30,7 @@ pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxT
 pub use sessions::{NewSession, RunTimes, SessionRow};
 pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
 pub use web::WebSessionState;
+pub use webhooks::{DeliveryRow, DueDelivery, WebhookRow, WebhookSecret};
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]

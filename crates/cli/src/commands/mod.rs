@@ -3,6 +3,7 @@
 mod device;
 mod session;
 mod task;
+mod webhook;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Agent(cmd) => task::agent(cmd, cli.json).await?,
         Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
         Command::Workflow(cmd) => task::workflow_cmd(cmd, cli.json).await?,
+        Command::Webhook(cmd) => webhook::webhook(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {

@@ -251,6 +251,18 @@ pub fn group_alive(pgid: i32) -> bool {
     })
 }
 
+/// Polls `f` every 50 ms until it gives a value; panics naming `what` after `timeout`.
+pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Seconds as a Duration.
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

@@ -7,10 +7,11 @@ pub mod sessions;
 pub mod stream;
 pub mod tasks;
 pub mod web;
+pub mod webhooks;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::de::DeserializeOwned;
 
@@ -44,6 +45,12 @@ pub fn router(state: AppState) -> Router {
         .route("/login/{code}", get(crate::web::login))
         .route("/api/v1/repos", get(tasks::repos).post(tasks::add_repo))
         .route("/api/v1/workflow", get(tasks::workflow).put(tasks::set_workflow))
+        .route("/api/v1/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/api/v1/webhooks/{id}", delete(webhooks::remove))
+        .route("/api/v1/webhooks/{id}/rotate", post(webhooks::rotate))
+        .route("/api/v1/webhooks/{id}/enable", post(webhooks::enable))
+        .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route("/api/v1/webhooks/{id}/deliveries/{msg}/redeliver", post(webhooks::redeliver))
         .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
         .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
         .route("/api/v1/tasks/{id}", get(tasks::show))

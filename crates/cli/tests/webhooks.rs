@@ -1,0 +1,209 @@
+//! End-to-end: webhooks to a real HTTP receiver that verifies every signature with the
+//! Standard Webhooks reference library (Python, from PyPI, installed by scripts/test):
+//! retries with backoff and Retry-After until delivered, at least once with a stable
+//! message id, redelivery, secret rotation, 410 disabling the endpoint, and deliveries
+//! written before they are sent surviving a `kill -9` of the server.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{secs, wait_until, Split};
+
+struct Receiver {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harnesses/.venv/bin/python");
+    assert!(p.exists(), "the Python test tools are not installed: run scripts/test (it makes harnesses/.venv)");
+    p
+}
+
+/// Starts the receiver on `port` (0: any), failing its first `fail_first` requests.
+fn receiver(dir: &Path, port: u16, secrets: &Path, fail_first: u32, gone: bool) -> Receiver {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/webhook_receiver.py");
+    let log = dir.join(format!("log-{port}-{fail_first}-{gone}.jsonl"));
+    let mut cmd = Command::new(python());
+    cmd.arg(script).arg(port.to_string()).arg(&log).arg(secrets).arg(fail_first.to_string());
+    if gone {
+        cmd.arg("gone");
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().parse().expect("the receiver's port");
+    Receiver { child, url: format!("http://127.0.0.1:{port}/hook"), log }
+}
+
+fn entries(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn add(s: &Split, url: &str, events: &[&str]) -> (String, String) {
+    let mut args = vec!["webhook", "add", url];
+    for e in events {
+        args.extend(["--event", e]);
+    }
+    let v = s.cli.json(&args);
+    (v["webhook"]["id"].as_str().unwrap().to_string(), v["secret"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn deliveries_are_signed_retried_until_delivered_redelivered_and_rotated() {
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    // Fails its first three requests (the second with 503 and Retry-After: 1).
+    let r = receiver(tmp.path(), 0, &secrets, 3, false);
+    let (hook, secret) = add(&s, &r.url, &["session.started", "session.ended"]);
+    assert!(secret.starts_with("whsec_"));
+    std::fs::write(&secrets, format!("{secret}\n")).unwrap();
+
+    let id = s.cli.start(&["sh", "-c", "echo hi"]);
+    s.cli.wait_ended(&id, secs(20));
+    let delivered = wait_until("both events delivered", secs(30), || {
+        let e = entries(&r.log);
+        let ok: Vec<Value> = e.iter().filter(|e| e["status"] == 204).cloned().collect();
+        (ok.len() == 2).then_some(e)
+    });
+    // Every request verified with the secret, by the reference implementation.
+    assert!(delivered.iter().all(|e| e["verified_by"] == serde_json::json!([0])), "{delivered:?}");
+    // Retried with the same message id (at least once, one id per message).
+    let ok_ids: Vec<&str> = delivered.iter().filter(|e| e["status"] == 204).map(|e| e["id"].as_str().unwrap()).collect();
+    let types: Vec<&str> = delivered.iter().filter(|e| e["status"] == 204).map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["session.started", "session.ended"]);
+    let failed_ids: Vec<&str> = delivered.iter().filter(|e| e["status"] != 204).map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(failed_ids.len(), 3);
+    assert!(failed_ids.iter().all(|f| ok_ids.contains(f)), "a failed delivery was retried under its own id");
+    // The delivery log says so (once the sender has recorded the answers).
+    let log = wait_until("the log to show both delivered", secs(20), || {
+        let log = s.cli.json(&["webhook", "deliveries", &hook]);
+        log.as_array().unwrap().iter().all(|d| d["state"] == "delivered").then_some(log)
+    });
+    let log = log.as_array().unwrap();
+    assert_eq!(log.len(), 2);
+    assert!(log.iter().all(|d| d["last_status"] == 204));
+    assert_eq!(log.iter().map(|d| d["attempts"].as_u64().unwrap()).sum::<u64>(), 5, "two deliveries, three failures");
+    assert_eq!(log[0]["payload"]["data"]["session"], id.as_str());
+
+    // Redeliver: the same message again, same id.
+    let msg = log[1]["id"].as_str().unwrap().to_string();
+    s.cli.ok(&["webhook", "redeliver", &hook, &msg]);
+    wait_until("the redelivery", secs(20), || (entries(&r.log).iter().filter(|e| e["id"] == msg.as_str()).count() >= 2).then_some(()));
+
+    // Rotation: the new secret and the old one both sign for the overlap.
+    let rotated = s.cli.json(&["webhook", "rotate", &hook]);
+    let new_secret = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(new_secret, secret);
+    std::fs::write(&secrets, format!("{secret}\n{new_secret}\n")).unwrap();
+    let before = entries(&r.log).len();
+    let id2 = s.cli.start(&["true"]);
+    s.cli.wait_ended(&id2, secs(20));
+    let after = wait_until("deliveries after rotation", secs(20), || {
+        let e = entries(&r.log);
+        (e.len() >= before + 2).then_some(e)
+    });
+    assert!(after[before..].iter().all(|e| e["verified_by"] == serde_json::json!([0, 1])), "{:?}", &after[before..]);
+    let list = s.cli.json(&["webhook", "list"]);
+    assert_eq!(list[0]["signing_secrets"], 2);
+    // Changes are on the record.
+    let (status, body) = support::http(&s.url, "GET", "/api/v1/events?limit=1000", Some(&s.cli.token()), b"");
+    assert_eq!(status, 200);
+    let events: Value = serde_json::from_str(&body).unwrap();
+    let changes = events.as_array().unwrap().iter().filter(|e| e["kind"] == "webhook_changed").count();
+    assert_eq!(changes, 2, "added, rotated");
+}
+
+#[test]
+fn bad_endpoints_are_refused_and_a_410_disables_one() {
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    for (url, event, says) in [
+        ("ftp://example.com", "session.lost", "http:// or https://"),
+        ("not a url", "session.lost", "is not a URL"),
+        ("http://127.0.0.1:9/x", "session.everything", "unknown event type"),
+    ] {
+        let err = s.cli.fails(&["webhook", "add", url, "--event", event]);
+        assert!(err.contains(says), "{url} {event}: {err}");
+    }
+    assert_eq!(s.cli.json(&["webhook", "list"]).as_array().unwrap().len(), 0, "nothing half-made");
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    let r = receiver(tmp.path(), 0, &secrets, 0, true);
+    let (hook, _) = add(&s, &r.url, &["session.started"]);
+    let id = s.cli.start(&["true"]);
+    s.cli.wait_ended(&id, secs(20));
+    let w = wait_until("the endpoint disabled", secs(20), || {
+        let l = s.cli.json(&["webhook", "list"]);
+        l[0]["disabled_reason"].is_string().then_some(l)
+    });
+    assert!(w[0]["disabled_reason"].as_str().unwrap().contains("410"));
+    let id = s.cli.start(&["true"]);
+    s.cli.wait_ended(&id, secs(20));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(entries(&r.log).len(), 1, "nothing more is sent to a disabled endpoint");
+    s.cli.ok(&["webhook", "enable", &hook]);
+    s.cli.ok(&["webhook", "remove", &hook]);
+    assert!(s.cli.fails(&["webhook", "deliveries", &hook]).contains("no webhook"));
+}
+
+#[test]
+fn deliveries_written_before_sending_survive_a_server_kill() {
+    let mut s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    // A port nobody listens on yet: deliveries fail and wait.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_, secret) = add(&s, &format!("http://127.0.0.1:{port}/hook"), &["session.started", "session.ended"]);
+    std::fs::write(&secrets, format!("{secret}\n")).unwrap();
+    let id = s.cli.start(&["sh", "-c", "echo hi"]);
+    s.cli.wait_ended(&id, secs(20));
+    s.kill_server();
+    s.restart_server();
+    let r = receiver(tmp.path(), port, &secrets, 0, false);
+    let e = wait_until("both deliveries after the restart", secs(30), || {
+        let e = entries(&r.log);
+        (e.iter().filter(|e| e["status"] == 204).count() >= 2).then_some(e)
+    });
+    let types: Vec<&str> = e.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"session.started") && types.contains(&"session.ended"), "{types:?}");
+    assert!(e.iter().all(|e| e["verified_by"] == serde_json::json!([0])));
+}
+
+#[test]
+fn a_session_marked_lost_fires_session_lost() {
+    let server = ["--webhook-retry-secs", "0.2", "--device-silent-secs", "1", "--monitor-secs", "0.3"];
+    let mut s = Split::start_with("hooks", &server, &["--heartbeat-secs", "0.2"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    let r = receiver(tmp.path(), 0, &secrets, 0, false);
+    let (_, secret) = add(&s, &r.url, &["session.lost"]);
+    std::fs::write(&secrets, format!("{secret}\n")).unwrap();
+    let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
+    s.cli.wait_text(&id, "up", secs(20));
+    s.kill_device();
+    let e = wait_until("session.lost", secs(30), || entries(&r.log).into_iter().find(|e| e["type"] == "session.lost"));
+    assert_eq!(e["verified_by"], serde_json::json!([0]));
+    let hook = s.cli.json(&["webhook", "list"])[0]["id"].as_str().unwrap().to_string();
+    let log = s.cli.json(&["webhook", "deliveries", &hook]);
+    let payload = &log[0]["payload"];
+    assert_eq!(payload["data"]["session"], id.as_str());
+    assert_eq!(payload["data"]["detail"]["reason"], "the device dropped off and missed its check-ins");
+    assert_eq!(entries(&r.log).len(), 1, "only the subscribed type");
+}
