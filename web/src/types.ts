@@ -76,6 +76,7 @@ export interface Session {
   agent: string | null;
   last_output_at: string | null;
   last_progress: { label: string; at: string } | null;
+  pruned_at?: string | null;
 }
 
 export interface Device {

@@ -90,6 +90,12 @@ pub struct ServerArgs {
     /// Attempts at a webhook delivery before it is given up as failed.
     #[arg(long, default_value_t = 12)]
     pub webhook_attempts: u32,
+    /// Seconds finished sessions' recordings and events are kept (default 30 days).
+    #[arg(long, default_value_t = 30.0 * 24.0 * 3600.0)]
+    pub retention_secs: f64,
+    /// Seconds between runs of the pruning job.
+    #[arg(long, default_value_t = 3600.0)]
+    pub prune_secs: f64,
 }
 
 /// `drover up`.

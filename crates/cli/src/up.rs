@@ -52,15 +52,17 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
             },
             ..Default::default()
         },
+        retention: seconds("--retention-secs", args.retention_secs)?,
+        prune_every: seconds("--prune-secs", args.prune_secs)?,
         ..ServerConfig::default()
     };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })
 }
 
-/// A duration option given in seconds: more than 0 and at most a week.
+/// A duration option given in seconds: more than 0 and at most ten years.
 fn seconds(flag: &str, secs: f64) -> Result<Duration> {
-    if !(secs > 0.0 && secs <= 7.0 * 24.0 * 3600.0) {
-        bail!("{flag} must be more than 0 and at most 604800 seconds (a week)");
+    if !(secs > 0.0 && secs <= 10.0 * 365.0 * 24.0 * 3600.0) {
+        bail!("{flag} must be more than 0 and at most 315360000 seconds (ten years)");
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -103,6 +103,9 @@ pub struct SessionView {
     /// null means unknown: output alone is not progress.
     #[serde(default)]
     pub last_progress: Option<Progress>,
+    /// When its recording and events were pruned after the retention window, if they were.
+    #[serde(default)]
+    pub pruned_at: Option<String>,
 }
 
 /// One piece of evidence that a run moved its work on.

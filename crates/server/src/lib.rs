@@ -13,6 +13,7 @@ mod hub;
 mod ingest;
 pub(crate) mod monitor;
 mod render;
+mod retention;
 pub mod scheduler;
 mod state;
 mod tasks;
@@ -59,6 +60,11 @@ pub struct ServerConfig {
     pub webhook_retry: drover_core::webhook::RetryPolicy,
     /// How often the webhook sender looks for due deliveries.
     pub webhook_poll: Duration,
+    /// How long finished sessions' recordings and events (and settled webhook
+    /// deliveries) are kept.
+    pub retention: Duration,
+    /// How often the pruning job runs.
+    pub prune_every: Duration,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +85,8 @@ impl Default for ServerConfig {
             monitor_every: Duration::from_secs(30),
             webhook_retry: drover_core::webhook::RetryPolicy::default(),
             webhook_poll: Duration::from_millis(500),
+            retention: Duration::from_secs(30 * 24 * 3600),
+            prune_every: Duration::from_secs(3600),
         }
     }
 }
@@ -89,6 +97,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::i
     scheduler::spawn(state.clone());
     monitor::spawn(state.clone());
     webhooks::spawn(state.clone());
+    retention::spawn(state.clone());
     let app = api::router(state);
     // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
     let listener = listener.tap_io(|tcp| {

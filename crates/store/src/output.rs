@@ -79,6 +79,18 @@ impl Recordings {
         self.writers.lock().expect("writers lock").remove(&session);
     }
 
+    /// Deletes a session's recording files (retention); missing files are fine.
+    pub(crate) fn remove(&self, session: SessionId) -> std::io::Result<()> {
+        self.close(session);
+        for path in <[PathBuf; 2]>::from(self.paths(session)) {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn read(&self, session: SessionId, from: u64, max: usize) -> std::io::Result<Vec<OutputChunk>> {
         let (raw, idx) = self.paths(session);
         if !Path::new(&raw).exists() {

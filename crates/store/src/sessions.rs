@@ -95,6 +95,8 @@ pub struct SessionRow {
     pub handed_off: Option<String>,
     /// The stale monitor's warning on it, while live and flagged.
     pub stale_flag: Option<drover_core::liveness::StaleFlag>,
+    /// When its recording and events were pruned (retention), if they were.
+    pub pruned_at: Option<String>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -132,6 +134,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         agent_name: r.get("agent_name"),
         handed_off: r.get("handed_off"),
         stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),
+        pruned_at: r.get("pruned_at"),
     })
 }
 

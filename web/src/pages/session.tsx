@@ -389,6 +389,11 @@ function FinishedView({ s }: { s: Session }) {
           Contact with this session was lost. {s.reason ? `Reason: ${s.reason}` : "No device-level reason was recorded."}
         </div>
       )}
+      {s.pruned_at && (
+        <div class="banner info" data-testid="pruned-banner">
+          Its recording and activity were pruned {when(s.pruned_at)}, after the retention window; this summary is kept.
+        </div>
+      )}
       <Summary s={s} />
     </>
   );
@@ -439,8 +444,8 @@ export function SessionPage({ id }: { id: string }) {
       {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} />}
       {liveAtOpen && finished && <Summary s={session} />}
       <Activity id={id} version={version} />
-      {finished && <FinalScreen id={id} />}
-      {finished && <Recording id={id} />}
+      {finished && !session.pruned_at && <FinalScreen id={id} />}
+      {finished && !session.pruned_at && <Recording id={id} />}
     </section>
   );
 }

@@ -78,6 +78,18 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
         agent: r.agent_name,
         last_output_at,
         last_progress: None,
+        pruned_at: r.pruned_at,
+    }
+}
+
+/// Refuses reading a recording that retention pruned.
+fn check_recording(row: &SessionRow) -> Result<(), ApiError> {
+    match &row.pruned_at {
+        Some(at) => Err(ApiError::Conflict(format!(
+            "session {}'s recording was pruned at {at}, after the retention window; its summary is kept (`drover session show`)",
+            row.id
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -340,6 +352,7 @@ pub async fn text(
     Query(p): Query<TextParams>,
 ) -> Result<Json<SessionText>, ApiError> {
     let row = load_session(&state, &caller, &id).await?;
+    check_recording(&row)?;
     let (mut lines, partial, complete_at, end) = render::text(&state.store, row.id, 0).await?;
     let offset = if p.complete {
         complete_at
@@ -376,6 +389,7 @@ pub async fn output(
     Query(p): Query<OutputParams>,
 ) -> Result<impl IntoResponse, ApiError> {
     let row = load_session(&state, &caller, &id).await?;
+    check_recording(&row)?;
     let deadline = Instant::now() + Duration::from_millis(p.wait_ms.min(30_000));
     loop {
         let chunks = state.store.read_output(row.id, p.from, OUTPUT_PAGE).await?;
@@ -408,6 +422,7 @@ pub async fn output(
 /// `GET /api/v1/sessions/{id}/export`: the recording as asciicast v3.
 pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
     let row = load_session(&state, &caller, &id).await?;
+    check_recording(&row)?;
     let cast = render::asciicast(&state.store, &row).await?;
     let disposition = format!("attachment; filename=\"{}.cast\"", row.id);
     Ok((

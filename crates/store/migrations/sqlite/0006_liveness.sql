@@ -2,4 +2,3 @@
 
 ALTER TABLE sessions ADD COLUMN stale_flag TEXT;    -- device_silent | sandbox_retired, while flagged
 ALTER TABLE sessions ADD COLUMN stale_since TEXT;   -- when the flag was raised
-CREATE INDEX IF NOT EXISTS sessions_live ON sessions (outcome) WHERE outcome IN ('starting', 'running');

@@ -1,0 +1,133 @@
+//! Retention: finished sessions' recordings and events, old activity of finished tasks,
+//! and settled webhook deliveries are pruned once older than the window. Nothing live is
+//! touched: a session is pruned only once it has ended, and a task's activity only once
+//! the task has finished.
+
+use drover_core::SessionId;
+use sqlx::Row;
+
+use crate::{now, parse_id, Result, Store};
+
+/// What one pass pruned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Sessions whose recording and events were removed.
+    pub sessions: u64,
+    /// Events removed.
+    pub events: u64,
+    /// Webhook deliveries removed.
+    pub deliveries: u64,
+}
+
+/// Sessions pruned per transaction (keeps the write lock short).
+const BATCH: i64 = 200;
+
+impl Store {
+    /// Prunes what finished before `cutoff` (a stored time).
+    pub async fn prune(&self, cutoff: &str) -> Result<Pruned> {
+        let mut out = Pruned::default();
+        loop {
+            let ids: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND pruned_at IS NULL AND ended_at < ?
+                 AND outcome NOT IN ('starting', 'running') LIMIT ?",
+            )
+            .bind(cutoff)
+            .bind(BATCH)
+            .fetch_all(&self.pool)
+            .await?;
+            if ids.is_empty() {
+                break;
+            }
+            for id in &ids {
+                let session: SessionId = parse_id(id)?;
+                // The files go first: a crash before the commit leaves the session to be
+                // pruned again, never a pruned session with its recording still there.
+                self.recordings.remove(session).map_err(|e| crate::StoreError::Io(e.to_string()))?;
+                let mut tx = self.write().await?;
+                out.events += sqlx::query("DELETE FROM events WHERE session_id = ?").bind(id).execute(&mut *tx).await?.rows_affected();
+                sqlx::query("DELETE FROM recording_marks WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
+                sqlx::query("UPDATE sessions SET pruned_at = ? WHERE id = ?").bind(now()).bind(id).execute(&mut *tx).await?;
+                tx.commit().await?;
+                out.sessions += 1;
+            }
+        }
+        let mut tx = self.write().await?;
+        out.events += sqlx::query(
+            "DELETE FROM events WHERE at < ? AND session_id IS NULL
+             AND (task_id IS NULL OR task_id IN (SELECT id FROM tasks WHERE status != 'open'))",
+        )
+        .bind(cutoff)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        out.deliveries += sqlx::query("DELETE FROM webhook_deliveries WHERE state != 'pending' AND created_at < ?")
+            .bind(cutoff)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// When a session's recording and events were pruned, if they were.
+    pub async fn pruned_at(&self, session: SessionId) -> Result<Option<String>> {
+        let r = sqlx::query("SELECT pruned_at FROM sessions WHERE id = ?").bind(session.to_string()).fetch_optional(&self.pool).await?;
+        Ok(r.and_then(|r| r.get("pruned_at")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+    use crate::{NewEvent, NewSession, OutputChunk};
+    use drover_core::activity::EventKind;
+
+    #[tokio::test]
+    async fn finished_sessions_are_pruned_live_ones_never() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 2).await.unwrap();
+        let new = NewSession {
+            workspace: ws,
+            device: dev.id,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            title: "t".into(),
+            cols: 80,
+            rows: 24,
+            created_by: "alice".into(),
+        };
+        let (done, live) = (s.create_session(&new).await.unwrap(), s.create_session(&new).await.unwrap());
+        for id in [done, live] {
+            s.append_output(vec![OutputChunk { session: id, offset: 0, t_micros: 0, data: b"hello".to_vec() }]).await.unwrap();
+        }
+        let ending = drover_core::outcome::on_end(
+            drover_core::Outcome::Starting,
+            &drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false },
+        )
+        .unwrap();
+        s.end_session(done, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 5, "device box").await.unwrap();
+        let e = NewEvent {
+            workspace: ws,
+            session: None,
+            task: None,
+            kind: EventKind::WebhookChanged,
+            actor: "a".into(),
+            detail: serde_json::json!({}),
+        };
+        s.record_event(&e).await.unwrap();
+        s.record_event(&NewEvent { session: Some(live), kind: EventKind::InputSent, ..e }).await.unwrap();
+        // Nothing is old enough yet.
+        assert_eq!(s.prune("2000-01-01T00:00:00.000000Z").await.unwrap(), Pruned::default());
+        let p = s.prune("9999-01-01T00:00:00.000000Z").await.unwrap();
+        assert_eq!(p.sessions, 1, "only the finished one");
+        assert!(p.events >= 2, "its own and the old workspace event: {p:?}");
+        assert!(s.pruned_at(done).await.unwrap().is_some());
+        assert!(s.read_output(done, 0, 1024).await.unwrap().is_empty());
+        assert_eq!(s.pruned_at(live).await.unwrap(), None);
+        assert_eq!(s.read_output(live, 0, 1024).await.unwrap()[0].data, b"hello");
+        assert!(!s.list_events(ws, Some(live), 0, 10).await.unwrap().is_empty(), "a live session keeps its events");
+        assert_eq!(s.prune("9999-01-01T00:00:00.000000Z").await.unwrap().sessions, 0, "once");
+    }
+}
