@@ -178,3 +178,52 @@ fn a_run_still_going_after_its_sandbox_finished_is_flagged_sandbox_retired_and_l
         (Some("lost"), Some("the session was still running after its sandbox had finished"))
     );
 }
+
+#[test]
+fn after_a_reboot_the_lost_run_is_reported_and_its_replacement_resumes_the_conversation() {
+    // A stand-in for Claude Code on the device's PATH: `--continue` resumes (and waits
+    // for the carry-on message), otherwise it starts a conversation and works on.
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = tmp.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let claude = bin_dir.join("claude");
+    let script = "#!/bin/sh\ncase \" $* \" in\n  *\" --continue \"*) echo 'resumed the conversation'; read line; echo \"told: $line\"; drover task advance --note resumed; sleep 60;;\n  *) echo 'new conversation'; sleep 300;;\nesac\n";
+    std::fs::write(&claude, script).unwrap();
+    Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // Each test is its own process (nextest): the device daemon inherits this PATH.
+    std::env::set_var("PATH", path);
+    let mut s = Split::start_with("rebooted", &["--monitor-secs", "0.5"], &HEARTBEAT);
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let cli = &s.cli;
+    cli.ok(&["repo", "add", "app", "--device", "rebooted", "--path", repo.to_str().unwrap()]);
+    cli.ok(&["agent", "create", "bot", "--harness", "claude"]);
+    let task =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Reboot me", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let first =
+        wait_until("the first run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
+    cli.wait_text(&first, "new conversation", secs(20));
+
+    // "Reboot": the daemon and every session process die; the daemon comes back.
+    s.kill_device();
+    support::kill_sessions(s.device_home.path());
+    s.start_device();
+    let t = wait_until("the replacement's hand-off", secs(60), || {
+        let t = s.cli.json(&["task", "show", &task]);
+        let live = t["sessions"].as_array().unwrap().iter().any(|r| r["outcome"] == "running" || r["outcome"] == "starting");
+        (t["task"]["status"] == "done" && !live).then_some(t)
+    });
+    let runs = t["sessions"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["outcome"], "lost");
+    assert!(runs[0]["reason"].as_str().unwrap().contains("may have restarted"), "{}", runs[0]["reason"]);
+    let second = runs[1]["id"].as_str().unwrap();
+    assert!(runs[1]["command"].as_array().unwrap().iter().any(|a| a == "--continue"), "{}", runs[1]["command"]);
+    let text = s.cli.ok(&["session", "tail", second]);
+    assert!(text.contains("resumed the conversation") && text.contains("told: Your previous session was interrupted"), "{text}");
+    let started = t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "session_started").collect::<Vec<_>>();
+    assert_eq!((started[0]["detail"]["resumed"].as_bool(), started[1]["detail"]["resumed"].as_bool()), (Some(false), Some(true)));
+}

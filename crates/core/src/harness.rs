@@ -163,6 +163,39 @@ fn custom(template: &[String], prompt: &str) -> Result<Vec<String>, HarnessError
     Ok(template.iter().map(|a| a.replace("{prompt}", prompt)).collect())
 }
 
+/// How a stage's new run begins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opening {
+    /// A fresh conversation: this command line (with the stage's prompt, unless the
+    /// harness takes it typed in).
+    Start(Vec<String>),
+    /// The conversation the stage's previous run left in the sandbox, resumed: this
+    /// command line; it is then told to carry on ([`resume_message`]).
+    Resume(Vec<String>),
+}
+
+/// The command line of a stage's new run: the previous run was lost (its machine
+/// restarted, its device went silent) while the same agent worked the stage in the same
+/// sandbox, so its harness resumes that conversation where it can, instead of starting
+/// over; otherwise a fresh start with `prompt`.
+pub fn opening(h: Harness, prompt: &str, route: &Route, template: &[String], previous_lost: bool) -> Result<Opening, HarnessError> {
+    if previous_lost {
+        if let Some(argv) = h.resume(route) {
+            return Ok(Opening::Resume(argv));
+        }
+    }
+    h.start(prompt, route, template).map(Opening::Start)
+}
+
+/// What a resumed run is told first, so the agent carries on rather than waits.
+pub fn resume_message(stage: &str) -> String {
+    format!(
+        "Your previous session was interrupted (its machine restarted or lost contact). \
+         Carry on with the `{stage}` stage from where the work stands in this directory, \
+         and hand off with `drover task advance --note \"what you did\"` when it is done."
+    )
+}
+
 /// Where a stage sits in its workflow, for its first message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StagePlace {
@@ -250,6 +283,17 @@ mod tests {
             ["my-agent".to_string(), format!("--prompt={HOSTILE}"), "--fixed".into()]
         );
         assert_eq!(Harness::Custom.start("x", &Route::default(), &[]), Err(HarnessError::NoTemplate));
+    }
+
+    #[test]
+    fn a_lost_run_is_resumed_where_the_harness_can() {
+        let r = Route::default();
+        assert_eq!(opening(Harness::Claude, "p", &r, &[], true).unwrap(), Opening::Resume(Harness::Claude.resume(&r).unwrap()));
+        assert_eq!(opening(Harness::Codex, "p", &r, &[], false).unwrap(), Opening::Start(Harness::Codex.start("p", &r, &[]).unwrap()));
+        // A custom command cannot resume: it starts over.
+        let t = ["agent".to_string(), "{prompt}".to_string()];
+        assert_eq!(opening(Harness::Custom, "p", &r, &t, true).unwrap(), Opening::Start(vec!["agent".into(), "p".into()]));
+        assert!(resume_message("code").contains("`code` stage"));
     }
 
     #[test]

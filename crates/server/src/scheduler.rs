@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 
-use drover_core::harness::{stage_prompt, Harness, StagePlace};
+use drover_core::harness::{opening, resume_message, stage_prompt, Harness, Opening, StagePlace};
 use drover_core::schedule::{pick, Candidate};
-use drover_core::{DeviceId, RunEnd, WorkspaceId};
+use drover_core::{DeviceId, Outcome, RunEnd, WorkspaceId};
 use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
 use drover_store::{DeviceRow, NewTaskSession, TaskRow};
@@ -98,12 +98,22 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     let place = StagePlace { is_last: task.stage_index + 1 == task.workflow.len(), merges: stage.merge };
     let prompt = stage_prompt(&task.title, &task.body, &stage.stage, place);
     let harness = Harness::parse(&agent.harness);
-    let command = match harness.clone().and_then(|h| h.start(&prompt, &agent.route, &agent.template)) {
-        Ok(c) => c,
+    // The stage's previous run was lost with this agent on it: resume its conversation.
+    let runs = state.store.task_sessions(task.id).await?;
+    let previous = runs.iter().rev().find(|r| r.stage.as_deref() == Some(stage.stage.as_str()));
+    let previous_lost = previous.is_some_and(|r| r.outcome == Outcome::Lost && r.agent == Some(agent.id));
+    let opening = match harness.clone().and_then(|h| opening(h, &prompt, &agent.route, &agent.template, previous_lost)) {
+        Ok(o) => o,
         Err(e) => {
             state.store.flag_task(task.id, &format!("agent `{}` cannot be started: {e}", agent.name), "scheduler").await?;
             return Ok(None);
         }
+    };
+    // What is typed in once the run is up: the carry-on message for a resumed run, the
+    // prompt for a harness that takes none on its command line.
+    let (command, first_message, resumed) = match opening {
+        Opening::Resume(argv) => (argv, Some(resume_message(&stage.stage)), true),
+        Opening::Start(argv) => (argv, harness.is_ok_and(Harness::prompt_as_input).then(|| prompt.clone()), false),
     };
     let worktree = crate::tasks::task_worktree(task, paths[&device].clone());
     let branch = worktree.branch.clone();
@@ -118,6 +128,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         branch,
         cols,
         rows,
+        resumed,
     };
     // The task may have moved on (handed off, launched, cancelled) since it was read.
     let Some((session, _)) = state.store.create_task_session(&new, "scheduler").await? else { return Ok(None) };
@@ -147,10 +158,9 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         let grace_ms = state.config.stop_grace.as_millis() as u64;
         let _ = state.devices.send(device, &ServerMessage::Stop { session, grace_ms }).await;
     }
-    if harness.is_ok_and(Harness::prompt_as_input) {
-        // This harness takes no first message on its command line: type it in once the
-        // run is up, through the audited path.
-        tokio::spawn(send_prompt(state.clone(), task.id, session, prompt));
+    if let Some(message) = first_message {
+        // Typed in once the run is up, through the audited path.
+        tokio::spawn(send_prompt(state.clone(), task.id, session, message));
     }
     tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
     Ok(Some(device))

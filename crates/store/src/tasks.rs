@@ -162,6 +162,8 @@ pub struct NewTaskSession {
     pub cols: u16,
     /// Terminal size.
     pub rows: u16,
+    /// It resumes the conversation of the stage's lost previous run.
+    pub resumed: bool,
 }
 
 const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state
@@ -697,7 +699,8 @@ impl Store {
             .bind(task.id.to_string())
             .execute(&mut *tx)
             .await?;
-        let detail = serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts });
+        let detail =
+            serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts, "resumed": n.resumed });
         let e = NewEvent {
             workspace: task.workspace,
             session: Some(id),
@@ -1067,6 +1070,7 @@ mod tests {
             branch: "drover/x-fix-it".into(),
             cols: 80,
             rows: 24,
+            resumed: false,
         };
         let (ses, sbx) = s.create_task_session(&n, "scheduler").await.unwrap().unwrap();
         assert_eq!(s.create_task_session(&n, "scheduler").await.unwrap(), None, "a stage is staffed once");

@@ -177,7 +177,9 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
   if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);
-  if (e.kind === "session_started" && typeof d.stage === "string") parts.push(`${d.stage} stage, attempt ${String(d.attempt ?? 1)}`);
+  if (e.kind === "session_started" && typeof d.stage === "string") {
+    parts.push(`${d.stage} stage, attempt ${String(d.attempt ?? 1)}${d.resumed ? ", resuming the lost run's conversation" : ""}`);
+  }
   else if (Array.isArray(d.command)) parts.push(d.command.join(" "));
   if (typeof d.message === "string") parts.push(d.message);
   if (parts.length === 0) return null;
