@@ -70,7 +70,7 @@ fn a_silent_devices_session_is_flagged_then_lost_and_fenced_when_the_device_retu
 }
 
 #[test]
-fn stopping_a_session_while_its_device_is_offline_loses_it_and_the_device_stops_it_on_return() {
+fn stopping_a_session_while_its_device_is_offline_releases_it_and_the_device_stops_it_on_return() {
     // A long silent window: only the Stop decides here.
     let mut s = Split::start_with("away", &["--device-silent-secs", "600", "--monitor-secs", "0.5"], &HEARTBEAT);
     let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
@@ -81,8 +81,12 @@ fn stopping_a_session_while_its_device_is_offline_loses_it_and_the_device_stops_
     let stopped = s.cli.json(&["session", "stop", &id]);
     assert_eq!(
         (stopped["outcome"].as_str(), stopped["reason"].as_str()),
-        (Some("lost"), Some("the session was stopped while its device was offline"))
+        (Some("released"), Some("the session was stopped while its device was offline"))
     );
+    let events = s.cli.json(&["session", "events", &id]);
+    let last = events.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["label"], "session killed");
+    assert!(!last["actor"].as_str().unwrap().starts_with("device"), "the operator stopped it: {last}");
     assert!(group_alive(group));
     s.start_device();
     wait_until("the stopped run to end on the device", secs(20), || (!group_alive(group)).then_some(()));

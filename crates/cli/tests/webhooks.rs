@@ -33,15 +33,13 @@ fn python() -> PathBuf {
     p
 }
 
-/// Starts the receiver on `port` (0: any), failing its first `fail_first` requests.
-fn receiver(dir: &Path, port: u16, secrets: &Path, fail_first: u32, gone: bool) -> Receiver {
+/// Starts the receiver on `port` (0: any), failing its first `fail_first` requests;
+/// `mode` "gone" answers 410 to everything, "redirect" answers 302.
+fn receiver(dir: &Path, port: u16, secrets: &Path, fail_first: u32, mode: &str) -> Receiver {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/webhook_receiver.py");
-    let log = dir.join(format!("log-{port}-{fail_first}-{gone}.jsonl"));
+    let log = dir.join(format!("log-{port}-{fail_first}-{mode}.jsonl"));
     let mut cmd = Command::new(python());
-    cmd.arg(script).arg(port.to_string()).arg(&log).arg(secrets).arg(fail_first.to_string());
-    if gone {
-        cmd.arg("gone");
-    }
+    cmd.arg(script).arg(port.to_string()).arg(&log).arg(secrets).arg(fail_first.to_string()).arg(mode);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
@@ -69,7 +67,7 @@ fn deliveries_are_signed_retried_until_delivered_redelivered_and_rotated() {
     let secrets = tmp.path().join("secrets.txt");
     std::fs::write(&secrets, "").unwrap();
     // Fails its first three requests (the second with 503 and Retry-After: 1).
-    let r = receiver(tmp.path(), 0, &secrets, 3, false);
+    let r = receiver(tmp.path(), 0, &secrets, 3, "");
     let (hook, secret) = add(&s, &r.url, &["session.started", "session.ended"]);
     assert!(secret.starts_with("whsec_"));
     std::fs::write(&secrets, format!("{secret}\n")).unwrap();
@@ -137,6 +135,7 @@ fn bad_endpoints_are_refused_and_a_410_disables_one() {
         ("ftp://example.com", "session.lost", "http:// or https://"),
         ("not a url", "session.lost", "is not a URL"),
         ("http://127.0.0.1:9/x", "session.everything", "unknown event type"),
+        ("https://user:pw@example.com/x", "session.lost", "no user name or password"),
     ] {
         let err = s.cli.fails(&["webhook", "add", url, "--event", event]);
         assert!(err.contains(says), "{url} {event}: {err}");
@@ -144,7 +143,7 @@ fn bad_endpoints_are_refused_and_a_410_disables_one() {
     assert_eq!(s.cli.json(&["webhook", "list"]).as_array().unwrap().len(), 0, "nothing half-made");
     let secrets = tmp.path().join("secrets.txt");
     std::fs::write(&secrets, "").unwrap();
-    let r = receiver(tmp.path(), 0, &secrets, 0, true);
+    let r = receiver(tmp.path(), 0, &secrets, 0, "gone");
     let (hook, _) = add(&s, &r.url, &["session.started"]);
     let id = s.cli.start(&["true"]);
     s.cli.wait_ended(&id, secs(20));
@@ -175,7 +174,7 @@ fn deliveries_written_before_sending_survive_a_server_kill() {
     s.cli.wait_ended(&id, secs(20));
     s.kill_server();
     s.restart_server();
-    let r = receiver(tmp.path(), port, &secrets, 0, false);
+    let r = receiver(tmp.path(), port, &secrets, 0, "");
     let e = wait_until("both deliveries after the restart", secs(30), || {
         let e = entries(&r.log);
         (e.iter().filter(|e| e["status"] == 204).count() >= 2).then_some(e)
@@ -192,7 +191,7 @@ fn a_session_marked_lost_fires_session_lost() {
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");
     std::fs::write(&secrets, "").unwrap();
-    let r = receiver(tmp.path(), 0, &secrets, 0, false);
+    let r = receiver(tmp.path(), 0, &secrets, 0, "");
     let (_, secret) = add(&s, &r.url, &["session.lost"]);
     std::fs::write(&secrets, format!("{secret}\n")).unwrap();
     let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
@@ -206,4 +205,22 @@ fn a_session_marked_lost_fires_session_lost() {
     assert_eq!(payload["data"]["session"], id.as_str());
     assert_eq!(payload["data"]["detail"]["reason"], "the device dropped off and missed its check-ins");
     assert_eq!(entries(&r.log).len(), 1, "only the subscribed type");
+}
+
+#[test]
+fn a_redirect_is_a_failed_delivery_not_followed() {
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "30"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    let r = receiver(tmp.path(), 0, &secrets, 0, "redirect");
+    let (hook, _) = add(&s, &r.url, &["session.started"]);
+    let id = s.cli.start(&["true"]);
+    s.cli.wait_ended(&id, secs(20));
+    let log = wait_until("the attempt recorded", secs(20), || {
+        let l = s.cli.json(&["webhook", "deliveries", &hook]);
+        (l[0]["attempts"] == 1).then_some(l)
+    });
+    assert_eq!((log[0]["state"].as_str(), log[0]["last_status"].as_u64()), (Some("pending"), Some(302)), "{log}");
+    assert!(entries(&r.log).iter().all(|e| e["status"] != "GET /elsewhere"), "the redirect was followed");
 }

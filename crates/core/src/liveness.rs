@@ -84,13 +84,14 @@ pub struct Observed {
     pub sandbox_finished_for: Option<Duration>,
 }
 
-/// The flag a session earns now, if any. Sandbox retired comes first: it does not
-/// depend on the device, so contact does not clear it.
+/// The flag a session earns now, if any. A silent device comes first: nobody has seen
+/// its session running, so it cannot be said to outlive its sandbox. Sandbox retired
+/// does not depend on the session's own reports, so contact alone does not clear it.
 pub fn flag(rules: &LivenessRules, seen: &Observed) -> Option<StaleFlag> {
-    if seen.sandbox_finished_for.is_some_and(|d| d >= rules.sandbox_retired_grace) {
-        return Some(StaleFlag::SandboxRetired);
+    if seen.since_contact >= rules.device_silent_after {
+        return Some(StaleFlag::DeviceSilent);
     }
-    (seen.since_contact >= rules.device_silent_after).then_some(StaleFlag::DeviceSilent)
+    seen.sandbox_finished_for.is_some_and(|d| d >= rules.sandbox_retired_grace).then_some(StaleFlag::SandboxRetired)
 }
 
 /// What a check does with a live session, given the flag it had and the one it earns now.
@@ -130,7 +131,8 @@ mod tests {
         assert_eq!(flag(&r, &seen(15, None)), Some(StaleFlag::DeviceSilent));
         assert_eq!(flag(&r, &seen(0, Some(4))), None, "an ordinary teardown never trips it");
         assert_eq!(flag(&r, &seen(0, Some(5))), Some(StaleFlag::SandboxRetired));
-        assert_eq!(flag(&r, &seen(30, Some(5))), Some(StaleFlag::SandboxRetired), "retired wins: contact does not clear it");
+        assert_eq!(flag(&r, &seen(30, Some(5))), Some(StaleFlag::DeviceSilent), "a silent device: nobody saw it outlive its sandbox");
+        assert_eq!(flag(&r, &seen(1, Some(60))), Some(StaleFlag::SandboxRetired), "contact does not clear it");
     }
 
     #[test]

@@ -131,6 +131,12 @@ pub enum RunEnd {
         /// What was observed, for a person.
         reason: String,
     },
+    /// An operator stopped it while its device was offline: nobody can confirm the
+    /// process stopped yet (its device stops it when it reconnects).
+    StoppedOffline {
+        /// What happened, for a person.
+        reason: String,
+    },
     /// Still running after its sandbox finished (the stale monitor's Sandbox retired):
     /// never seen stopping, so lost even if its work was handed off or retired.
     OutlivedSandbox {
@@ -219,6 +225,9 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
         },
         RunEnd::Lost { reason } => {
             Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: false }
+        }
+        RunEnd::StoppedOffline { reason } => {
+            Ending { outcome: Outcome::Released, exit_code: None, reason: reason.clone(), killed: true, survives_hand_off: false }
         }
         RunEnd::OutlivedSandbox { reason } => {
             Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: true }
@@ -359,6 +368,9 @@ mod tests {
             assert!(!e.killed);
         }
         assert!(on_completed_end(Outcome::Completed, &RunEnd::Lost { reason: String::new() }, "x").is_err());
+        // A Stop while the device was offline is a deliberate stop: released, killed.
+        let e = on_end(Outcome::Running, &RunEnd::StoppedOffline { reason: "stopped offline".into() }).unwrap();
+        assert_eq!((e.outcome, e.killed, e.exit_code), (Outcome::Released, true, None));
         // Still running after its sandbox retired: lost, whatever its work came to.
         let end = RunEnd::OutlivedSandbox { reason: "still running".into() };
         let lost = on_completed_end(Outcome::Running, &end, "the sandbox was retired with Mark done").unwrap();

@@ -76,18 +76,30 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         if sessions.iter().any(|r| r.session == row.id) {
             resume.push((row.id, row.output_bytes));
             state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+            // The device reported in: a Device silent flag no longer stands.
+            if row.stale_flag == Some(drover_core::liveness::StaleFlag::DeviceSilent) {
+                let _ = state.store.set_stale_flag(row.id, None).await;
+            }
         } else {
             let end = RunEnd::Lost { reason: "the device came back online without reporting this session".into() };
             let _ = ingest::end_session(&state, device, &name, row.id, &ingest::EndReport::now(end, row.output_bytes)).await;
         }
     }
     let release = sessions.iter().map(|r| r.session).filter(|s| !resume.iter().any(|(id, _)| id == s)).collect();
+    let welcome_resumed = resume.clone();
     let welcome = ServerMessage::Welcome { name: name.clone(), resume, release };
     sink.send(Message::Text(serde_json::to_string(&welcome).expect("serialises").into())).await.map_err(|e| e.to_string())?;
 
     let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
     let epoch = state.devices.connect(device, down_tx);
     tracing::info!(device = %name, "device connected");
+    // A run marked lost while this handshake was under way was resumed above: its lease
+    // is gone, so it is stopped now that messages can reach the device.
+    for (session, _) in &welcome_resumed {
+        if state.store.session(*session).await.ok().flatten().is_some_and(|r| !r.outcome.is_live()) {
+            let _ = state.devices.send(device, &ServerMessage::Release { session: *session }).await;
+        }
+    }
     // Stages waiting for this device (or any device) may start now.
     state.scheduler.notify_one();
     let writer = tokio::spawn(async move {

@@ -11,7 +11,7 @@ mod devices;
 mod error;
 mod hub;
 mod ingest;
-pub(crate) mod monitor;
+mod monitor;
 mod render;
 mod retention;
 pub mod scheduler;

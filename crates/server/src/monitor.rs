@@ -39,46 +39,57 @@ fn observe(now: DateTime<Utc>, c: &LiveCheck) -> Observed {
     Observed { since_contact, sandbox_finished_for }
 }
 
-/// One check of every live session.
+/// One check of every live session; a failure on one is logged and the rest go on.
 pub async fn check(state: &AppState) -> Result<(), StoreError> {
-    let now = Utc::now();
     for c in state.store.live_checks().await? {
-        let earned = flag(&state.config.liveness, &observe(now, &c));
-        match recheck(c.session.stale_flag, earned) {
-            Verdict::Clear => {
-                if c.session.stale_flag.is_some() {
-                    state.store.set_stale_flag(c.session.id, None).await?;
-                }
-            }
-            Verdict::Flag(f) => {
-                if state.store.set_stale_flag(c.session.id, Some(f)).await? {
-                    tracing::warn!(session = %c.session.id, device = %c.session.device_name, "flagged: {}", f.label());
-                }
-            }
-            Verdict::Lost(f) => {
-                let reason = f.lost_reason().to_string();
-                let end = match f {
-                    StaleFlag::DeviceSilent => RunEnd::Lost { reason },
-                    StaleFlag::SandboxRetired => RunEnd::OutlivedSandbox { reason },
-                };
-                end_lost(state, &c.session, end).await?
-            }
+        if let Err(e) = check_one(state, &c).await {
+            tracing::warn!(session = %c.session.id, "stale monitor: {e}");
         }
     }
     Ok(())
 }
 
-/// Ends a live run as lost with `reason` (its stage is staffed again), and tells its
-/// device, if connected, to stop it: its lease is gone. A device that is away is told
-/// when it reconnects (the run is then not among those the server resumes).
-pub async fn mark_lost(state: &AppState, row: &SessionRow, reason: &str) -> Result<(), StoreError> {
-    end_lost(state, row, RunEnd::Lost { reason: reason.into() }).await
+async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
+    let earned = flag(&state.config.liveness, &observe(Utc::now(), c));
+    match recheck(c.session.stale_flag, earned) {
+        Verdict::Clear => {
+            if c.session.stale_flag.is_some() {
+                state.store.set_stale_flag(c.session.id, None).await?;
+            }
+        }
+        Verdict::Flag(f) => {
+            if state.store.set_stale_flag(c.session.id, Some(f)).await? {
+                tracing::warn!(session = %c.session.id, device = %c.session.device_name, "flagged: {}", f.label());
+            }
+        }
+        Verdict::Lost(_) => {
+            // The read above may be stale (the device may have reconnected meanwhile):
+            // decide again on a fresh read, right before ending the run.
+            let Some(fresh) = state.store.live_check(c.session.id).await? else { return Ok(()) };
+            let Verdict::Lost(f) = recheck(fresh.session.stale_flag, flag(&state.config.liveness, &observe(Utc::now(), &fresh))) else {
+                return Ok(());
+            };
+            let reason = f.lost_reason().to_string();
+            let end = match f {
+                StaleFlag::DeviceSilent => RunEnd::Lost { reason },
+                StaleFlag::SandboxRetired => RunEnd::OutlivedSandbox { reason },
+            };
+            end_lost(state, &fresh.session, end).await?;
+        }
+    }
+    Ok(())
 }
 
+/// Ends a live run as lost (its stage is staffed again), and tells its device, if
+/// connected, to stop it: its lease is gone. A device that is away is told when it
+/// reconnects (the run is then not among those the server resumes).
 async fn end_lost(state: &AppState, row: &SessionRow, end: RunEnd) -> Result<(), StoreError> {
     tracing::warn!(session = %row.id, device = %row.device_name, "marked lost: {end:?}");
     let report = ingest::EndReport::now(end, row.output_bytes);
     ingest::end_session(state, row.device, &row.device_name, row.id, &report).await?;
-    let _ = state.devices.send(row.device, &ServerMessage::Release { session: row.id }).await;
+    // Only a run this ended is fenced (an end that raced this one decided otherwise).
+    if state.store.session(row.id).await?.is_some_and(|r| r.outcome == drover_core::Outcome::Lost) {
+        let _ = state.devices.send(row.device, &ServerMessage::Release { session: row.id }).await;
+    }
     Ok(())
 }

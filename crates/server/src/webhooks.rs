@@ -18,10 +18,13 @@ use crate::AppState;
 
 /// The prefix of a signing secret.
 pub const SECRET_PREFIX: &str = "whsec_";
-/// Deliveries sent per pass.
-const BATCH: i64 = 50;
-/// How long one attempt may take.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deliveries taken per pass.
+const BATCH: i64 = 200;
+/// How long one attempt may take in all, and to connect.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Endpoints sent to at once.
+const PARALLEL_ENDPOINTS: usize = 16;
 
 /// A new signing secret: `whsec_` and 24 random bytes in base64.
 pub fn new_secret() -> String {
@@ -49,26 +52,55 @@ pub fn signature(secrets: &[String], id: &str, timestamp: i64, body: &str) -> St
 /// Runs the sender until the process ends.
 pub fn spawn(state: AppState) {
     tokio::spawn(async move {
-        let client = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().expect("an HTTP client");
+        // A redirect is a failure (Standard Webhooks): following it would turn the POST
+        // into a GET somewhere else and call that delivered.
+        let client = reqwest::Client::builder()
+            .timeout(ATTEMPT_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
         loop {
-            match send_due(&state, &client).await {
-                Ok(n) if n as i64 == BATCH => continue,
-                Ok(_) => {}
-                Err(e) => tracing::warn!("webhooks: {e}"),
+            if let Err(e) = send_due(&state, &client).await {
+                tracing::warn!("webhooks: {e}");
             }
             tokio::time::sleep(state.config.webhook_poll).await;
         }
     });
 }
 
-/// One pass: every delivery due now; returns how many were attempted.
-async fn send_due(state: &AppState, client: &reqwest::Client) -> Result<usize, StoreError> {
+/// One pass over the deliveries due now: each endpoint's in order, endpoints side by
+/// side (a slow receiver holds up only its own); an endpoint that fails is left for
+/// its next retry.
+async fn send_due(state: &AppState, client: &reqwest::Client) -> Result<(), StoreError> {
     let due = state.store.due_deliveries(&drover_store::now(), BATCH).await?;
-    let n = due.len();
+    let mut by_endpoint: Vec<Vec<DueDelivery>> = Vec::new();
     for d in due {
-        attempt(state, client, d).await?;
+        match by_endpoint.iter_mut().find(|l| l[0].delivery.endpoint == d.delivery.endpoint) {
+            Some(list) => list.push(d),
+            None => by_endpoint.push(vec![d]),
+        }
     }
-    Ok(n)
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(PARALLEL_ENDPOINTS));
+    let mut tasks = tokio::task::JoinSet::new();
+    for list in by_endpoint {
+        let (state, client, limit) = (state.clone(), client.clone(), limit.clone());
+        tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await;
+            for d in list {
+                if !attempt(&state, &client, d).await? {
+                    break;
+                }
+            }
+            Ok::<(), StoreError>(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(Err(e)) = r {
+            tracing::warn!("webhooks: {e}");
+        }
+    }
+    Ok(())
 }
 
 /// Seconds in a Retry-After header (the HTTP-date form counts from now).
@@ -81,7 +113,8 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some((at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().unwrap_or_default())
 }
 
-async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> Result<(), StoreError> {
+/// One attempt at a delivery; true if it was delivered.
+async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> Result<bool, StoreError> {
     let id = d.delivery.id.to_string();
     let timestamp = chrono::Utc::now().timestamp();
     let sent = client
@@ -102,22 +135,28 @@ async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> 
         Err(e) => (None, Some(format!("could not deliver: {e}")), None),
     };
     let store = &state.store;
+    let (id, attempts) = (d.delivery.id, d.delivery.attempts);
     match status.map(answer).unwrap_or(Answer::Failed) {
-        Answer::Delivered => store.delivery_attempted(d.delivery.id, true, status, None, None).await,
+        Answer::Delivered => {
+            store.delivery_attempted(id, attempts, true, status, None, None).await?;
+            Ok(true)
+        }
         Answer::Gone => {
             tracing::warn!(endpoint = %d.delivery.endpoint, "a webhook endpoint answered 410 Gone: disabled");
             store.set_webhook_disabled(d.delivery.endpoint, Some("the endpoint answered 410 Gone")).await?;
-            store.delivery_attempted(d.delivery.id, false, status, error.as_deref(), None).await
+            store.delivery_attempted(id, attempts, false, status, error.as_deref(), None).await?;
+            Ok(false)
         }
         Answer::Failed => {
             let jitter: f64 = rand::thread_rng().gen();
-            let next = match retry(&state.config.webhook_retry, d.delivery.attempts + 1, jitter, after) {
+            let next = match retry(&state.config.webhook_retry, attempts + 1, jitter, after) {
                 Retry::After(wait) => {
                     Some(drover_store::format_time(chrono::Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default()))
                 }
                 Retry::GiveUp => None,
             };
-            store.delivery_attempted(d.delivery.id, false, status, error.as_deref(), next.as_deref()).await
+            store.delivery_attempted(id, attempts, false, status, error.as_deref(), next.as_deref()).await?;
+            Ok(false)
         }
     }
 }

@@ -93,10 +93,11 @@ impl Store {
         Ok(())
     }
 
-    /// Records one event durably.
+    /// Records one event durably, with the webhook deliveries it fires, atomically.
     pub async fn record_event(&self, e: &NewEvent) -> Result<EventId> {
-        let mut conn = self.pool.acquire().await?;
-        let id = insert(&mut conn, e).await?;
+        let mut tx = self.write().await?;
+        let id = insert(&mut tx, e).await?;
+        tx.commit().await?;
         self.changed(e.workspace, e.session);
         Ok(id)
     }

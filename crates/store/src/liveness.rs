@@ -40,6 +40,15 @@ impl Store {
         rows.iter().map(check_row).collect()
     }
 
+    /// One live session as the monitor sees it, read now; None once it has ended.
+    pub async fn live_check(&self, session: SessionId) -> Result<Option<LiveCheck>> {
+        let r = sqlx::query(&format!("{CHECK_SELECT} WHERE s.id = ? AND s.outcome IN ('starting', 'running')"))
+            .bind(session.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        r.as_ref().map(check_row).transpose()
+    }
+
     /// The workspace's live sessions flagged stale, oldest flag first.
     pub async fn stale_sessions(&self, workspace: WorkspaceId) -> Result<Vec<LiveCheck>> {
         let rows = sqlx::query(&format!(

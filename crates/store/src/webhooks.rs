@@ -245,11 +245,14 @@ impl Store {
             .collect()
     }
 
-    /// Records an attempt: delivered, to be tried again at `retry_at`, or failed for
-    /// good (`retry_at` None and not delivered).
+    /// Records an attempt made when the delivery had `attempts_before` attempts:
+    /// delivered, to be tried again at `retry_at`, or failed for good (`retry_at` None
+    /// and not delivered). A redelivery asked for meanwhile (which resets the count)
+    /// wins: the attempt's result is then not recorded.
     pub async fn delivery_attempted(
         &self,
         id: MessageId,
+        attempts_before: u32,
         delivered: bool,
         status: Option<u16>,
         error: Option<&str>,
@@ -263,7 +266,7 @@ impl Store {
         let at = now();
         sqlx::query(
             "UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, next_attempt_at = ?, last_status = ?, last_error = ?,
-             delivered_at = CASE WHEN ? THEN ? ELSE delivered_at END WHERE id = ?",
+             delivered_at = CASE WHEN ? THEN ? ELSE delivered_at END WHERE id = ? AND attempts = ?",
         )
         .bind(state)
         .bind(retry_at)
@@ -272,6 +275,7 @@ impl Store {
         .bind(delivered)
         .bind(&at)
         .bind(id.to_string())
+        .bind(i64::from(attempts_before))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -331,13 +335,17 @@ mod tests {
         assert_eq!(body["data"]["kind"], "session_connection_lost");
         // Attempts: a retry later, then delivered; failed for good; redelivered.
         let d = due[0].delivery.id;
-        s.delivery_attempted(d, false, Some(500), Some("500"), Some("9999-01-01T00:00:00.000000Z")).await.unwrap();
+        s.delivery_attempted(d, 0, false, Some(500), Some("500"), Some("9999-01-01T00:00:00.000000Z")).await.unwrap();
         assert_eq!(s.due_deliveries(&now(), 10).await.unwrap().len(), 2, "not due until later");
-        s.delivery_attempted(d, true, Some(204), None, None).await.unwrap();
+        s.delivery_attempted(d, 1, true, Some(204), None, None).await.unwrap();
         let row = s.deliveries(lost, 10).await.unwrap().remove(0);
         assert_eq!((row.state.as_str(), row.attempts, row.last_status), ("delivered", 2, Some(204)));
         assert!(s.redeliver(lost, d).await.unwrap());
         assert!(!s.redeliver(all, d).await.unwrap(), "only through its own endpoint");
+        assert_eq!(s.deliveries(lost, 10).await.unwrap()[0].state, "pending");
+        // An attempt that was under way when the redelivery was asked for does not
+        // overwrite it.
+        s.delivery_attempted(d, 2, false, Some(500), None, None).await.unwrap();
         assert_eq!(s.deliveries(lost, 10).await.unwrap()[0].state, "pending");
     }
 

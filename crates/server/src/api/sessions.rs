@@ -318,9 +318,11 @@ pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<
     state.store.mark_stop_requested(row.id, &who).await?;
     let grace_ms = state.config.stop_grace.as_millis() as u64;
     if state.devices.send(row.device, &ServerMessage::Stop { session: row.id, grace_ms }).await.is_err() {
-        // Nobody can confirm the process stopped: the run is lost, and its device is
-        // told to stop it when it reconnects (it is not among the runs resumed then).
-        crate::monitor::mark_lost(&state, &row, "the session was stopped while its device was offline").await?;
+        // A deliberate stop (released, by this operator); the device stops the process
+        // when it reconnects, since the run is not among those resumed then.
+        let end = drover_core::RunEnd::StoppedOffline { reason: "the session was stopped while its device was offline".into() };
+        crate::ingest::end_session(&state, row.device, &row.device_name, row.id, &crate::ingest::EndReport::now(end, row.output_bytes))
+            .await?;
         let now = state.store.session(row.id).await?.expect("session exists");
         return Ok(Json(view(&state, now)));
     }

@@ -75,13 +75,19 @@ async fn audit(state: &AppState, caller: &Caller, who: &str, what: &str, w: &Web
         task: None,
         kind: EventKind::WebhookChanged,
         actor: who.into(),
-        detail: serde_json::json!({ "change": what, "webhook": w.id.to_string(), "url": w.url }),
+        // The host only: a webhook URL often carries a token, and every member reads the feed.
+        detail: serde_json::json!({ "change": what, "webhook": w.id.to_string(), "host": host(&w.url) }),
     };
     state.store.record_event(&e).await?;
     Ok(())
 }
 
-/// Checks an endpoint URL: absolute http(s), at most 2,048 bytes.
+fn host(url: &str) -> String {
+    reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// Checks an endpoint URL: absolute http(s) with a host and no user name or password,
+/// at most 2,048 bytes.
 fn check_url(url: &str) -> Result<(), ApiError> {
     if url.len() > 2048 {
         return Err(bad("the URL is over 2048 bytes"));
@@ -89,6 +95,9 @@ fn check_url(url: &str) -> Result<(), ApiError> {
     let parsed = reqwest::Url::parse(url).map_err(|e| bad(format!("`{}` is not a URL: {e}", url.chars().take(80).collect::<String>())))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(bad("a webhook URL is http:// or https:// with a host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("a webhook URL carries no user name or password: deliveries are authenticated by their signature"));
     }
     Ok(())
 }
@@ -185,6 +194,9 @@ pub async fn redeliver(
     admin(&caller)?;
     let w = load(&state, &caller, &id).await?;
     let msg: MessageId = msg.trim().parse().map_err(bad)?;
+    if let Some(why) = &w.disabled_reason {
+        return Err(ApiError::Conflict(format!("webhook {} is disabled ({why}): `drover webhook enable` it first", w.id)));
+    }
     if !state.store.redeliver(w.id, msg).await? {
         return Err(ApiError::NotFound(format!("no delivery {msg} for webhook {}", w.id)));
     }
