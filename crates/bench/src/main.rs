@@ -3,7 +3,9 @@
 //! against a bare PTY (`script -qfc "cat FILE" /dev/null`) and tmux, (2) input-to-echo
 //! latency through `drover session attach`, idle and with other sessions streaming,
 //! (3) the memory an idle session costs with many running at once, and (4) the sandbox
-//! list API with 100,000 sandboxes.
+//! list API with 100,000 sandboxes. `--only soak` runs the soak instead (not part of
+//! the default run): many sessions for minutes, the device's link dropped every minute,
+//! viewers coming and going; nothing lost, memory flat.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
@@ -13,7 +15,9 @@ mod http;
 mod latency;
 mod list;
 mod memory;
+mod proxy;
 mod pty;
+mod soak;
 mod task_start;
 mod throughput;
 
@@ -49,7 +53,14 @@ struct Args {
     /// Files in the repository for the task-start run.
     #[arg(long, default_value_t = 10_000)]
     files: usize,
-    /// Only these parts (throughput, latency, memory, list, task); default all.
+    /// Sessions for the soak run.
+    #[arg(long, default_value_t = 200)]
+    soak_sessions: usize,
+    /// Minutes of the soak run.
+    #[arg(long, default_value_t = 10.0)]
+    soak_minutes: f64,
+    /// Only these parts (throughput, latency, memory, list, task; or soak, which the
+    /// default run leaves out); default all but soak.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -64,7 +75,7 @@ fn main() -> Result<()> {
         None => std::env::current_exe()?.parent().context("exe dir")?.join("drover"),
     };
     anyhow::ensure!(exe.exists(), "no drover binary at {} (build it: cargo build --release --bin drover)", exe.display());
-    let want = |part: &str| args.only.is_empty() || args.only.iter().any(|o| o == part);
+    let want = |part: &str| (args.only.is_empty() && part != "soak") || args.only.iter().any(|o| o == part);
     let mut report = serde_json::Map::new();
     println!("drover-bench: {} ({} cores)", exe.display(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     if want("throughput") {
@@ -86,6 +97,10 @@ fn main() -> Result<()> {
     if want("task") {
         let r = task_start::run(&exe, args.files, args.runs.max(5))?;
         report.insert("task_start".into(), serde_json::to_value(r)?);
+    }
+    if want("soak") {
+        let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;
+        report.insert("soak".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;

@@ -36,7 +36,8 @@ fn status_kb(pid: u32, file: &str, key: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn rss_mb(pid: u32) -> f64 {
+/// A process's resident memory, in MB (NaN if it is gone).
+pub(crate) fn rss_mb(pid: u32) -> f64 {
     status_kb(pid, "status", "VmRSS:") / 1024.0
 }
 

@@ -4,6 +4,9 @@
 #![allow(dead_code)]
 
 pub mod term;
+pub mod webhook;
+#[path = "../../../bench/src/proxy.rs"]
+pub mod proxy;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -331,6 +334,8 @@ pub struct Split {
     pub cli: Drover,
     server_args: Vec<String>,
     device_args: Vec<String>,
+    /// The URL the device dials: the server's, or a [`proxy::LinkProxy`]'s in front of it.
+    pub device_url: String,
     server: Option<Child>,
     device: Option<Child>,
 }
@@ -356,6 +361,24 @@ impl Split {
     /// [`Split::start`] with extra arguments for `drover server` and `drover device`
     /// (kept for restarts).
     pub fn start_with(name: &str, server_args: &[&str], device_args: &[&str]) -> Split {
+        Split::start_via(name, server_args, device_args, |url| url.to_string())
+    }
+
+    /// [`Split::start_with`] with the device dialling the server through a link the
+    /// test can cut ([`proxy::LinkProxy::cut`]) and restore.
+    pub fn start_with_link(name: &str, server_args: &[&str], device_args: &[&str]) -> (Split, proxy::LinkProxy) {
+        let mut link = None;
+        let split = Split::start_via(name, server_args, device_args, |url| {
+            let addr = url.trim_start_matches("http://").parse().expect("the server's address");
+            let p = proxy::LinkProxy::start(addr).expect("a link proxy");
+            let via = p.url();
+            link = Some(p);
+            via
+        });
+        (split, link.expect("made"))
+    }
+
+    fn start_via(name: &str, server_args: &[&str], device_args: &[&str], dial: impl FnOnce(&str) -> String) -> Split {
         let (server_home, device_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let server_args: Vec<String> = server_args.iter().map(|s| s.to_string()).collect();
         let mut args = vec!["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"];
@@ -366,6 +389,7 @@ impl Split {
         let cred = cli.json(&["device", "add", name, "--slots", "4"]);
         let token = cred["token"].as_str().unwrap().to_string();
         let device_args = device_args.iter().map(|s| s.to_string()).collect();
+        let device_url = dial(&url);
         let mut split = Split {
             server_home,
             device_home,
@@ -375,6 +399,7 @@ impl Split {
             cli,
             server_args,
             device_args,
+            device_url,
             server: Some(server),
             device: None,
         };
@@ -384,7 +409,7 @@ impl Split {
 
     /// Starts the device daemon and waits until it is connected.
     pub fn start_device(&mut self) {
-        let mut args = vec!["device", "--server", &self.url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
+        let mut args = vec!["device", "--server", &self.device_url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
         args.extend(self.device_args.iter().map(String::as_str));
         self.device = Some(spawn_drover(self.device_home.path(), &args));
         self.cli.wait_device(&self.name, true);

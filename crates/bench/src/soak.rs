@@ -1,0 +1,256 @@
+//! The soak run (not part of the default run; `--only soak`): `drover server` and a
+//! `drover device` in separate processes, the device's link through a proxy that drops
+//! it every minute, N sessions printing numbered lines, viewers (`session tail
+//! --follow`) coming and going. At the end every session's stored output is checked
+//! line by line (no number missing, none twice) and the server's and device's memory
+//! over the run is reported (end against the first sample after warm-up).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::memory::rss_mb;
+use crate::proxy::LinkProxy;
+
+/// What the soak run found.
+#[derive(Debug, Serialize)]
+pub struct SoakReport {
+    /// Sessions printing throughout.
+    pub sessions: usize,
+    /// Length of the run, in minutes.
+    pub minutes: f64,
+    /// Times the device's link was dropped.
+    pub link_cuts: u64,
+    /// Viewers started (each later stopped).
+    pub viewers: usize,
+    /// Lines stored in all.
+    pub lines: u64,
+    /// Line numbers missing from a session's stored output (goal 0).
+    pub lines_missing: u64,
+    /// Line numbers stored twice (goal 0).
+    pub lines_doubled: u64,
+    /// Server memory (RSS, MB): first sample after warm-up, last, highest.
+    pub server_rss_mb: (f64, f64, f64),
+    /// Device daemon memory (RSS, MB): first after warm-up, last, highest.
+    pub device_rss_mb: (f64, f64, f64),
+}
+
+struct Procs {
+    children: Vec<Child>,
+    device_home: PathBuf,
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let Ok(entries) = std::fs::read_dir(self.device_home.join("device-daemon/sessions")) else { return };
+        for e in entries.flatten() {
+            for f in ["child.pid", "shim.pid"] {
+                if let Some(pid) = std::fs::read_to_string(e.path().join(f)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn cli(exe: &Path, home: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(exe).args(args).env("DROVER_HOME", home).stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        bail!("drover {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+fn spawn(exe: &Path, home: &Path, args: &[&str]) -> Result<Child> {
+    Command::new(exe)
+        .args(args)
+        .env("DROVER_HOME", home)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting drover {args:?}"))
+}
+
+/// Checks a session's text: lines `line 1`, `line 2`, … with none missing or doubled;
+/// returns (lines, missing, doubled).
+fn check_lines(text: &str) -> (u64, u64, u64) {
+    let numbers: Vec<u64> = text.lines().filter_map(|l| l.trim().strip_prefix("line ")?.trim().parse().ok()).collect();
+    let (mut missing, mut doubled) = (0, 0);
+    let mut expect = 1;
+    for n in &numbers {
+        match n.cmp(&expect) {
+            std::cmp::Ordering::Equal => expect += 1,
+            std::cmp::Ordering::Greater => {
+                missing += n - expect;
+                expect = n + 1;
+            }
+            std::cmp::Ordering::Less => doubled += 1,
+        }
+    }
+    (numbers.len() as u64, missing, doubled)
+}
+
+fn summary(samples: &[f64]) -> (f64, f64, f64) {
+    let first = samples.first().copied().unwrap_or(f64::NAN);
+    let last = samples.last().copied().unwrap_or(f64::NAN);
+    (first, last, samples.iter().copied().fold(f64::NAN, f64::max))
+}
+
+/// Runs the soak: `sessions` sessions for `minutes`, the link dropped every `cut_every`.
+pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Result<SoakReport> {
+    let (server_home, device_home) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let mut procs = Procs { children: Vec::new(), device_home: device_home.path().to_path_buf() };
+    let mut server = spawn(exe, server_home.path(), &["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"])?;
+    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
+    let url = loop {
+        match lines.next() {
+            Some(Ok(l)) => {
+                if let Some(u) = l.strip_prefix("Drover server is running at ") {
+                    break u.split_whitespace().next().unwrap_or(u).to_string();
+                }
+            }
+            _ => bail!("drover server exited"),
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let server_pid = server.id();
+    procs.children.push(server);
+    let home = server_home.path();
+    let slots = (sessions + 10).to_string();
+    let cred: serde_json::Value = serde_json::from_str(&cli(exe, home, &["--json", "device", "add", "soak", "--slots", &slots])?)?;
+    let token = cred["token"].as_str().context("device token")?.to_string();
+    let link = LinkProxy::start(url.trim_start_matches("http://").parse()?)?;
+    let device_args = ["device", "--server", &link.url(), "--token", &token, "--name", "soak", "--slots", &slots];
+    let device = spawn(exe, device_home.path(), &device_args)?;
+    let device_pid = device.id();
+    procs.children.push(device);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cli(exe, home, &["device", "list"])?.contains("connected") {
+        anyhow::ensure!(Instant::now() < deadline, "the device never connected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Numbered lines twice a second, with no process started per line (bash's `read -t`
+    // on a pipe that never delivers is the pause).
+    let script = "exec 3<> <(:); i=0; while :; do i=$((i+1)); echo \"line $i\"; read -t 0.5 -u 3; done";
+    let mut ids = Vec::new();
+    for _ in 0..sessions {
+        let out = cli(exe, home, &["session", "start", "--device", "soak", "--", "bash", "-c", script])?;
+        ids.push(out.trim().to_string());
+    }
+    println!("soak: {sessions} sessions running; {minutes} min, link dropped every {}s", cut_every.as_secs());
+
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(minutes * 60.0);
+    let warm = Duration::from_secs(30).min(Duration::from_secs_f64(minutes * 60.0 / 4.0));
+    let (mut server_rss, mut device_rss) = (Vec::new(), Vec::new());
+    let (mut next_cut, mut next_sample, mut next_viewer) = (start + cut_every, start + warm, start);
+    let mut viewers: Vec<Child> = Vec::new();
+    let mut viewers_started = 0usize;
+    while Instant::now() < end {
+        let now = Instant::now();
+        if now >= next_cut {
+            link.cut();
+            std::thread::sleep(Duration::from_secs(3));
+            link.restore();
+            next_cut += cut_every;
+        }
+        if now >= next_sample {
+            server_rss.push(rss_mb(server_pid));
+            device_rss.push(rss_mb(device_pid));
+            next_sample += Duration::from_secs(15);
+        }
+        if now >= next_viewer {
+            let id = &ids[viewers_started % ids.len()];
+            let v = Command::new(exe)
+                .args(["session", "tail", id, "--follow"])
+                .env("DROVER_HOME", home)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            viewers.push(v);
+            viewers_started += 1;
+            if viewers.len() > 10 {
+                let mut old = viewers.remove(0);
+                let _ = old.kill();
+                let _ = old.wait();
+            }
+            next_viewer += Duration::from_secs(2);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for mut v in viewers {
+        let _ = v.kill();
+        let _ = v.wait();
+    }
+    server_rss.push(rss_mb(server_pid));
+    device_rss.push(rss_mb(device_pid));
+
+    for id in &ids {
+        cli(exe, home, &["session", "stop", id])?;
+    }
+    let (mut total, mut missing, mut doubled) = (0, 0, 0);
+    for id in &ids {
+        let text = cli(exe, home, &["session", "tail", id, "--lines", "100000000"])?;
+        let (n, m, d) = check_lines(&text);
+        total += n;
+        missing += m;
+        doubled += d;
+    }
+    let report = SoakReport {
+        sessions,
+        minutes,
+        link_cuts: link.cuts(),
+        viewers: viewers_started,
+        lines: total,
+        lines_missing: missing,
+        lines_doubled: doubled,
+        server_rss_mb: summary(&server_rss),
+        device_rss_mb: summary(&device_rss),
+    };
+    let growth = |(first, last, _): (f64, f64, f64)| last / first;
+    println!(
+        "soak: {} lines stored, {} missing, {} doubled; link dropped {} times; {} viewers came and went",
+        report.lines, report.lines_missing, report.lines_doubled, report.link_cuts, report.viewers
+    );
+    println!(
+        "soak: server RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2}); device RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2})",
+        report.server_rss_mb.0,
+        report.server_rss_mb.1,
+        report.server_rss_mb.2,
+        growth(report.server_rss_mb),
+        report.device_rss_mb.0,
+        report.device_rss_mb.1,
+        report.device_rss_mb.2,
+        growth(report.device_rss_mb)
+    );
+    drop(procs);
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_lines;
+
+    #[test]
+    fn missing_and_doubled_lines_are_counted() {
+        assert_eq!(check_lines("line 1\nline 2\nline 3\n"), (3, 0, 0));
+        assert_eq!(check_lines("line 1\nline 3\n"), (2, 1, 0));
+        assert_eq!(check_lines("line 1\nline 2\nline 2\nline 3"), (4, 0, 1));
+        assert_eq!(check_lines("junk\nline 1\r\n"), (1, 0, 0));
+    }
+}
