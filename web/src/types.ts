@@ -41,6 +41,7 @@ export interface AttentionRow {
   agent: string | null;
   device: string;
   last_contact_at: string | null;
+  explanation: string;
 }
 
 export interface Overview {

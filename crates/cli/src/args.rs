@@ -110,6 +110,9 @@ pub struct UpArgs {
     /// Sessions the local device may run at once.
     #[arg(long, default_value_t = 8)]
     pub slots: u32,
+    /// Seconds between the local device's heartbeats.
+    #[arg(long, default_value_t = 15.0)]
+    pub heartbeat_secs: f64,
 }
 
 /// `drover device …`.

@@ -112,7 +112,7 @@ pub async fn up(args: UpArgs) -> Result<()> {
         slots: args.slots,
         home: home.join("device"),
         shim_exe: std::env::current_exe().context("finding the drover binary")?,
-        heartbeat: drover_device::HEARTBEAT,
+        heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
     };
     let device_task = tokio::spawn(drover_device::run(device_config));

@@ -43,8 +43,10 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "remote", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
-    let task = cli.ok(&["task", "create", "--repo", "app", "--title", "Cut off", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
-    let first = wait_until("the first run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
+    let task =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Cut off", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let first =
+        wait_until("the first run", secs(30), || cli.json(&["task", "show", &task])["task"]["live_session"].as_str().map(str::to_string));
     cli.wait_text(&first, "working", secs(20));
     let group: i32 = wait_until("the run's pid", secs(20), || {
         std::fs::read_to_string(s.session_dir(&first).join("child.pid")).ok()?.trim().parse().ok()

@@ -300,6 +300,9 @@ pub struct AttentionRow {
     pub outcome: Outcome,
     /// Why it was flagged (`Device silent`, `Sandbox retired`).
     pub flag: String,
+    /// The flag's one-line explanation (the badge's hover text).
+    #[serde(default)]
+    pub explanation: String,
     /// The agent running it.
     pub agent: Option<String>,
     /// The device.

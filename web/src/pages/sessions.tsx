@@ -42,12 +42,14 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
           </thead>
           <tbody>
             {rows.map((r) => (
-              <tr key={r.session}>
+              <tr key={r.session} data-session={r.session}>
                 <td>
                   <a href={`/sessions/${r.session}`}>{r.title}</a>
                 </td>
                 <td>
-                  <OutcomeBadge outcome={r.outcome} /> <span class="badge warning">{r.flag}</span>
+                  <OutcomeBadge outcome={r.outcome} /> <span class="badge warning" title={r.explanation}>
+                    {r.flag}
+                  </span>
                 </td>
                 <td>{r.agent ?? "—"}</td>
                 <td>{r.device}</td>
@@ -165,6 +167,7 @@ export function SessionsPage() {
   };
 
   const loadOverview = () => api<Overview>("/api/v1/overview").then(setOverview, () => {});
+  const overviewTimer = useRef<number | null>(null);
 
   useEffect(() => {
     setTyped(q);
@@ -207,6 +210,14 @@ export function SessionsPage() {
         }
         const session = m.kind === "activity" ? m.event.session : m.session;
         setOverview((o) => (o ? { ...o, running: m.running } : o));
+        // The header badges and Sessions needing attention follow too (at most a few
+        // reloads a second, however busy the stream).
+        if (overviewTimer.current === null) {
+          overviewTimer.current = window.setTimeout(() => {
+            overviewTimer.current = null;
+            loadOverview();
+          }, 300);
+        }
         if (!session) return;
         let list: SandboxList;
         try {

@@ -3,10 +3,10 @@
 //! process it started — including the shims, which outlive the daemon by design.
 #![allow(dead_code)]
 
-pub mod term;
-pub mod webhook;
 #[path = "../../../bench/src/proxy.rs"]
 pub mod proxy;
+pub mod term;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -48,4 +48,3 @@ pub fn receiver(dir: &Path, port: u16, secrets: &Path, fail_first: u32, mode: &s
 pub fn entries(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
-

@@ -65,6 +65,7 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<J
                 title: c.session.title,
                 outcome: c.session.outcome,
                 flag: flag.label().into(),
+                explanation: flag.explanation().into(),
                 agent: c.session.agent_name,
                 device: c.session.device_name,
                 last_contact_at: c.last_contact_at,
