@@ -84,6 +84,10 @@ pub struct ServerArgs {
     /// Seconds between the stale monitor's checks of every live session.
     #[arg(long, default_value_t = 30.0)]
     pub monitor_secs: f64,
+    /// Seconds a task's run may print nothing and show no progress (while not waiting
+    /// on a person) before it is replaced with a fresh one.
+    #[arg(long, default_value_t = 30.0 * 60.0)]
+    pub stall_secs: f64,
     /// Seconds before the first retry of a failed webhook delivery (doubling after).
     #[arg(long, default_value_t = 5.0)]
     pub webhook_retry_secs: f64,

@@ -44,6 +44,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
             sandbox_retired_grace: seconds("--sandbox-retired-secs", args.sandbox_retired_secs)?,
         },
         monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
+        stall_after: seconds("--stall-secs", args.stall_secs)?,
         webhook_retry: drover_core::webhook::RetryPolicy {
             base: seconds("--webhook-retry-secs", args.webhook_retry_secs)?,
             max_attempts: match args.webhook_attempts {

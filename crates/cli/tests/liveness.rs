@@ -231,3 +231,60 @@ fn after_a_reboot_the_lost_run_is_reported_and_its_replacement_resumes_the_conve
     let started = t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "session_started").collect::<Vec<_>>();
     assert_eq!((started[0]["detail"]["resumed"].as_bool(), started[1]["detail"]["resumed"].as_bool()), (Some(false), Some(true)));
 }
+
+#[test]
+fn a_stalled_run_is_replaced_but_one_waiting_on_a_person_is_not() {
+    let server = ["--stall-secs", "2", "--monitor-secs", "0.5"];
+    let s = Split::start_with("staller", &server, &HEARTBEAT);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let drover = bin().display().to_string();
+    // Goes quiet after one line; its replacement finds the mark and hands off.
+    let quiet = tmp.path().join("quiet.sh");
+    std::fs::write(&quiet, format!("#!/bin/sh\nif [ -f started ]; then echo 'fresh run'; '{drover}' task advance --note done; sleep 60; fi\ntouch started\necho 'one line'; sleep 300\n")).unwrap();
+    // Asks a person and waits quietly for the answer, then hands off.
+    let asker = tmp.path().join("asker.sh");
+    std::fs::write(
+        &asker,
+        format!("#!/bin/sh\na=$('{drover}' task ask 'Which colour?')\necho \"got $a\"\n'{drover}' task advance --note \"$a\"\nsleep 60\n"),
+    )
+    .unwrap();
+    for f in [&quiet, &asker] {
+        Command::new("chmod").arg("+x").arg(f).status().unwrap();
+    }
+    let cli = &s.cli;
+    cli.ok(&["repo", "add", "app", "--device", "staller", "--path", repo.to_str().unwrap()]);
+    cli.ok(&["agent", "create", "quiet", "--harness", "custom", "--", quiet.to_str().unwrap(), "{prompt}"]);
+    cli.ok(&["agent", "create", "asker", "--harness", "custom", "--", asker.to_str().unwrap(), "{prompt}"]);
+    let t1 = cli
+        .ok(&["task", "create", "--repo", "app", "--title", "Goes quiet", "--stages", "code", "--assign", "code=quiet"])
+        .trim()
+        .to_string();
+    let t2 =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Asks", "--stages", "code", "--assign", "code=asker"]).trim().to_string();
+    let done = wait_until("the quiet task done by a replacement", secs(60), || {
+        let t = cli.json(&["task", "show", &t1]);
+        let live = t["sessions"].as_array().unwrap().iter().any(|r| r["outcome"] == "running" || r["outcome"] == "starting");
+        (t["task"]["status"] == "done" && !live).then_some(t)
+    });
+    let runs = done["sessions"].as_array().unwrap();
+    assert_eq!(runs[0]["outcome"], "lost");
+    assert_eq!(runs[0]["reason"], "the session had stalled (no output or progress for 2 seconds) and was replaced with a fresh one");
+    assert_eq!(runs.last().unwrap()["outcome"], "completed");
+    // The asker has been quiet all this while (and a little longer), waiting on its
+    // question: never replaced.
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = cli.json(&["task", "show", &t2]);
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "{t}");
+    assert_eq!(t["sessions"][0]["outcome"], "running");
+    let note = t["notes"][0]["id"].as_str().unwrap().to_string();
+    cli.ok(&["task", "answer", &note, "green"]);
+    let t = wait_until("the asker's hand-off", secs(30), || {
+        let t = cli.json(&["task", "show", &t2]);
+        (t["task"]["status"] == "done").then_some(t)
+    });
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1);
+}

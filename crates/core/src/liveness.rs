@@ -94,6 +94,27 @@ pub fn flag(rules: &LivenessRules, seen: &Observed) -> Option<StaleFlag> {
     seen.sandbox_finished_for.is_some_and(|d| d >= rules.sandbox_retired_grace).then_some(StaleFlag::SandboxRetired)
 }
 
+/// Whether a task's live run has stalled: nothing printed and no evidence of progress
+/// (a commit, a hand-off, a comment, a blocker or question) for `stall_after` — counting
+/// from its start when it never made any — while it is not waiting on a person (an open
+/// question or blocker on its task). A stalled run is replaced with a fresh one.
+pub fn stalled(
+    stall_after: Duration,
+    since_output: Duration,
+    since_progress: Option<Duration>,
+    since_start: Duration,
+    waiting_on_person: bool,
+) -> bool {
+    !waiting_on_person && since_output >= stall_after && since_progress.unwrap_or(since_start) >= stall_after && since_start >= stall_after
+}
+
+/// The reason recorded when a stalled run is replaced.
+pub fn stalled_reason(stall_after: Duration) -> String {
+    let secs = stall_after.as_secs();
+    let window = if secs >= 120 { format!("{} minutes", secs / 60) } else { format!("{secs} seconds") };
+    format!("the session had stalled (no output or progress for {window}) and was replaced with a fresh one")
+}
+
 /// What a check does with a live session, given the flag it had and the one it earns now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -143,6 +164,19 @@ mod tests {
         assert_eq!(recheck(Some(StaleFlag::DeviceSilent), None), Verdict::Clear);
         assert_eq!(recheck(Some(StaleFlag::DeviceSilent), Some(StaleFlag::DeviceSilent)), Verdict::Lost(StaleFlag::DeviceSilent));
         assert_eq!(recheck(Some(StaleFlag::DeviceSilent), Some(StaleFlag::SandboxRetired)), Verdict::Lost(StaleFlag::SandboxRetired));
+    }
+
+    #[test]
+    fn a_run_stalls_only_when_quiet_without_progress_and_not_waiting_on_a_person() {
+        let w = MIN * 30;
+        assert!(stalled(w, MIN * 31, None, MIN * 40, false));
+        assert!(!stalled(w, MIN * 5, None, MIN * 40, false), "it printed recently");
+        assert!(!stalled(w, MIN * 31, Some(MIN * 2), MIN * 40, false), "it made progress recently");
+        assert!(stalled(w, MIN * 31, Some(MIN * 35), MIN * 40, false));
+        assert!(!stalled(w, MIN * 31, None, MIN * 40, true), "it waits for an answer");
+        assert!(!stalled(w, MIN * 31, None, MIN * 10, false), "too young");
+        assert_eq!(stalled_reason(w), "the session had stalled (no output or progress for 30 minutes) and was replaced with a fresh one");
+        assert!(stalled_reason(Duration::from_secs(2)).contains("2 seconds"));
     }
 
     #[test]

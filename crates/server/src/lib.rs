@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub liveness: drover_core::liveness::LivenessRules,
     /// How often the stale monitor checks every live session.
     pub monitor_every: Duration,
+    /// A task's run quiet and without progress this long (and not waiting on a person)
+    /// has stalled and is replaced.
+    pub stall_after: Duration,
     /// How failed webhook deliveries are retried.
     pub webhook_retry: drover_core::webhook::RetryPolicy,
     /// How often the webhook sender looks for due deliveries.
@@ -83,6 +86,7 @@ impl Default for ServerConfig {
             max_attempts: 3,
             liveness: drover_core::liveness::LivenessRules::default(),
             monitor_every: Duration::from_secs(30),
+            stall_after: Duration::from_secs(30 * 60),
             webhook_retry: drover_core::webhook::RetryPolicy::default(),
             webhook_poll: Duration::from_millis(500),
             retention: Duration::from_secs(30 * 24 * 3600),

@@ -1,12 +1,13 @@
 //! The stale monitor (seed 001 "When a session goes quiet"): every `monitor_every` it
 //! looks at every live session, flags the ones whose device has gone silent or whose
 //! sandbox has retired, and marks lost the ones still flagged at the next check (their
-//! stage is then staffed again, like any run that ended without a hand-off).
+//! stage is then staffed again, like any run that ended without a hand-off). A task's
+//! run that has stalled (quiet, no progress, not waiting on a person) is replaced.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use drover_core::liveness::{flag, recheck, Observed, StaleFlag, Verdict};
+use drover_core::liveness::{flag, recheck, stalled, stalled_reason, Observed, StaleFlag, Verdict};
 use drover_core::RunEnd;
 use drover_protocol::device::ServerMessage;
 use drover_store::{LiveCheck, SessionRow, StoreError};
@@ -49,7 +50,25 @@ pub async fn check(state: &AppState) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Whether a task's live run has stalled (its device connected, so its output is seen).
+async fn is_stalled(state: &AppState, c: &LiveCheck, now: DateTime<Utc>) -> Result<bool, StoreError> {
+    let (Some(task), Some(hub)) = (c.session.task, state.hubs.get(c.session.id)) else { return Ok(false) };
+    if c.session.stale_flag.is_some() || !state.devices.is_connected(c.session.device) {
+        return Ok(false);
+    }
+    let since_start = age(now, Some(c.session.started_at.as_deref().unwrap_or(&c.session.created_at))).unwrap_or_default();
+    let since_progress = match state.store.last_progress(c.session.id).await? {
+        Some((_, at)) => age(now, Some(&at)),
+        None => None,
+    };
+    let waiting = state.store.waiting_on_person(task).await?;
+    Ok(stalled(state.config.stall_after, hub.since_output(), since_progress, since_start, waiting))
+}
+
 async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
+    if is_stalled(state, c, Utc::now()).await? {
+        return end_lost(state, &c.session, RunEnd::Lost { reason: stalled_reason(state.config.stall_after) }).await;
+    }
     let earned = flag(&state.config.liveness, &observe(Utc::now(), c));
     match recheck(c.session.stale_flag, earned) {
         Verdict::Clear => {

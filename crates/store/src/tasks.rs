@@ -970,6 +970,15 @@ impl Store {
         rows.iter().map(note_row).collect()
     }
 
+    /// Whether the task has an open question or blocker (a run waiting on a person).
+    pub async fn waiting_on_person(&self, task: TaskId) -> Result<bool> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes WHERE task_id = ? AND closed_at IS NULL")
+            .bind(task.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n > 0)
+    }
+
     /// Records a comment on a task.
     pub async fn comment(&self, task: &TaskRow, session: Option<SessionId>, text: &str, actor: &str) -> Result<()> {
         let e = NewEvent {
