@@ -37,6 +37,8 @@ pub struct SoakReport {
     pub server_rss_mb: (f64, f64, f64),
     /// Device daemon memory (RSS, MB): first after warm-up, last, highest.
     pub device_rss_mb: (f64, f64, f64),
+    /// The server's RSS samples (MB), every 15 s after warm-up.
+    pub server_rss_series: Vec<f64>,
 }
 
 struct Procs {
@@ -221,6 +223,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         lines_doubled: doubled,
         server_rss_mb: summary(&server_rss),
         device_rss_mb: summary(&device_rss),
+        server_rss_series: server_rss.clone(),
     };
     let growth = |(first, last, _): (f64, f64, f64)| last / first;
     println!(
@@ -238,6 +241,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         report.device_rss_mb.2,
         growth(report.device_rss_mb)
     );
+    let series: Vec<String> = report.server_rss_series.iter().map(|m| format!("{m:.0}")).collect();
+    println!("soak: server RSS every 15 s (MB): {}", series.join(" "));
     drop(procs);
     Ok(report)
 }

@@ -35,7 +35,7 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
     // finds the mark and hands off.
     let script = tmp.path().join("agent.sh");
     let body = format!(
-        "#!/bin/sh\nif [ -f started ]; then echo 'picked up'; '{}' task advance --note resumed; sleep 60; fi\ntouch started\necho working; sleep 300\n",
+        "#!/bin/sh\nif [ -f started ]; then echo 'picked up'; '{}' task advance --note resumed; sleep 60; fi\ntouch started\necho working\ni=0; while :; do i=$((i+1)); echo \"tick $i\"; sleep 0.3; done\n",
         bin().display()
     );
     std::fs::write(&script, body).unwrap();
@@ -58,6 +58,9 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
         (t["sessions"][0]["outcome"] == "lost" && t["task"]["queued_at"].is_string()).then_some(t)
     });
     assert_eq!(lost["sessions"][0]["reason"], "the device dropped off and missed its check-ins");
+    // What the lost run printed while cut off is refused when the link is back: its
+    // recording ends where its lease did.
+    let bytes_at_loss = cli.show(&first)["output_bytes"].as_u64().unwrap();
     let hook = wait_until("session.lost delivered", secs(20), || entries(&hooks.log).into_iter().find(|e| e["type"] == "session.lost"));
     assert_eq!(hook["verified_by"], serde_json::json!([0]));
     // Cut off, the device's daemon and the run itself are still alive.
@@ -76,6 +79,8 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
     // The fenced run was stopped on the device, and stayed lost.
     wait_until("the fenced run to stop", secs(20), || (!group_alive(group)).then_some(()));
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(cli.show(&first)["outcome"], "lost");
+    let after = cli.show(&first);
+    assert_eq!(after["outcome"], "lost");
+    assert_eq!(after["output_bytes"].as_u64().unwrap(), bytes_at_loss, "output of the fenced run was stored");
     assert!(link.cuts() == 1);
 }

@@ -157,7 +157,9 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Hello { .. } => return Err("a second hello".into()),
         DeviceMessage::Started { session, pid, cwd } => {
             if let Ok(Some(row)) = state.store.session(session).await {
-                if row.device == device {
+                if row.device == device && row.outcome == drover_core::Outcome::Lost {
+                    let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
+                } else if row.device == device {
                     let _ = state.store.mark_running(session, pid, &cwd).await;
                     state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
                 }
@@ -197,6 +199,11 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         }
         DeviceMessage::Commit { session, head, subject } => {
             let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
+            if let Some(row) = row.as_ref().filter(|r| r.outcome == drover_core::Outcome::Lost) {
+                // A run whose lease is gone: its evidence is refused, and it is stopped.
+                let _ = state.devices.send(device, &ServerMessage::Release { session: row.id }).await;
+                return Ok(());
+            }
             if let Some(row) = row {
                 let actor =
                     row.agent_name.as_deref().map(|a| format!("agent {a}")).unwrap_or_else(|| format!("device {}", row.device_name));

@@ -19,6 +19,10 @@ use tokio::sync::{mpsc, watch, Notify};
 
 /// Recent output kept per live session for re-syncing viewers.
 const RING_BYTES: usize = 1024 * 1024;
+/// Output arriving in small pieces is joined in the ring up to this size, so a chatty
+/// session's ring holds a few large buffers, not thousands of tiny ones (each piece
+/// costs far more in bookkeeping than its bytes).
+const RING_PIECE_BYTES: usize = 16 * 1024;
 /// Bytes queued for a viewer before it is considered lagging and re-synced.
 pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -111,7 +115,15 @@ impl Hub {
             g.latest = end;
             g.last_output = Instant::now();
             g.ring_bytes += data.len();
-            g.ring.push_back((offset, data.clone()));
+            match g.ring.back_mut() {
+                Some((o, last)) if *o + last.len() as u64 == offset && last.len() + data.len() <= RING_PIECE_BYTES => {
+                    let mut joined = bytes::BytesMut::with_capacity(last.len() + data.len());
+                    joined.extend_from_slice(last);
+                    joined.extend_from_slice(&data);
+                    *last = joined.freeze();
+                }
+                _ => g.ring.push_back((offset, data.clone())),
+            }
             while g.ring_bytes > RING_BYTES && g.ring.len() > 1 {
                 let (_, old) = g.ring.pop_front().expect("non-empty");
                 g.ring_bytes -= old.len();
@@ -330,6 +342,23 @@ mod tests {
         assert!(hub.resync(j.id, RING_BYTES as u64).is_ok());
         hub.leave(j.id);
         assert_eq!(hub.resync(j.id, RING_BYTES as u64), Err(NoResync::Gone));
+    }
+
+    #[tokio::test]
+    async fn small_pieces_are_joined_in_the_ring_and_read_back_exactly() {
+        let hub = Hub::new(0, (80, 24));
+        let mut all = Vec::new();
+        for i in 0..10_000u32 {
+            let line = format!("line {i}\r\n");
+            hub.publish(all.len() as u64, Bytes::from(line.clone().into_bytes()));
+            all.extend_from_slice(line.as_bytes());
+        }
+        let pieces = hub.lock().ring.len();
+        assert!(pieces <= all.len() / RING_PIECE_BYTES + 1, "{pieces} pieces for {} bytes", all.len());
+        let j = hub.join(false);
+        let from = 12_345u64;
+        let text: Vec<u8> = hub.resync(j.id, from).unwrap().iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(text, &all[from as usize..]);
     }
 
     #[tokio::test]

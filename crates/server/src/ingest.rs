@@ -85,8 +85,16 @@ async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>
     loop {
         match state.store.append_output(batch.clone()).await {
             Ok(held) => {
-                for (session, offset) in held {
-                    let _ = state.devices.send(device, &ServerMessage::Ack { session, offset }).await;
+                for (session, offset) in &held {
+                    let _ = state.devices.send(device, &ServerMessage::Ack { session: *session, offset: *offset }).await;
+                }
+                // Output of a run that is no longer live (its lease is gone): refused, and
+                // the device is told to stop the run.
+                let mut fenced: Vec<_> = batch.iter().map(|c| c.session).filter(|s| !held.contains_key(s)).collect();
+                fenced.dedup();
+                for session in fenced {
+                    tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
+                    let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
                 }
                 return;
             }

@@ -112,6 +112,8 @@ fn io(e: std::io::Error) -> StoreError {
 impl Store {
     /// Appends a batch of output: files first (synced), then the committed lengths in one
     /// transaction. Returns, per session, the offset now held (what may be acknowledged).
+    ///
+    /// Sessions missing from the answer are unknown or no longer live (fenced).
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
         let mut held: HashMap<SessionId, u64> = HashMap::new();
         let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
@@ -119,12 +121,18 @@ impl Store {
             let have = match held.get(&c.session) {
                 Some(h) => *h,
                 None => {
-                    let h: Option<i64> = sqlx::query_scalar("SELECT output_bytes FROM sessions WHERE id = ?")
+                    // Only a live run's output is stored: a run whose lease is gone (marked
+                    // lost) is refused, left out of the answer, and its device told to stop it.
+                    let r = sqlx::query("SELECT output_bytes, outcome FROM sessions WHERE id = ?")
                         .bind(c.session.to_string())
                         .fetch_optional(&self.pool)
                         .await?;
-                    let Some(h) = h else { continue };
-                    h as u64
+                    let Some(r) = r else { continue };
+                    let outcome: String = r.get("outcome");
+                    if !matches!(outcome.as_str(), "starting" | "running") {
+                        continue;
+                    }
+                    r.get::<i64, _>("output_bytes") as u64
                 }
             };
             let end = c.offset + c.data.len() as u64;
