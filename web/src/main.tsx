@@ -13,6 +13,7 @@ import { SessionPage } from "./pages/session";
 import { DevicesPage, DevicePage } from "./pages/devices";
 import { ActivityPage } from "./pages/activity";
 import { TaskPage, TasksPage } from "./pages/tasks";
+import { WebhooksPage } from "./pages/webhooks";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
@@ -56,6 +57,7 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
         {item("/tasks", "Tasks")}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
+        {me && (me.role === "owner" || me.role === "admin") && item("/webhooks", "Webhooks")}
       </div>
       {me && (
         <div class="me" title={`Signed in as ${me.name} (${me.role})`}>
@@ -86,6 +88,7 @@ function route(path: string) {
   m = path.match(/^\/devices\/([^/]+)$/);
   if (m) return <DevicePage name={decodeURIComponent(m[1])} />;
   if (path === "/activity") return <ActivityPage />;
+  if (path === "/webhooks") return <WebhooksPage />;
   return <NotFound />;
 }
 
