@@ -52,12 +52,22 @@ impl LinkProxy {
                 let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) else { continue };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else { continue };
+                let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (client.try_clone(), server.try_clone(), client.try_clone(), server.try_clone())
+                else {
+                    continue;
+                };
                 {
+                    // Checked again under the lock `cut` takes: a cut while this one was
+                    // connecting closes it rather than missing it.
                     let mut conns = s.conns.lock().expect("conns");
+                    if !s.up.load(Ordering::SeqCst) {
+                        let _ = client.shutdown(Shutdown::Both);
+                        let _ = server.shutdown(Shutdown::Both);
+                        continue;
+                    }
                     conns.retain(|c| c.peer_addr().is_ok());
-                    conns.push(client.try_clone().expect("clone"));
-                    conns.push(server.try_clone().expect("clone"));
+                    conns.push(c3);
+                    conns.push(s3);
                 }
                 std::thread::spawn(move || pipe(client, s2));
                 std::thread::spawn(move || pipe(server, c2));
@@ -73,9 +83,10 @@ impl LinkProxy {
 
     /// Cuts every connection and refuses new ones until [`LinkProxy::restore`].
     pub fn cut(&self) {
+        let mut conns = self.shared.conns.lock().expect("conns");
         self.shared.up.store(false, Ordering::SeqCst);
         self.shared.cuts.fetch_add(1, Ordering::SeqCst);
-        for c in self.shared.conns.lock().expect("conns").drain(..) {
+        for c in conns.drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
     }

@@ -270,9 +270,11 @@ fn a_stalled_run_is_replaced_but_one_waiting_on_a_person_is_not() {
         let live = t["sessions"].as_array().unwrap().iter().any(|r| r["outcome"] == "running" || r["outcome"] == "starting");
         (t["task"]["status"] == "done" && !live).then_some(t)
     });
+    // (A run that could not start on a loaded machine may come first; what matters is
+    // that the quiet one was replaced for stalling and a fresh one finished.)
     let runs = done["sessions"].as_array().unwrap();
-    assert_eq!(runs[0]["outcome"], "lost");
-    assert_eq!(runs[0]["reason"], "the session had stalled (no output or progress for 2 seconds) and was replaced with a fresh one");
+    let stall = "the session had stalled (no output or progress for 2 seconds) and was replaced with a fresh one";
+    assert!(runs.iter().any(|r| r["outcome"] == "lost" && r["reason"] == stall), "{done}");
     assert_eq!(runs.last().unwrap()["outcome"], "completed");
     // The asker has been quiet all this while (and a little longer), waiting on its
     // question: never replaced.

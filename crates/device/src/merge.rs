@@ -11,7 +11,7 @@ use std::path::Path;
 
 use drover_protocol::device::{MergeResult, Worktree};
 
-use crate::worktree::{git, git_in, worktree_path, WorktreeError};
+use crate::worktree::{git, git_in, lock_clone, worktree_path, WorktreeError};
 
 /// Who signs the merge commit when the clone has no git identity configured.
 const FALLBACK_IDENTITY: (&str, &str) = ("Drover", "drover@localhost");
@@ -33,6 +33,7 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
     if git(repo, &["rev-parse", "--git-dir"]).is_err() {
         return Err(WorktreeError::NotARepo(w.repo_path.clone()));
     }
+    let _clone = lock_clone(repo);
     // Refuses a folder name that could escape `root`, as every worktree step does; the
     // uncommitted-work check below looks wherever the task's branch is checked out.
     worktree_path(root, w)?;

@@ -301,6 +301,10 @@ impl SessionTask {
                     ShimEvent::Hello { .. } => return,
                     ShimEvent::Subscribed { .. } => {
                         self.resubscribing = false;
+                        // An end held back during the resubscribe, with nothing left to send.
+                        if self.exit.as_ref().is_some_and(|e| self.expected >= e.final_offset) && !self.ended_sent {
+                            self.send_end().await;
+                        }
                         return;
                     }
                     ShimEvent::Delivered { req, bracketed_paste, offset, t_micros } => {
@@ -310,9 +314,15 @@ impl SessionTask {
                     ShimEvent::Resized { t_micros, cols, rows } => DeviceMessage::Resized { session: id, t_micros, cols, rows },
                     ShimEvent::RecordingError { message } => DeviceMessage::RecordingError { session: id, message },
                     ShimEvent::Exited(exit) => {
+                        // An end reported before the server has all the output (an old
+                        // subscription's, during a resubscribe) waits for the bytes: the
+                        // server refuses output once a run has ended.
+                        let caught_up = !self.resubscribing && self.expected >= exit.final_offset;
                         self.exit = Some(exit);
                         self.report.lock().expect("report lock").running = false;
-                        self.send_end().await;
+                        if caught_up {
+                            self.send_end().await;
+                        }
                         return;
                     }
                 };
@@ -349,6 +359,10 @@ impl SessionTask {
             r.written = r.written.max(self.expected);
         }
         self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
+        // An end held back for these bytes goes once they are all sent.
+        if self.exit.as_ref().is_some_and(|e| self.expected >= e.final_offset) && !self.ended_sent {
+            self.send_end().await;
+        }
     }
 
     /// With the shim gone: sends what the files hold after `expected`, then the end.

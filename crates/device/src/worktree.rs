@@ -43,6 +43,20 @@ pub enum WorktreeError {
     Spawn(#[from] std::io::Error),
 }
 
+/// Holds the lock of the clone at `repo` for as long as the guard lives: git's own
+/// lock files make a second `worktree add`, `worktree remove` or ref update in the same
+/// clone fail while another runs, so this device's changes to one clone go one at a time.
+pub(crate) fn lock_clone(repo: &Path) -> std::sync::MutexGuard<'static, ()> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    // One lock per clone the device has, made once and kept for the process's life.
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, &'static Mutex<()>>>> = OnceLock::new();
+    let key = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let lock: &'static Mutex<()> =
+        LOCKS.get_or_init(Default::default).lock().expect("clone locks").entry(key).or_insert_with(|| Box::leak(Box::new(Mutex::new(()))));
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs git in `repo` with an argument list; returns what it printed, trimmed.
 pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     git_in(repo, args, &[])
@@ -87,6 +101,7 @@ pub(crate) fn worktree_path(root: &Path, w: &Worktree) -> Result<PathBuf, Worktr
 pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
     let path = worktree_path(root, w)?;
     let repo = Path::new(&w.repo_path);
+    let _clone = lock_clone(repo);
     if git(repo, &["rev-parse", "--git-dir"]).is_err() {
         return Err(WorktreeError::NotARepo(w.repo_path.clone()));
     }
@@ -120,6 +135,7 @@ pub fn remove(root: &Path, w: &Worktree, force: bool) -> Result<(), WorktreeErro
     }
     let p = path.to_string_lossy().to_string();
     let repo = Path::new(&w.repo_path);
+    let _clone = lock_clone(repo);
     if force {
         git(repo, &["worktree", "remove", "--force", &p])?;
     } else {
@@ -194,6 +210,29 @@ mod tests {
         };
         let path = ensure(root.path(), &w).unwrap();
         assert_eq!(git(&path, &["rev-parse", "HEAD"]).unwrap(), git(r.path(), &["rev-parse", "release"]).unwrap());
+    }
+
+    #[test]
+    fn many_worktrees_of_one_clone_are_made_at_once() {
+        let r = repo();
+        let root = tempfile::tempdir().unwrap();
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (repo, root) = (r.path().to_path_buf(), root.path().to_path_buf());
+                std::thread::spawn(move || {
+                    let w = Worktree {
+                        repo_path: repo.display().to_string(),
+                        dir: format!("t{i}"),
+                        branch: format!("drover/t{i}"),
+                        base: None,
+                    };
+                    ensure(&root, &w).map(|_| ())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
     }
 
     #[test]

@@ -157,7 +157,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Hello { .. } => return Err("a second hello".into()),
         DeviceMessage::Started { session, pid, cwd } => {
             if let Ok(Some(row)) = state.store.session(session).await {
-                if row.device == device && row.outcome == drover_core::Outcome::Lost {
+                if row.device == device && !row.outcome.is_live() {
                     let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
                 } else if row.device == device {
                     let _ = state.store.mark_running(session, pid, &cwd).await;

@@ -23,6 +23,10 @@ const RING_BYTES: usize = 1024 * 1024;
 /// session's ring holds a few large buffers, not thousands of tiny ones (each piece
 /// costs far more in bookkeeping than its bytes).
 const RING_PIECE_BYTES: usize = 16 * 1024;
+/// Output older than this leaves the ring (the newest piece stays): a joining viewer's
+/// snapshot is fresh, so only recent bytes are ever needed, and a quiet session's ring
+/// stays small instead of filling to the cap over hours.
+const RING_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Bytes queued for a viewer before it is considered lagging and re-synced.
 pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -55,7 +59,7 @@ struct Slot {
 
 struct Inner {
     latest: u64,
-    ring: VecDeque<(u64, Bytes)>,
+    ring: VecDeque<(u64, Bytes, Instant)>,
     ring_bytes: usize,
     viewers: HashMap<u64, Slot>,
     next_viewer: u64,
@@ -112,20 +116,24 @@ impl Hub {
             if end <= g.latest {
                 return;
             }
+            // A resent piece that overlaps what the ring holds: keep only the new bytes.
+            let (offset, data) = if offset < g.latest { (g.latest, data.slice((g.latest - offset) as usize..)) } else { (offset, data) };
             g.latest = end;
             g.last_output = Instant::now();
             g.ring_bytes += data.len();
+            let now = Instant::now();
             match g.ring.back_mut() {
-                Some((o, last)) if *o + last.len() as u64 == offset && last.len() + data.len() <= RING_PIECE_BYTES => {
+                Some((o, last, at)) if *o + last.len() as u64 == offset && last.len() + data.len() <= RING_PIECE_BYTES => {
                     let mut joined = bytes::BytesMut::with_capacity(last.len() + data.len());
                     joined.extend_from_slice(last);
                     joined.extend_from_slice(&data);
                     *last = joined.freeze();
+                    *at = now;
                 }
-                _ => g.ring.push_back((offset, data.clone())),
+                _ => g.ring.push_back((offset, data.clone(), now)),
             }
-            while g.ring_bytes > RING_BYTES && g.ring.len() > 1 {
-                let (_, old) = g.ring.pop_front().expect("non-empty");
+            while g.ring.len() > 1 && (g.ring_bytes > RING_BYTES || g.ring.front().is_some_and(|(_, _, at)| now - *at > RING_AGE)) {
+                let (_, old, _) = g.ring.pop_front().expect("non-empty");
                 g.ring_bytes -= old.len();
             }
             for slot in g.viewers.values_mut() {
@@ -171,12 +179,12 @@ impl Hub {
         if !g.viewers.contains_key(&id) {
             return Err(NoResync::Gone);
         }
-        let ring_start = g.ring.front().map(|(o, _)| *o).unwrap_or(g.latest);
+        let ring_start = g.ring.front().map(|(o, _, _)| *o).unwrap_or(g.latest);
         if offset < ring_start && offset < g.latest {
             return Err(NoResync::TooOld);
         }
         let mut out = Vec::new();
-        for (o, data) in &g.ring {
+        for (o, data, _) in &g.ring {
             let end = o + data.len() as u64;
             if end <= offset {
                 continue;
@@ -359,6 +367,17 @@ mod tests {
         let from = 12_345u64;
         let text: Vec<u8> = hub.resync(j.id, from).unwrap().iter().flat_map(|b| b.to_vec()).collect();
         assert_eq!(text, &all[from as usize..]);
+    }
+
+    #[tokio::test]
+    async fn an_overlapping_resend_is_not_repeated() {
+        let hub = Hub::new(0, (80, 24));
+        hub.publish(0, b("0123456789"));
+        hub.publish(6, b("6789abcdef"));
+        let j = hub.join(false);
+        let text: Vec<u8> = hub.resync(j.id, 0).unwrap().iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(text, b"0123456789abcdef");
+        assert_eq!(hub.lock().ring_bytes, 16);
     }
 
     #[tokio::test]

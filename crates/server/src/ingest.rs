@@ -90,8 +90,7 @@ async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>
                 }
                 // Output of a run that is no longer live (its lease is gone): refused, and
                 // the device is told to stop the run.
-                let mut fenced: Vec<_> = batch.iter().map(|c| c.session).filter(|s| !held.contains_key(s)).collect();
-                fenced.dedup();
+                let fenced: std::collections::HashSet<_> = batch.iter().map(|c| c.session).filter(|s| !held.contains_key(s)).collect();
                 for session in fenced {
                     tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
                     let _ = state.devices.send(device, &ServerMessage::Release { session }).await;

@@ -53,14 +53,21 @@ pub async fn check(state: &AppState) -> Result<(), StoreError> {
 /// Whether a task's live run has stalled (its device connected, so its output is seen).
 async fn is_stalled(state: &AppState, c: &LiveCheck, now: DateTime<Utc>) -> Result<bool, StoreError> {
     let (Some(task), Some(hub)) = (c.session.task, state.hubs.get(c.session.id)) else { return Ok(false) };
-    if c.session.stale_flag.is_some() || !state.devices.is_connected(c.session.device) {
+    // A run whose work was handed off is on its way out, not stalled; one not yet
+    // started (a slow checkout) has not had a chance to print.
+    if c.session.stale_flag.is_some()
+        || c.session.handed_off.is_some()
+        || c.session.outcome != drover_core::Outcome::Running
+        || !state.devices.is_connected(c.session.device)
+    {
         return Ok(false);
     }
     let since_start = age(now, Some(c.session.started_at.as_deref().unwrap_or(&c.session.created_at))).unwrap_or_default();
-    let since_progress = match state.store.last_progress(c.session.id).await? {
-        Some((_, at)) => age(now, Some(&at)),
-        None => None,
-    };
+    // Its own evidence of progress, or a person answering its task's question or
+    // resolving its blocker (which it then needs time to act on).
+    let progress = state.store.last_progress(c.session.id).await?.map(|(_, at)| at);
+    let answered = state.store.last_note_closed_at(task).await?;
+    let since_progress = progress.into_iter().chain(answered).max().and_then(|at| age(now, Some(&at)));
     let waiting = state.store.waiting_on_person(task).await?;
     Ok(stalled(state.config.stall_after, hub.since_output(), since_progress, since_start, waiting))
 }
@@ -106,8 +113,8 @@ async fn end_lost(state: &AppState, row: &SessionRow, end: RunEnd) -> Result<(),
     tracing::warn!(session = %row.id, device = %row.device_name, "marked lost: {end:?}");
     let report = ingest::EndReport::now(end, row.output_bytes);
     ingest::end_session(state, row.device, &row.device_name, row.id, &report).await?;
-    // Only a run this ended is fenced (an end that raced this one decided otherwise).
-    if state.store.session(row.id).await?.is_some_and(|r| r.outcome == drover_core::Outcome::Lost) {
+    // Whoever's end was stored, the run is over: its device is told to stop it.
+    if state.store.session(row.id).await?.is_some_and(|r| !r.outcome.is_live()) {
         let _ = state.devices.send(row.device, &ServerMessage::Release { session: row.id }).await;
     }
     Ok(())

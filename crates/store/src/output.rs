@@ -96,7 +96,13 @@ impl Recordings {
         if !Path::new(&raw).exists() {
             return Ok(Vec::new());
         }
-        let reader = RecordingReader::open(&raw, &idx)?;
+        // The writer makes the output file, then its index: a read between the two (or
+        // after retention removed them) finds nothing stored yet.
+        let reader = match RecordingReader::open(&raw, &idx) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         Ok(reader
             .chunks(from, max, MERGE_WINDOW_MICROS)?
             .into_iter()

@@ -979,6 +979,11 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// When a person last answered a question or resolved a blocker on the task.
+    pub async fn last_note_closed_at(&self, task: TaskId) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar("SELECT MAX(closed_at) FROM notes WHERE task_id = ?").bind(task.to_string()).fetch_one(&self.pool).await?)
+    }
+
     /// Records a comment on a task.
     pub async fn comment(&self, task: &TaskRow, session: Option<SessionId>, text: &str, actor: &str) -> Result<()> {
         let e = NewEvent {

@@ -199,6 +199,13 @@ export function SessionsPage() {
     return () => io.disconnect();
   }, [sentinel.current]);
 
+  useEffect(
+    () => () => {
+      if (overviewTimer.current !== null) window.clearTimeout(overviewTimer.current);
+    },
+    [],
+  );
+
   // Live updates: refresh the one row a change concerns.
   useEffect(
     () =>

@@ -35,7 +35,14 @@ const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e)
 function Deliveries({ hook }: { hook: Webhook }) {
   const [list, setList] = useState<Delivery[] | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const load = () => api<Delivery[]>(`/api/v1/webhooks/${enc(hook.id)}/deliveries`).then(setList, (e) => setError(errorText(e)));
+  const load = () =>
+    api<Delivery[]>(`/api/v1/webhooks/${enc(hook.id)}/deliveries`).then(
+      (l) => {
+        setList(l);
+        setError(null);
+      },
+      (e) => setError(errorText(e)),
+    );
   useEffect(() => {
     load();
     const t = window.setInterval(load, 3000);
@@ -107,7 +114,7 @@ function Deliveries({ hook }: { hook: Webhook }) {
   );
 }
 
-function AddForm({ onAdded }: { onAdded: (secret: string) => void }) {
+function AddForm({ onAdded }: { onAdded: (secret: string, url: string) => void }) {
   const [url, setUrl] = useState("");
   const [events, setEvents] = useState<string[]>(["session.lost", "task.input_requested"]);
   const [error, setError] = useState<string | null>(null);
@@ -117,7 +124,7 @@ function AddForm({ onAdded }: { onAdded: (secret: string) => void }) {
       const made = await api<{ secret: string }>("/api/v1/webhooks", { method: "POST", json: { url, events } });
       setUrl("");
       setError(null);
-      onAdded(made.secret);
+      onAdded(made.secret, url);
     } catch (err) {
       setError(errorText(err));
     }
@@ -158,7 +165,7 @@ function AddForm({ onAdded }: { onAdded: (secret: string) => void }) {
 export function WebhooksPage() {
   const [hooks, setHooks] = useState<Webhook[] | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [secret, setSecret] = useState<string | null>(null);
+  const [secret, setSecret] = useState<{ secret: string; url: string } | null>(null);
   const [open, setOpen] = useState<string | null>(null);
   const load = () => api<Webhook[]>("/api/v1/webhooks").then(setHooks, (e) => setError(errorText(e)));
   useEffect(() => {
@@ -166,10 +173,12 @@ export function WebhooksPage() {
   }, []);
   const act = async (hook: Webhook, action: "rotate" | "enable" | "remove") => {
     try {
-      if (action === "remove") await api(`/api/v1/webhooks/${enc(hook.id)}`, { method: "DELETE" });
-      else {
+      if (action === "remove") {
+        if (!window.confirm(`Remove the webhook to ${hook.url} and its delivery log?`)) return;
+        await api(`/api/v1/webhooks/${enc(hook.id)}`, { method: "DELETE" });
+      } else {
         const r = await api<{ secret?: string }>(`/api/v1/webhooks/${enc(hook.id)}/${action}`, { method: "POST", json: {} });
-        if (r.secret) setSecret(r.secret);
+        if (r.secret) setSecret({ secret: r.secret, url: hook.url });
       }
       setError(null);
       load();
@@ -188,7 +197,7 @@ export function WebhooksPage() {
       </p>
       {secret && (
         <div class="banner info" role="status" data-testid="secret">
-          Signing secret (shown once; give it to the receiver): <code>{secret}</code>
+          Signing secret for {secret.url} (shown once; give it to the receiver): <code>{secret.secret}</code>
         </div>
       )}
       {error && (
@@ -197,8 +206,8 @@ export function WebhooksPage() {
         </p>
       )}
       <AddForm
-        onAdded={(s) => {
-          setSecret(s);
+        onAdded={(s, url) => {
+          setSecret({ secret: s, url });
           load();
         }}
       />
