@@ -78,6 +78,7 @@ export interface Session {
   last_output_at: string | null;
   last_progress: { label: string; at: string } | null;
   pruned_at?: string | null;
+  final_offset?: number | null;
 }
 
 export interface Device {

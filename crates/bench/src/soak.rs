@@ -33,6 +33,9 @@ pub struct SoakReport {
     pub lines_missing: u64,
     /// Line numbers stored twice (goal 0).
     pub lines_doubled: u64,
+    /// Sessions whose stored output falls short of the length their device reported at
+    /// the end (a lost tail; goal 0).
+    pub short_recordings: u64,
     /// Server memory (RSS, MB): first sample after warm-up, last, highest.
     pub server_rss_mb: (f64, f64, f64),
     /// Device daemon memory (RSS, MB): first after warm-up, last, highest.
@@ -205,8 +208,19 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
     for id in &ids {
         cli(exe, home, &["session", "stop", id])?;
     }
-    let (mut total, mut missing, mut doubled) = (0, 0, 0);
+    let (mut total, mut missing, mut doubled, mut short) = (0, 0, 0, 0);
     for id in &ids {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let shown: serde_json::Value = loop {
+            let v: serde_json::Value = serde_json::from_str(&cli(exe, home, &["--json", "session", "show", id])?)?;
+            if v["final_offset"].is_u64() || Instant::now() > deadline {
+                break v;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if shown["final_offset"].as_u64().is_none_or(|end| shown["output_bytes"].as_u64() < Some(end)) {
+            short += 1;
+        }
         let text = cli(exe, home, &["session", "tail", id, "--lines", "100000000"])?;
         let (n, m, d) = check_lines(&text);
         total += n;
@@ -221,14 +235,15 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         lines: total,
         lines_missing: missing,
         lines_doubled: doubled,
+        short_recordings: short,
         server_rss_mb: summary(&server_rss),
         device_rss_mb: summary(&device_rss),
         server_rss_series: server_rss.clone(),
     };
     let growth = |(first, last, _): (f64, f64, f64)| last / first;
     println!(
-        "soak: {} lines stored, {} missing, {} doubled; link dropped {} times; {} viewers came and went",
-        report.lines, report.lines_missing, report.lines_doubled, report.link_cuts, report.viewers
+        "soak: {} lines stored, {} missing, {} doubled, {} recordings short of their end; link dropped {} times; {} viewers came and went",
+        report.lines, report.lines_missing, report.lines_doubled, report.short_recordings, report.link_cuts, report.viewers
     );
     println!(
         "soak: server RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2}); device RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2})",

@@ -115,6 +115,7 @@ fn server_and_device_run_apart_and_a_dropped_link_resumes_from_the_stored_offset
     let d = &split.cli;
     let s = d.wait_ended(&id, secs(60));
     assert_eq!(s["outcome"], "incomplete", "{s}");
+    assert_eq!(s["final_offset"], s["output_bytes"], "the recording reaches the end the device reported: {s}");
     assert!(at_kill < std::fs::read(&copy).unwrap().len(), "the server was killed after the stream ended; the test proves nothing");
     assert_identical(&d.raw(&id), &copy);
     // A device credential cannot be used as a member token.

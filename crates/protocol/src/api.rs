@@ -103,6 +103,10 @@ pub struct SessionView {
     /// null means unknown: output alone is not progress.
     #[serde(default)]
     pub last_progress: Option<Progress>,
+    /// The output length the device reported at the end: the recording is complete when
+    /// `output_bytes` reaches it.
+    #[serde(default)]
+    pub final_offset: Option<u64>,
     /// When its recording and events were pruned after the retention window, if they were.
     #[serde(default)]
     pub pruned_at: Option<String>,

@@ -79,6 +79,7 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
         last_output_at,
         last_progress: None,
         pruned_at: r.pruned_at,
+        final_offset: r.final_offset,
     }
 }
 
