@@ -45,6 +45,9 @@ pub enum Command {
     /// Webhook endpoints: add, list, remove, rotate secrets, deliveries (owners and admins).
     #[command(subcommand)]
     Webhook(WebhookCmd),
+    /// The audit trail (owners and admins).
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// Register repositories and the device clones that have them.
     #[command(subcommand)]
     Repo(RepoCmd),
@@ -281,6 +284,20 @@ pub struct WorkflowArgs {
     /// No stage merges: the work stays on the task's branch.
     #[arg(long)]
     pub no_merge: bool,
+}
+
+/// Audit commands.
+#[derive(Debug, Subcommand)]
+pub enum AuditCmd {
+    /// Every event from a time on, as JSON lines (actor, time, kind, session, task, details).
+    Export {
+        /// From this time (2026-11-30T09:00:00Z) or date (2026-11-30, midnight UTC).
+        #[arg(long)]
+        since: String,
+        /// Up to this time or date (exclusive).
+        #[arg(long)]
+        until: Option<String>,
+    },
 }
 
 /// Webhook commands.

@@ -241,6 +241,19 @@ fn finish_then_mark_done_closes_the_sandbox_and_a_launch_starts_a_fresh_one() {
     assert_ne!(t["task"]["sandbox"], first_sandbox);
     assert_eq!(t["task"]["branch"].as_str(), Some(branch.as_str()));
     assert_eq!(git(r.path(), &["show", &format!("{branch}:work.log")]), "work\nwork");
+    // Finish and Mark done are on the audit trail, with who did them and to what.
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let export = d.ok(&["audit", "export", "--since", &today]);
+    let lines: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    for kind in ["finish_requested", "marked_done"] {
+        let e = lines.iter().find(|e| e["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in {export}"));
+        assert!(!e["actor"].as_str().unwrap().is_empty());
+        assert_eq!(e["task"], id.as_str());
+        assert!(e["detail"]["sandbox"].is_string());
+    }
+    assert!(lines.windows(2).all(|w| w[0]["seq"].as_i64() < w[1]["seq"].as_i64()), "oldest first");
+    assert!(d.ok(&["audit", "export", "--since", "2999-01-01"]).is_empty());
+    assert!(d.fails(&["audit", "export", "--since", "yesterday"]).contains("must be a time"));
     d.ok(&["task", "cancel", &id]);
     let t = wait_task(&d, &id, secs(30), "cancelled with its run ended", |t| t["task"]["live_session"].is_null());
     assert_eq!((t["task"]["status"].as_str(), t["task"]["sandbox_state"].as_str()), (Some("cancelled"), Some("done")));

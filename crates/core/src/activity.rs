@@ -45,11 +45,17 @@ pub enum EventKind {
     MergeRefused,
     /// A webhook endpoint was added, removed, re-enabled or had its secret rotated.
     WebhookChanged,
+    /// Finish session: a person moved a task's sandbox toward a normal close.
+    FinishRequested,
+    /// Mark done: a person closed a task's sandbox for good.
+    MarkedDone,
+    /// Abandon: a person tore a task's sandbox down without merging.
+    Abandoned,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -69,6 +75,9 @@ impl EventKind {
         EventKind::Merged,
         EventKind::MergeRefused,
         EventKind::WebhookChanged,
+        EventKind::FinishRequested,
+        EventKind::MarkedDone,
+        EventKind::Abandoned,
     ];
 
     /// The identifier used in the API and storage.
@@ -93,6 +102,9 @@ impl EventKind {
             EventKind::Merged => "merged",
             EventKind::MergeRefused => "merge_refused",
             EventKind::WebhookChanged => "webhook_changed",
+            EventKind::FinishRequested => "finish_requested",
+            EventKind::MarkedDone => "marked_done",
+            EventKind::Abandoned => "abandoned",
         }
     }
 
@@ -123,6 +135,9 @@ impl EventKind {
             EventKind::Merged => "branch merged",
             EventKind::MergeRefused => "merge refused",
             EventKind::WebhookChanged => "webhook changed",
+            EventKind::FinishRequested => "finish session",
+            EventKind::MarkedDone => "marked done",
+            EventKind::Abandoned => "sandbox abandoned",
         }
     }
 }

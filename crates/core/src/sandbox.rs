@@ -108,6 +108,20 @@ impl SandboxState {
     }
 }
 
+impl SandboxEvent {
+    /// The activity event a person's move records (Finish, Mark done, Abandon); None for
+    /// the moves the system makes.
+    pub fn audited(self) -> Option<crate::activity::EventKind> {
+        use crate::activity::EventKind as K;
+        match self {
+            SandboxEvent::Finish => Some(K::FinishRequested),
+            SandboxEvent::MarkDone => Some(K::MarkedDone),
+            SandboxEvent::Abandon => Some(K::Abandoned),
+            SandboxEvent::Provisioned | SandboxEvent::RunStarted | SandboxEvent::RemoteRunEnded | SandboxEvent::TaskEnded => None,
+        }
+    }
+}
+
 impl std::fmt::Display for SandboxState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -169,6 +183,12 @@ mod tests {
         for s in S::ALL.into_iter().filter(|s| !s.is_finished()) {
             assert_eq!(s.apply(E::TaskEnded).unwrap(), S::Done);
         }
+    }
+
+    #[test]
+    fn a_persons_moves_are_audited() {
+        assert!(E::Finish.audited().is_some() && E::MarkDone.audited().is_some() && E::Abandon.audited().is_some());
+        assert!(E::TaskEnded.audited().is_none() && E::RunStarted.audited().is_none());
     }
 
     #[test]

@@ -70,7 +70,10 @@ impl WebhookEvent {
             | EventKind::Commit
             | EventKind::Merged
             | EventKind::MergeRefused
-            | EventKind::WebhookChanged => None,
+            | EventKind::WebhookChanged
+            | EventKind::FinishRequested
+            | EventKind::MarkedDone
+            | EventKind::Abandoned => None,
         }
     }
 }

@@ -191,6 +191,9 @@ pub struct EventView {
     pub actor: String,
     /// The session it concerns.
     pub session: Option<SessionId>,
+    /// The task it concerns.
+    #[serde(default)]
+    pub task: Option<String>,
     /// Details.
     pub detail: serde_json::Value,
     /// When (RFC 3339).

@@ -22,7 +22,7 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
         remove_worktree(state, &task, false).await?;
         if let Some(sandbox) = task.sandbox {
             // The task's end closes its sandbox, unless something closed it first.
-            let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded).await?;
+            let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded, None).await?;
         }
     } else if task.status == TaskStatus::Open
         && matches!(ending.outcome, Outcome::Incomplete | Outcome::Failed | Outcome::Lost)

@@ -33,6 +33,8 @@ pub struct EventRow {
     pub id: String,
     /// The session it concerns.
     pub session: Option<String>,
+    /// The task it concerns.
+    pub task: Option<String>,
     /// Kind identifier.
     pub kind: String,
     /// Who did it.
@@ -93,6 +95,31 @@ impl Store {
         Ok(())
     }
 
+    /// The workspace's events at or after `since` (and before `until`, when given), after
+    /// sequence number `after_seq`, oldest first: the audit export, page by page.
+    pub async fn events_between(
+        &self,
+        workspace: WorkspaceId,
+        since: &str,
+        until: Option<&str>,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<EventRow>> {
+        let rows = sqlx::query(
+            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
+             WHERE workspace_id = ? AND at >= ? AND (? IS NULL OR at < ?) AND seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(workspace.to_string())
+        .bind(since)
+        .bind(until)
+        .bind(until)
+        .bind(after_seq)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(event_row).collect())
+    }
+
     /// Records one event durably, with the webhook deliveries it fires, atomically.
     pub async fn record_event(&self, e: &NewEvent) -> Result<EventId> {
         let mut tx = self.write().await?;
@@ -118,18 +145,19 @@ impl Store {
 
     /// A task's events (its Activity timeline), oldest first.
     pub async fn task_events(&self, task: TaskId, limit: i64) -> Result<Vec<EventRow>> {
-        let rows = sqlx::query("SELECT seq, id, session_id, kind, actor, detail, at FROM events WHERE task_id = ? ORDER BY seq LIMIT ?")
-            .bind(task.to_string())
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events WHERE task_id = ? ORDER BY seq LIMIT ?")
+                .bind(task.to_string())
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
         Ok(rows.iter().map(event_row).collect())
     }
 
     /// A workspace's events, newest first, before `before_seq` (all when None).
     pub async fn list_events_before(&self, workspace: WorkspaceId, before_seq: Option<i64>, limit: i64) -> Result<Vec<EventRow>> {
         let rows = sqlx::query(
-            "SELECT seq, id, session_id, kind, actor, detail, at FROM events
+            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
              WHERE workspace_id = ? AND (? IS NULL OR seq < ?) ORDER BY seq DESC LIMIT ?",
         )
         .bind(workspace.to_string())
@@ -159,7 +187,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<EventRow>> {
         let rows = sqlx::query(
-            "SELECT seq, id, session_id, kind, actor, detail, at FROM events
+            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
              WHERE workspace_id = ? AND seq > ? AND (? IS NULL OR session_id = ?) ORDER BY seq LIMIT ?",
         )
         .bind(workspace.to_string())
@@ -177,6 +205,7 @@ fn event_row(r: &sqlx::sqlite::SqliteRow) -> EventRow {
     EventRow {
         seq: r.get("seq"),
         id: r.get("id"),
+        task: r.get("task_id"),
         session: r.get("session_id"),
         kind: r.get("kind"),
         actor: r.get("actor"),

@@ -174,6 +174,9 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (e.kind === "merged" && typeof d.branch === "string" && typeof d.into === "string") {
     parts.push(`${d.branch} into ${d.into}${d.already ? " (already merged)" : ""} at ${String(d.commit ?? "").slice(0, 10)}`);
   }
+  if (["finish_requested", "marked_done", "abandoned"].includes(e.kind) && typeof d.from === "string" && typeof d.to === "string") {
+    parts.push(`sandbox ${d.from} → ${d.to}`);
+  }
   if (typeof d.reason === "string") parts.push(d.reason);
   if (typeof d.outcome === "string" && e.kind !== "session_started") parts.push(`outcome ${d.outcome}`);
   if (typeof d.exit_code === "number") parts.push(`exit code ${d.exit_code}`);

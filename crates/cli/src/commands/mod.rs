@@ -1,5 +1,6 @@
 //! Dispatch of the parsed command line.
 
+mod audit;
 mod device;
 mod session;
 mod task;
@@ -35,6 +36,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Repo(cmd) => task::repo(cmd, cli.json).await?,
         Command::Workflow(cmd) => task::workflow_cmd(cmd, cli.json).await?,
         Command::Webhook(cmd) => webhook::webhook(cmd, cli.json).await?,
+        Command::Audit(cmd) => audit::audit(cmd).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {

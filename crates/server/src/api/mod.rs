@@ -79,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/events", get(events::for_session))
         .route("/api/v1/sessions/{id}/terminal", get(viewer::terminal))
         .route("/api/v1/events", get(events::list))
+        .route("/api/v1/audit/export", get(events::export))
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)

@@ -592,7 +592,7 @@ pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Pat
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
     state
         .store
-        .sandbox_event(sandbox, SandboxEvent::Finish)
+        .sandbox_event(sandbox, SandboxEvent::Finish, Some(&caller.member_name()?))
         .await?
         .map_err(|e| ApiError::Conflict(format!("the sandbox is {}: only an active or ready sandbox can be finished", e.from)))?;
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
@@ -605,7 +605,7 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
-    state.store.sandbox_event(sandbox, SandboxEvent::MarkDone).await?.map_err(|e| {
+    state.store.sandbox_event(sandbox, SandboxEvent::MarkDone, Some(&who)).await?.map_err(|e| {
         ApiError::Conflict(match e.from {
             SandboxState::Ready | SandboxState::Active | SandboxState::Provision => {
                 format!("the sandbox is {}: Finish session first, then Mark done closes it", e.from)
@@ -628,7 +628,7 @@ pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Pa
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let sandbox_open = match t.sandbox {
-        Some(sandbox) => state.store.sandbox_event(sandbox, SandboxEvent::Abandon).await?.is_ok(),
+        Some(sandbox) => state.store.sandbox_event(sandbox, SandboxEvent::Abandon, Some(&who)).await?.is_ok(),
         None => false,
     };
     let task_open = state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
@@ -652,7 +652,7 @@ pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Pat
     // The sandbox closes with the task; its branch (and commits) stay.
     if let Some(sandbox) = t.sandbox {
         // Already closed (Mark done) is fine: there is nothing more to close.
-        let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded).await?;
+        let _ = state.store.sandbox_event(sandbox, SandboxEvent::TaskEnded, None).await?;
     }
     if !stop_live(&state, &t, None, &who).await? {
         crate::tasks::remove_worktree(&state, &t, false).await?;
