@@ -88,6 +88,7 @@ export interface Device {
   live_sessions: number;
   connected: boolean;
   last_contact_at: string | null;
+  revoked_at?: string | null;
 }
 
 export interface ActivityEvent {

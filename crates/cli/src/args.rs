@@ -158,6 +158,12 @@ pub struct DeviceRunArgs {
 pub enum DeviceSub {
     /// List devices: slots, live sessions, connection, last contact.
     List,
+    /// Revoke a device's credential (owners and admins): it is refused from now on and
+    /// its live sessions are marked lost; `device add` registers it again.
+    Revoke {
+        /// The device's name.
+        name: String,
+    },
     /// Register a device and print its credential (owners and admins).
     Add {
         /// The device's name.

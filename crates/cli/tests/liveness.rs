@@ -290,3 +290,28 @@ fn a_stalled_run_is_replaced_but_one_waiting_on_a_person_is_not() {
     });
     assert_eq!(t["sessions"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn a_revoked_device_is_refused_and_its_sessions_are_flagged_then_lost() {
+    let s = Split::start_with("stolen", &["--monitor-secs", "0.5"], &HEARTBEAT);
+    let id = s.cli.start(&["sh", "-c", "echo up; sleep 300"]);
+    s.cli.wait_text(&id, "up", secs(20));
+    let revoked = s.cli.json(&["device", "revoke", "stolen"]);
+    assert!(revoked["revoked_at"].is_string(), "{revoked}");
+    s.cli.wait_device("stolen", false);
+    let row = wait_until("the Device revoked flag", secs(20), || {
+        let o = overview(&s);
+        (o["stale"] == 1).then(|| o["attention"][0].clone())
+    });
+    assert_eq!(row["flag"], "Device revoked");
+    let shown = s.cli.wait_ended(&id, secs(20));
+    assert_eq!((shown["outcome"].as_str(), shown["reason"].as_str()), (Some("lost"), Some("the device's credential was revoked")));
+    // Its daemon keeps trying, and is refused.
+    std::thread::sleep(Duration::from_millis(1500));
+    let list = s.cli.json(&["device", "list"]);
+    assert_eq!((list[0]["connected"].as_bool(), list[0]["revoked_at"].is_string()), (Some(false), true), "{list}");
+    assert!(s.cli.ok(&["device", "list"]).contains("revoked"));
+    let (status, body) = http(&s.url, "GET", "/api/v1/events?limit=1000", Some(&s.cli.token()), b"");
+    assert_eq!(status, 200);
+    assert!(body.contains("\"device_revoked\""), "the revocation is on the record");
+}

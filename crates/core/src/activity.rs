@@ -51,11 +51,13 @@ pub enum EventKind {
     MarkedDone,
     /// Abandon: a person tore a task's sandbox down without merging.
     Abandoned,
+    /// An admin revoked a device's credential.
+    DeviceRevoked,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 23] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -78,6 +80,7 @@ impl EventKind {
         EventKind::FinishRequested,
         EventKind::MarkedDone,
         EventKind::Abandoned,
+        EventKind::DeviceRevoked,
     ];
 
     /// The identifier used in the API and storage.
@@ -105,6 +108,7 @@ impl EventKind {
             EventKind::FinishRequested => "finish_requested",
             EventKind::MarkedDone => "marked_done",
             EventKind::Abandoned => "abandoned",
+            EventKind::DeviceRevoked => "device_revoked",
         }
     }
 
@@ -138,6 +142,7 @@ impl EventKind {
             EventKind::FinishRequested => "finish session",
             EventKind::MarkedDone => "marked done",
             EventKind::Abandoned => "sandbox abandoned",
+            EventKind::DeviceRevoked => "device revoked",
         }
     }
 }

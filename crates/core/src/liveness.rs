@@ -11,17 +11,20 @@ pub enum StaleFlag {
     DeviceSilent,
     /// It is still running, though its sandbox finished longer ago than the grace.
     SandboxRetired,
+    /// An admin revoked its device's credential: the device is refused.
+    DeviceRevoked,
 }
 
 impl StaleFlag {
     /// Every flag.
-    pub const ALL: [StaleFlag; 2] = [StaleFlag::DeviceSilent, StaleFlag::SandboxRetired];
+    pub const ALL: [StaleFlag; 3] = [StaleFlag::DeviceSilent, StaleFlag::SandboxRetired, StaleFlag::DeviceRevoked];
 
     /// The identifier used in the API and storage.
     pub fn as_str(self) -> &'static str {
         match self {
             StaleFlag::DeviceSilent => "device_silent",
             StaleFlag::SandboxRetired => "sandbox_retired",
+            StaleFlag::DeviceRevoked => "device_revoked",
         }
     }
 
@@ -35,6 +38,7 @@ impl StaleFlag {
         match self {
             StaleFlag::DeviceSilent => "Device silent",
             StaleFlag::SandboxRetired => "Sandbox retired",
+            StaleFlag::DeviceRevoked => "Device revoked",
         }
     }
 
@@ -47,6 +51,9 @@ impl StaleFlag {
             StaleFlag::SandboxRetired => {
                 "The session is still running, though its sandbox has already finished; it is marked lost at the next check."
             }
+            StaleFlag::DeviceRevoked => {
+                "An admin revoked the session's device; it can no longer report, and the session is marked lost at the next check."
+            }
         }
     }
 
@@ -55,6 +62,7 @@ impl StaleFlag {
         match self {
             StaleFlag::DeviceSilent => "the device dropped off and missed its check-ins",
             StaleFlag::SandboxRetired => "the session was still running after its sandbox had finished",
+            StaleFlag::DeviceRevoked => "the device's credential was revoked",
         }
     }
 }
@@ -82,12 +90,17 @@ pub struct Observed {
     pub since_contact: Duration,
     /// Time since its sandbox finished, if it has.
     pub sandbox_finished_for: Option<Duration>,
+    /// Its device's credential was revoked.
+    pub device_revoked: bool,
 }
 
 /// The flag a session earns now, if any. A silent device comes first: nobody has seen
 /// its session running, so it cannot be said to outlive its sandbox. Sandbox retired
 /// does not depend on the session's own reports, so contact alone does not clear it.
 pub fn flag(rules: &LivenessRules, seen: &Observed) -> Option<StaleFlag> {
+    if seen.device_revoked {
+        return Some(StaleFlag::DeviceRevoked);
+    }
     if seen.since_contact >= rules.device_silent_after {
         return Some(StaleFlag::DeviceSilent);
     }
@@ -142,7 +155,7 @@ mod tests {
     const MIN: Duration = Duration::from_secs(60);
 
     fn seen(contact_min: u32, finished_min: Option<u32>) -> Observed {
-        Observed { since_contact: MIN * contact_min, sandbox_finished_for: finished_min.map(|m| MIN * m) }
+        Observed { since_contact: MIN * contact_min, sandbox_finished_for: finished_min.map(|m| MIN * m), device_revoked: false }
     }
 
     #[test]
@@ -154,6 +167,8 @@ mod tests {
         assert_eq!(flag(&r, &seen(0, Some(5))), Some(StaleFlag::SandboxRetired));
         assert_eq!(flag(&r, &seen(30, Some(5))), Some(StaleFlag::DeviceSilent), "a silent device: nobody saw it outlive its sandbox");
         assert_eq!(flag(&r, &seen(1, Some(60))), Some(StaleFlag::SandboxRetired), "contact does not clear it");
+        let revoked = Observed { device_revoked: true, ..seen(0, None) };
+        assert_eq!(flag(&r, &revoked), Some(StaleFlag::DeviceRevoked), "flagged at once, whatever the contact");
     }
 
     #[test]

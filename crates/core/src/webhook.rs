@@ -73,7 +73,8 @@ impl WebhookEvent {
             | EventKind::WebhookChanged
             | EventKind::FinishRequested
             | EventKind::MarkedDone
-            | EventKind::Abandoned => None,
+            | EventKind::Abandoned
+            | EventKind::DeviceRevoked => None,
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct DeviceView {
     pub connected: bool,
     /// When it last reported in (RFC 3339).
     pub last_contact_at: Option<String>,
+    /// When an admin revoked its credential (it is refused until added again).
+    #[serde(default)]
+    pub revoked_at: Option<String>,
 }
 
 /// `POST /api/v1/sessions`: start a task-free session on a device.

@@ -114,6 +114,15 @@ impl Devices {
         }
     }
 
+    /// Drops the device's link (its credential was revoked): its messages stop, and its
+    /// reconnection is refused.
+    pub fn kick(&self, id: DeviceId) {
+        self.conns.lock().expect("conns").remove(&id);
+        self.deliveries.drop_device(id);
+        self.snapshots.drop_device(id);
+        self.merges.drop_device(id);
+    }
+
     /// Whether the device is connected now.
     pub fn is_connected(&self, id: DeviceId) -> bool {
         self.conns.lock().expect("conns").contains_key(&id)

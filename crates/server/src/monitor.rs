@@ -37,7 +37,7 @@ fn observe(now: DateTime<Utc>, c: &LiveCheck) -> Observed {
     let since_created = age(now, Some(&c.session.created_at)).unwrap_or_default();
     let since_contact = age(now, c.last_contact_at.as_deref()).map_or(since_created, |d| d.min(since_created));
     let sandbox_finished_for = if c.session.sandbox_state.is_finished() { age(now, Some(&c.sandbox_changed_at)) } else { None };
-    Observed { since_contact, sandbox_finished_for }
+    Observed { since_contact, sandbox_finished_for, device_revoked: c.device_revoked }
 }
 
 /// One check of every live session; a failure on one is logged and the rest go on.
@@ -97,7 +97,7 @@ async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
             };
             let reason = f.lost_reason().to_string();
             let end = match f {
-                StaleFlag::DeviceSilent => RunEnd::Lost { reason },
+                StaleFlag::DeviceSilent | StaleFlag::DeviceRevoked => RunEnd::Lost { reason },
                 StaleFlag::SandboxRetired => RunEnd::OutlivedSandbox { reason },
             };
             end_lost(state, &fresh.session, end).await?;

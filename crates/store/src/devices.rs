@@ -18,6 +18,8 @@ pub struct DeviceRow {
     pub last_contact_at: Option<String>,
     /// Sessions starting or running on it.
     pub live_sessions: u32,
+    /// When an admin revoked its credential, if one did (until it is added again).
+    pub revoked_at: Option<String>,
 }
 
 fn device_row(row: &sqlx::sqlite::SqliteRow) -> Result<DeviceRow> {
@@ -27,10 +29,11 @@ fn device_row(row: &sqlx::sqlite::SqliteRow) -> Result<DeviceRow> {
         slots: row.get::<i64, _>("slots") as u32,
         last_contact_at: row.get("last_contact_at"),
         live_sessions: row.get::<i64, _>("live") as u32,
+        revoked_at: row.get("revoked_at"),
     })
 }
 
-const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at,
+const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at, d.revoked_at,
     (SELECT COUNT(*) FROM sessions s WHERE s.device_id = d.id AND s.outcome IN ('starting', 'running')) AS live
     FROM devices d";
 
@@ -59,6 +62,32 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(device_row).transpose()
+    }
+
+    /// Revokes the device's credentials and marks it revoked (its daemon is refused, its
+    /// live sessions flagged); returns whether it was not revoked already.
+    pub async fn revoke_device(&self, id: DeviceId) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let at = now();
+        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL")
+            .bind(&at)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let n = sqlx::query("UPDATE devices SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+            .bind(&at)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    /// Clears a device's revocation (it is being added again with a new credential).
+    pub async fn unrevoke_device(&self, id: DeviceId) -> Result<()> {
+        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE id = ?").bind(id.to_string()).execute(&self.pool).await?;
+        Ok(())
     }
 
     /// The device with that id.

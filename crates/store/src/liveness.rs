@@ -15,18 +15,21 @@ pub struct LiveCheck {
     pub session: SessionRow,
     /// When its device last reported in.
     pub last_contact_at: Option<String>,
+    /// Its device's credential was revoked.
+    pub device_revoked: bool,
     /// When its sandbox last changed state (when it finished, for a finished one).
     pub sandbox_changed_at: String,
 }
 
 const CHECK_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name,
-    d.last_contact_at AS device_last_contact, b.updated_at AS sandbox_changed_at
+    d.last_contact_at AS device_last_contact, d.revoked_at AS device_revoked_at, b.updated_at AS sandbox_changed_at
     FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
 
 fn check_row(r: &sqlx::sqlite::SqliteRow) -> Result<LiveCheck> {
     Ok(LiveCheck {
         session: session_row(r)?,
         last_contact_at: r.get("device_last_contact"),
+        device_revoked: r.get::<Option<String>, _>("device_revoked_at").is_some(),
         sandbox_changed_at: r.get("sandbox_changed_at"),
     })
 }

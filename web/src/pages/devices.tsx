@@ -8,6 +8,18 @@ import { subscribe } from "../live";
 import type { Device, Session } from "../types";
 import { isLive } from "../types";
 
+/** Connected, offline, or revoked (refused until it is added again). */
+function DeviceState({ d }: { d: Device }) {
+  if (d.revoked_at) {
+    return (
+      <span class="badge warning" title="An admin revoked its credential: it is refused until it is added again">
+        revoked
+      </span>
+    );
+  }
+  return d.connected ? <span class="badge ok">connected</span> : <span class="badge muted">offline</span>;
+}
+
 export function DevicesPage() {
   const [devices, setDevices] = useState<Device[] | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -39,7 +51,9 @@ export function DevicesPage() {
                 <td>
                   <a href={`/devices/${enc(d.name)}`}>{d.name}</a>
                 </td>
-                <td>{d.connected ? <span class="badge ok">connected</span> : <span class="badge muted">offline</span>}</td>
+                <td>
+                  <DeviceState d={d} />
+                </td>
                 <td>{d.live_sessions}</td>
                 <td>{d.slots}</td>
                 <td title={when(d.last_contact_at)}>{ago(d.last_contact_at)}</td>
@@ -82,7 +96,7 @@ export function DevicePage({ name }: { name: string }) {
     <section class="page">
       <header class="page-header">
         <h1>{name}</h1>
-        {device && (device.connected ? <span class="badge ok">connected</span> : <span class="badge muted">offline</span>)}
+        {device && <DeviceState d={device} />}
       </header>
       {device && (
         <p class="meta">

@@ -22,7 +22,13 @@ pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
                 .map(|d| {
                     vec![
                         d.name.clone(),
-                        if d.connected { "connected".into() } else { "offline".into() },
+                        if d.revoked_at.is_some() {
+                            "revoked".into()
+                        } else if d.connected {
+                            "connected".into()
+                        } else {
+                            "offline".into()
+                        },
                         d.slots.to_string(),
                         d.live_sessions.to_string(),
                         table::ago(d.last_contact_at.as_deref()),
@@ -30,6 +36,14 @@ pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
                 })
                 .collect();
             table::print(&["NAME", "STATUS", "SLOTS", "LIVE", "LAST CONTACT"], &rows);
+        }
+        DeviceSub::Revoke { name } => {
+            let d: DeviceView =
+                client.post(&format!("/api/v1/devices/{}/revoke", crate::client::seg(&name)), &serde_json::json!({})).await?;
+            if json {
+                return print_json(&d);
+            }
+            println!("device `{}` revoked: it is refused from now on; its {} live session(s) will be marked lost", d.name, d.live_sessions);
         }
         DeviceSub::Add { name, slots } => {
             let cred: DeviceCredential = client.post("/api/v1/devices", &AddDevice { name, slots: Some(slots) }).await?;

@@ -20,9 +20,49 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
                 slots: d.slots,
                 live_sessions: d.live_sessions,
                 last_contact_at: d.last_contact_at,
+                revoked_at: d.revoked_at,
             })
             .collect(),
     ))
+}
+
+/// `POST /api/v1/devices/{name}/revoke` (owners and admins): revokes the device's
+/// credential and drops its link; it is refused from now on, and its live sessions are
+/// flagged and then marked lost. `drover device add` registers it again.
+pub async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<Json<DeviceView>, ApiError> {
+    let who = match &caller.0 {
+        drover_store::Principal::Member { role, name, .. } if role.is_admin() => name.clone(),
+        drover_store::Principal::Member { .. } => return Err(ApiError::Forbidden("only an owner or admin can revoke a device".into())),
+        _ => return Err(caller.member_name().expect_err("not a member")),
+    };
+    let ws = caller.0.workspace();
+    let d = state.store.device_by_name(ws, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no device named `{name}`")))?;
+    if state.store.revoke_device(d.id).await? {
+        state.devices.kick(d.id);
+        let e = drover_store::NewEvent {
+            workspace: ws,
+            session: None,
+            task: None,
+            kind: drover_core::activity::EventKind::DeviceRevoked,
+            actor: who,
+            detail: serde_json::json!({ "device": d.name, "live_sessions": d.live_sessions }),
+        };
+        state.store.record_event(&e).await?;
+    }
+    let d = state.store.device(d.id).await?.expect("exists");
+    Ok(Json(DeviceView {
+        connected: state.devices.is_connected(d.id),
+        id: d.id,
+        name: d.name,
+        slots: d.slots,
+        live_sessions: d.live_sessions,
+        last_contact_at: d.last_contact_at,
+        revoked_at: d.revoked_at,
+    }))
 }
 
 /// `POST /api/v1/devices`: registers a device and issues its credential (owners and admins).
@@ -44,6 +84,7 @@ pub async fn add(
     }
     let ws = caller.0.workspace();
     let d = state.store.upsert_device(ws, &req.name, slots).await?;
+    state.store.unrevoke_device(d.id).await?;
     let token = crate::auth::issue_device_token(&state.store, ws, d.id, &format!("added by {}", caller.0.display())).await?;
     let device = DeviceView {
         connected: state.devices.is_connected(d.id),
@@ -52,6 +93,7 @@ pub async fn add(
         slots: d.slots,
         live_sessions: d.live_sessions,
         last_contact_at: d.last_contact_at,
+        revoked_at: None,
     };
     Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceCredential { device, token })))
 }
