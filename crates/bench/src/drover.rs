@@ -89,20 +89,27 @@ impl Up {
     }
 }
 
+/// Kills every shim and program of the sessions under `sessions` (a device's sessions
+/// folder): they are their own process groups and outlive the daemon by design.
+pub fn kill_sessions(sessions: &Path) {
+    let Ok(entries) = std::fs::read_dir(sessions) else { return };
+    for e in entries.flatten() {
+        for f in ["child.pid", "shim.pid"] {
+            if let Some(pid) = std::fs::read_to_string(e.path().join(f)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+                // SAFETY: kill only sends a signal.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
 impl Drop for Up {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let Ok(entries) = std::fs::read_dir(self.home.path().join("device/sessions")) else { return };
-        for e in entries.flatten() {
-            for f in ["child.pid", "shim.pid"] {
-                if let Some(pid) = std::fs::read_to_string(e.path().join(f)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
-                    unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            }
-        }
+        kill_sessions(&self.home.path().join("device/sessions"));
     }
 }

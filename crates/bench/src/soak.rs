@@ -55,17 +55,7 @@ impl Drop for Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let Ok(entries) = std::fs::read_dir(self.device_home.join("device-daemon/sessions")) else { return };
-        for e in entries.flatten() {
-            for f in ["child.pid", "shim.pid"] {
-                if let Some(pid) = std::fs::read_to_string(e.path().join(f)).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
-                    unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            }
-        }
+        crate::drover::kill_sessions(&self.device_home.join("device-daemon/sessions"));
     }
 }
 

@@ -12,10 +12,6 @@ use std::time::Duration;
 use support::webhook::{entries, receiver};
 use support::{bin, group_alive, secs, wait_until, Split};
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    assert!(Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success(), "git {args:?}");
-}
-
 #[test]
 fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_old_one() {
     let server = ["--device-silent-secs", "2", "--monitor-secs", "0.5", "--webhook-retry-secs", "0.2"];
@@ -27,10 +23,7 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
     let added = s.cli.json(&["webhook", "add", &hooks.url, "--event", "session.lost"]);
     std::fs::write(&secrets, format!("{}\n", added["secret"].as_str().unwrap())).unwrap();
 
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let repo = support::git_repo(tmp.path());
     // The first run leaves its mark in the sandbox and keeps working; a replacement
     // finds the mark and hands off.
     let script = tmp.path().join("agent.sh");

@@ -92,18 +92,11 @@ fn stopping_a_session_while_its_device_is_offline_releases_it_and_the_device_sto
     wait_until("the stopped run to end on the device", secs(20), || (!group_alive(group)).then_some(()));
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    assert!(Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success(), "git {args:?}");
-}
-
 #[test]
 fn a_lost_task_run_is_replaced_and_no_stage_ever_has_two_live_runs() {
     let mut s = Split::start_with("worker", &FAST, &HEARTBEAT);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let repo = support::git_repo(tmp.path());
     // The first run leaves its work in the sandbox and waits; a replacement finds the
     // work there and hands off.
     let script = tmp.path().join("agent.sh");
@@ -152,10 +145,7 @@ fn a_run_still_going_after_its_sandbox_finished_is_flagged_sandbox_retired_and_l
     let server = ["--device-silent-secs", "600", "--sandbox-retired-secs", "1", "--monitor-secs", "0.5"];
     let mut s = Split::start_with("box", &server, &HEARTBEAT);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let repo = support::git_repo(tmp.path());
     let script = tmp.path().join("agent.sh");
     std::fs::write(&script, "#!/bin/sh\necho working; sleep 300\n").unwrap();
     Command::new("chmod").arg("+x").arg(&script).status().unwrap();
@@ -198,10 +188,7 @@ fn after_a_reboot_the_lost_run_is_reported_and_its_replacement_resumes_the_conve
     // Each test is its own process (nextest): the device daemon inherits this PATH.
     std::env::set_var("PATH", path);
     let mut s = Split::start_with("rebooted", &["--monitor-secs", "0.5"], &HEARTBEAT);
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let repo = support::git_repo(tmp.path());
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "rebooted", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "bot", "--harness", "claude"]);
@@ -237,10 +224,7 @@ fn a_stalled_run_is_replaced_but_one_waiting_on_a_person_is_not() {
     let server = ["--stall-secs", "2", "--monitor-secs", "0.5"];
     let s = Split::start_with("staller", &server, &HEARTBEAT);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+    let repo = support::git_repo(tmp.path());
     let drover = bin().display().to_string();
     // Goes quiet after one line; its replacement finds the mark and hands off.
     let quiet = tmp.path().join("quiet.sh");

@@ -254,6 +254,19 @@ pub fn group_alive(pgid: i32) -> bool {
     })
 }
 
+/// A git repository with one empty commit on `main`, made at `dir/repo`.
+pub fn git_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).expect("repo folder");
+    for args in
+        [&["init", "-q", "-b", "main"][..], &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]]
+    {
+        let ok = Command::new("git").arg("-C").arg(&repo).args(args).status().expect("git").success();
+        assert!(ok, "git {args:?}");
+    }
+    repo
+}
+
 /// Polls `f` every 50 ms until it gives a value; panics naming `what` after `timeout`.
 pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -7,23 +7,23 @@ use drover_protocol::api::DeviceView;
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
 
+fn view(state: &AppState, d: drover_store::DeviceRow) -> DeviceView {
+    DeviceView {
+        connected: state.devices.is_connected(d.id),
+        id: d.id,
+        name: d.name,
+        slots: d.slots,
+        live_sessions: d.live_sessions,
+        last_contact_at: d.last_contact_at,
+        revoked_at: d.revoked_at,
+    }
+}
+
 /// Lists the workspace's devices with slots, live sessions, connection and last contact.
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<DeviceView>>, ApiError> {
     caller.member_name()?;
     let rows = state.store.list_devices(caller.0.workspace()).await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|d| DeviceView {
-                connected: state.devices.is_connected(d.id),
-                id: d.id,
-                name: d.name,
-                slots: d.slots,
-                live_sessions: d.live_sessions,
-                last_contact_at: d.last_contact_at,
-                revoked_at: d.revoked_at,
-            })
-            .collect(),
-    ))
+    Ok(Json(rows.into_iter().map(|d| view(&state, d)).collect()))
 }
 
 /// `POST /api/v1/devices/{name}/revoke` (owners and admins): revokes the device's
@@ -53,16 +53,7 @@ pub async fn revoke(
         };
         state.store.record_event(&e).await?;
     }
-    let d = state.store.device(d.id).await?.expect("exists");
-    Ok(Json(DeviceView {
-        connected: state.devices.is_connected(d.id),
-        id: d.id,
-        name: d.name,
-        slots: d.slots,
-        live_sessions: d.live_sessions,
-        last_contact_at: d.last_contact_at,
-        revoked_at: d.revoked_at,
-    }))
+    Ok(Json(view(&state, state.store.device(d.id).await?.expect("exists"))))
 }
 
 /// `POST /api/v1/devices`: registers a device and issues its credential (owners and admins).
@@ -86,14 +77,6 @@ pub async fn add(
     let d = state.store.upsert_device(ws, &req.name, slots).await?;
     state.store.unrevoke_device(d.id).await?;
     let token = crate::auth::issue_device_token(&state.store, ws, d.id, &format!("added by {}", caller.0.display())).await?;
-    let device = DeviceView {
-        connected: state.devices.is_connected(d.id),
-        id: d.id,
-        name: d.name,
-        slots: d.slots,
-        live_sessions: d.live_sessions,
-        last_contact_at: d.last_contact_at,
-        revoked_at: None,
-    };
+    let device = view(&state, state.store.device(d.id).await?.expect("just added"));
     Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceCredential { device, token })))
 }
