@@ -118,7 +118,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 8)]
     pub slots: u32,
     /// Seconds between the local device's heartbeats.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = drover_device::HEARTBEAT.as_secs_f64())]
     pub heartbeat_secs: f64,
 }
 
@@ -149,7 +149,7 @@ pub struct DeviceRunArgs {
     #[arg(long, default_value_t = 8)]
     pub slots: u32,
     /// Seconds between heartbeats to the server.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = drover_device::HEARTBEAT.as_secs_f64())]
     pub heartbeat_secs: f64,
 }
 

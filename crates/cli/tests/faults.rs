@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use support::webhook::{entries, receiver};
@@ -31,8 +30,7 @@ fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_ol
         "#!/bin/sh\nif [ -f started ]; then echo 'picked up'; '{}' task advance --note resumed; sleep 60; fi\ntouch started\necho working\ni=0; while :; do i=$((i+1)); echo \"tick $i\"; sleep 0.3; done\n",
         bin().display()
     );
-    std::fs::write(&script, body).unwrap();
-    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    support::executable(&script, &body);
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "remote", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);

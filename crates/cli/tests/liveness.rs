@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -104,8 +103,7 @@ fn a_lost_task_run_is_replaced_and_no_stage_ever_has_two_live_runs() {
         "#!/bin/sh\nset -e\nif [ -f started ]; then echo 'picked up'; '{}' task advance --note resumed; sleep 60; fi\ntouch started\necho first; sleep 300\n",
         bin().display()
     );
-    std::fs::write(&script, body).unwrap();
-    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    support::executable(&script, &body);
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "worker", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
@@ -147,8 +145,7 @@ fn a_run_still_going_after_its_sandbox_finished_is_flagged_sandbox_retired_and_l
     let tmp = tempfile::tempdir().unwrap();
     let repo = support::git_repo(tmp.path());
     let script = tmp.path().join("agent.sh");
-    std::fs::write(&script, "#!/bin/sh\necho working; sleep 300\n").unwrap();
-    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    support::executable(&script, "#!/bin/sh\necho working; sleep 300\n");
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "box", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
@@ -182,8 +179,7 @@ fn after_a_reboot_the_lost_run_is_reported_and_its_replacement_resumes_the_conve
     std::fs::create_dir(&bin_dir).unwrap();
     let claude = bin_dir.join("claude");
     let script = "#!/bin/sh\ncase \" $* \" in\n  *\" --continue \"*) echo 'resumed the conversation'; read line; echo \"told: $line\"; drover task advance --note resumed; sleep 60;;\n  *) echo 'new conversation'; sleep 300;;\nesac\n";
-    std::fs::write(&claude, script).unwrap();
-    Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
+    support::executable(&claude, script);
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     // Each test is its own process (nextest): the device daemon inherits this PATH.
     std::env::set_var("PATH", path);
@@ -228,17 +224,13 @@ fn a_stalled_run_is_replaced_but_one_waiting_on_a_person_is_not() {
     let drover = bin().display().to_string();
     // Goes quiet after one line; its replacement finds the mark and hands off.
     let quiet = tmp.path().join("quiet.sh");
-    std::fs::write(&quiet, format!("#!/bin/sh\nif [ -f started ]; then echo 'fresh run'; '{drover}' task advance --note done; sleep 60; fi\ntouch started\necho 'one line'; sleep 300\n")).unwrap();
+    support::executable(&quiet, &format!("#!/bin/sh\nif [ -f started ]; then echo 'fresh run'; '{drover}' task advance --note done; sleep 60; fi\ntouch started\necho 'one line'; sleep 300\n"));
     // Asks a person and waits quietly for the answer, then hands off.
     let asker = tmp.path().join("asker.sh");
-    std::fs::write(
+    support::executable(
         &asker,
-        format!("#!/bin/sh\na=$('{drover}' task ask 'Which colour?')\necho \"got $a\"\n'{drover}' task advance --note \"$a\"\nsleep 60\n"),
-    )
-    .unwrap();
-    for f in [&quiet, &asker] {
-        Command::new("chmod").arg("+x").arg(f).status().unwrap();
-    }
+        &format!("#!/bin/sh\na=$('{drover}' task ask 'Which colour?')\necho \"got $a\"\n'{drover}' task advance --note \"$a\"\nsleep 60\n"),
+    );
     let cli = &s.cli;
     cli.ok(&["repo", "add", "app", "--device", "staller", "--path", repo.to_str().unwrap()]);
     cli.ok(&["agent", "create", "quiet", "--harness", "custom", "--", quiet.to_str().unwrap(), "{prompt}"]);

@@ -143,4 +143,20 @@ pub(crate) mod testing {
         let store = Store::open_sqlite(&dir.path().join("t.db")).await.unwrap();
         (store, dir)
     }
+
+    /// A task-free session (`sh` in `/`) on device `box` of `workspace`.
+    pub async fn session(s: &Store, workspace: drover_core::WorkspaceId) -> drover_core::SessionId {
+        let dev = s.upsert_device(workspace, "box", 2).await.unwrap();
+        let new = NewSession {
+            workspace,
+            device: dev.id,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            title: "t".into(),
+            cols: 80,
+            rows: 24,
+            created_by: "alice".into(),
+        };
+        s.create_session(&new).await.unwrap()
+    }
 }

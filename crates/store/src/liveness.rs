@@ -86,24 +86,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::store;
+    use crate::testing::{session, store};
 
     #[tokio::test]
     async fn flags_are_raised_cleared_and_listed_for_live_sessions_only() {
         let (s, _d) = store().await;
         let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
-        let dev = s.upsert_device(ws, "box", 2).await.unwrap();
-        let new = crate::NewSession {
-            workspace: ws,
-            device: dev.id,
-            command: vec!["sh".into()],
-            cwd: "/".into(),
-            title: "t".into(),
-            cols: 80,
-            rows: 24,
-            created_by: "alice".into(),
-        };
-        let id = s.create_session(&new).await.unwrap();
+        let id = session(&s, ws).await;
         assert_eq!(s.live_checks().await.unwrap().len(), 1);
         assert!(s.stale_sessions(ws).await.unwrap().is_empty());
         assert!(s.set_stale_flag(id, Some(StaleFlag::DeviceSilent)).await.unwrap());

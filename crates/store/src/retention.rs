@@ -79,26 +79,15 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::store;
-    use crate::{NewEvent, NewSession, OutputChunk};
+    use crate::testing::{session, store};
+    use crate::{NewEvent, OutputChunk};
     use drover_core::activity::EventKind;
 
     #[tokio::test]
     async fn finished_sessions_are_pruned_live_ones_never() {
         let (s, _d) = store().await;
         let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
-        let dev = s.upsert_device(ws, "box", 2).await.unwrap();
-        let new = NewSession {
-            workspace: ws,
-            device: dev.id,
-            command: vec!["sh".into()],
-            cwd: "/".into(),
-            title: "t".into(),
-            cols: 80,
-            rows: 24,
-            created_by: "alice".into(),
-        };
-        let (done, live) = (s.create_session(&new).await.unwrap(), s.create_session(&new).await.unwrap());
+        let (done, live) = (session(&s, ws).await, session(&s, ws).await);
         for id in [done, live] {
             s.append_output(vec![OutputChunk { session: id, offset: 0, t_micros: 0, data: b"hello".to_vec() }]).await.unwrap();
         }

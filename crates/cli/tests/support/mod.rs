@@ -254,6 +254,13 @@ pub fn group_alive(pgid: i32) -> bool {
     })
 }
 
+/// Writes an executable script (a stand-in agent or CLI) at `path`.
+pub fn executable(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).expect("write the script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("make it executable");
+}
+
 /// A git repository with one empty commit on `main`, made at `dir/repo`.
 pub fn git_repo(dir: &Path) -> PathBuf {
     let repo = dir.join("repo");
