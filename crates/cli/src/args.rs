@@ -33,6 +33,16 @@ pub enum Command {
     Session(SessionCmd),
     /// Print a one-time link that signs this browser in to the web app.
     Ui,
+    /// Sign in with your name and password; saves a personal API token for the CLI.
+    Login(LoginArgs),
+    /// Set or change your password (for `drover login` and the web sign-in form).
+    Password,
+    /// Your personal API tokens: list, create, revoke.
+    #[command(subcommand)]
+    Token(TokenCmd),
+    /// The workspace's members: list, invite and change roles (owners).
+    #[command(subcommand)]
+    Member(MemberCmd),
     /// File, follow and steer tasks; inside an agent's run, hand off, comment, block, ask.
     #[command(subcommand)]
     Task(TaskCmd),
@@ -61,6 +71,63 @@ pub enum Command {
     Shim {
         /// The session directory.
         dir: PathBuf,
+    },
+}
+
+/// `drover login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server's URL (default: DROVER_URL, the saved one, or http://127.0.0.1:7070).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Your member name.
+    #[arg(long)]
+    pub name: String,
+    /// Read the password from standard input (for scripts) instead of prompting.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// What the token is for, shown in `drover token list` (default: this machine's name).
+    #[arg(long)]
+    pub label: Option<String>,
+}
+
+/// `drover token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// List your tokens, revoked ones included.
+    List,
+    /// Issue another token (printed once), e.g. for CI.
+    Create {
+        /// What it is for.
+        label: String,
+    },
+    /// Revoke one of your tokens.
+    Revoke {
+        /// The token's id (tok_…).
+        id: String,
+    },
+}
+
+/// `drover member …`.
+#[derive(Debug, Subcommand)]
+pub enum MemberCmd {
+    /// List members and roles.
+    List,
+    /// Create an invitation link (owners); the invitee picks a name and password.
+    Invite {
+        /// The role they get: member, admin or owner.
+        #[arg(long, default_value = "member")]
+        role: String,
+        /// How long the link works, in hours.
+        #[arg(long, default_value_t = 72)]
+        hours: u32,
+    },
+    /// Change a member's role (owners).
+    Role {
+        /// The member's name.
+        name: String,
+        /// The new role: member, admin or owner.
+        role: String,
     },
 }
 

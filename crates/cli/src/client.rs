@@ -35,8 +35,25 @@ impl Client {
         Ok(Client { url: url.trim_end_matches('/').to_string(), token, http })
     }
 
+    /// A client for `url` with no credential yet (`drover login`).
+    pub fn anonymous(url: &str) -> Result<Client> {
+        let http = reqwest::Client::builder().build().context("building the HTTP client")?;
+        Ok(Client { url: url.trim_end_matches('/').to_string(), token: String::new(), http })
+    }
+
+    /// The server's URL as configured, even without a credential.
+    pub fn configured_url() -> Option<String> {
+        let file = home::home().ok().and_then(|h| home::read_json::<ClientConfig>(&h.join("client.json")));
+        std::env::var("DROVER_URL").ok().filter(|s| !s.is_empty()).or_else(|| file.map(|f| f.url))
+    }
+
     fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        self.http.request(method, format!("{}{}", self.url, path)).bearer_auth(&self.token)
+        let req = self.http.request(method, format!("{}{}", self.url, path));
+        if self.token.is_empty() {
+            req
+        } else {
+            req.bearer_auth(&self.token)
+        }
     }
 
     /// Sends a request and returns the raw response, turning failures into messages.
@@ -88,6 +105,12 @@ impl Client {
     /// DELETE, expecting no body back.
     pub async fn delete(&self, path: &str) -> Result<()> {
         self.send(self.request(Method::DELETE, path)).await?;
+        Ok(())
+    }
+
+    /// PUT JSON, expecting no body back.
+    pub async fn put_ok<B: Serialize>(&self, path: &str, body: &B) -> Result<()> {
+        self.send(self.request(Method::PUT, path).json(body)).await?;
         Ok(())
     }
 

@@ -22,7 +22,12 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         bail!("--stop-grace must be between 0 and 3600 seconds");
     }
     let store = Store::open_sqlite(&home.join("drover.db")).await.with_context(|| format!("opening the database in {}", home.display()))?;
-    let owner = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "owner".into());
+    // The first owner is named after the login user (made a valid member name).
+    let owner = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map(|u| drover_core::names::device_name_from_host(&u))
+        .unwrap_or_else(|| "owner".into());
     let (workspace, _) = store.bootstrap("default", &owner).await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse { " (another program uses it: pass --listen 127.0.0.1:PORT)" } else { "" };
@@ -202,6 +207,7 @@ fn default_cwd() -> PathBuf {
     dirs::home_dir().filter(|h| h.is_dir()).unwrap_or_else(|| PathBuf::from("/"))
 }
 
-fn hostname() -> String {
+/// This machine's host name ("local" if unknown).
+pub fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "local".into())
 }

@@ -53,11 +53,23 @@ pub enum EventKind {
     Abandoned,
     /// An admin revoked a device's credential.
     DeviceRevoked,
+    /// An owner invited someone to the workspace (with the role they will get).
+    MemberInvited,
+    /// Someone accepted an invitation and became a member.
+    MemberJoined,
+    /// An owner changed a member's role.
+    RoleChanged,
+    /// A member set or changed their password.
+    PasswordChanged,
+    /// A personal API token was issued (`drover login`).
+    TokenIssued,
+    /// A personal API token was revoked.
+    TokenRevoked,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 29] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -81,6 +93,12 @@ impl EventKind {
         EventKind::MarkedDone,
         EventKind::Abandoned,
         EventKind::DeviceRevoked,
+        EventKind::MemberInvited,
+        EventKind::MemberJoined,
+        EventKind::RoleChanged,
+        EventKind::PasswordChanged,
+        EventKind::TokenIssued,
+        EventKind::TokenRevoked,
     ];
 
     /// The identifier used in the API and storage.
@@ -109,6 +127,12 @@ impl EventKind {
             EventKind::MarkedDone => "marked_done",
             EventKind::Abandoned => "abandoned",
             EventKind::DeviceRevoked => "device_revoked",
+            EventKind::MemberInvited => "member_invited",
+            EventKind::MemberJoined => "member_joined",
+            EventKind::RoleChanged => "role_changed",
+            EventKind::PasswordChanged => "password_changed",
+            EventKind::TokenIssued => "token_issued",
+            EventKind::TokenRevoked => "token_revoked",
         }
     }
 
@@ -143,6 +167,12 @@ impl EventKind {
             EventKind::MarkedDone => "marked done",
             EventKind::Abandoned => "sandbox abandoned",
             EventKind::DeviceRevoked => "device revoked",
+            EventKind::MemberInvited => "member invited",
+            EventKind::MemberJoined => "member joined",
+            EventKind::RoleChanged => "role changed",
+            EventKind::PasswordChanged => "password changed",
+            EventKind::TokenIssued => "API token issued",
+            EventKind::TokenRevoked => "API token revoked",
         }
     }
 }

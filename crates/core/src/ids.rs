@@ -167,6 +167,10 @@ typed_id!(
     /// One webhook message to one endpoint: its `webhook-id` and idempotency key.
     MessageId, "msg", "webhook message"
 );
+typed_id!(
+    /// An invitation to join a workspace (its code is stored hashed).
+    InviteId, "inv", "invite"
+);
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,8 @@ pub mod task;
 pub mod webhook;
 
 pub use ids::{
-    AgentId, DeviceId, EventId, IdError, MemberId, MessageId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WebhookId, WorkspaceId,
+    AgentId, DeviceId, EventId, IdError, InviteId, MemberId, MessageId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WebhookId,
+    WorkspaceId,
 };
 pub use outcome::{ExitStatus, Outcome, RunEnd};
 pub use sandbox::SandboxState;

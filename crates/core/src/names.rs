@@ -17,6 +17,12 @@ pub enum NameError {
     /// Device names are 1–63 characters of letters, digits, `-`, `_`, `.`.
     #[error("device name `{0}` is not valid: use 1–63 letters, digits, '-', '_' or '.', starting with a letter or digit")]
     DeviceName(String),
+    /// Member names are 1–63 characters of letters, digits, `-`, `_`, `.`.
+    #[error("member name `{0}` is not valid: use 1–63 letters, digits, '-', '_' or '.', starting with a letter or digit")]
+    MemberName(String),
+    /// A password too short or too long.
+    #[error("the password must be {MIN_PASSWORD_CHARS}–{MAX_PASSWORD_BYTES} characters long")]
+    Password,
     /// A title with control characters or too long.
     #[error("title is not valid: at most {MAX_TITLE_CHARS} characters, no control characters")]
     Title,
@@ -30,15 +36,42 @@ pub enum NameError {
     },
 }
 
+/// Shortest password accepted, in characters.
+pub const MIN_PASSWORD_CHARS: usize = 10;
+/// Longest password accepted, in bytes (hashing cost stays bounded).
+pub const MAX_PASSWORD_BYTES: usize = 256;
+
+/// Whether `name` is 1–63 letters, digits, `-`, `_`, `.`, starting with a letter or digit.
+fn is_handle(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// Checks a device name.
 pub fn check_device_name(name: &str) -> Result<(), NameError> {
-    let ok = (1..=63).contains(&name.len())
-        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok {
+    if is_handle(name) {
         Ok(())
     } else {
         Err(NameError::DeviceName(name.chars().take(80).collect()))
+    }
+}
+
+/// Checks a member's name (what they sign in with).
+pub fn check_member_name(name: &str) -> Result<(), NameError> {
+    if is_handle(name) {
+        Ok(())
+    } else {
+        Err(NameError::MemberName(name.chars().take(80).collect()))
+    }
+}
+
+/// Checks a new password's length.
+pub fn check_password(password: &str) -> Result<(), NameError> {
+    if password.chars().count() >= MIN_PASSWORD_CHARS && password.len() <= MAX_PASSWORD_BYTES {
+        Ok(())
+    } else {
+        Err(NameError::Password)
     }
 }
 
@@ -83,6 +116,15 @@ mod tests {
         for bad in ["", "-x", "has space", "ünï", &"a".repeat(64), "a/b"] {
             assert!(check_device_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn member_names_and_passwords() {
+        assert!(check_member_name("alice").is_ok());
+        assert_eq!(check_member_name("<b>x</b>"), Err(NameError::MemberName("<b>x</b>".into())));
+        assert!(check_password("correct horse").is_ok());
+        assert_eq!(check_password("short"), Err(NameError::Password));
+        assert_eq!(check_password(&"é".repeat(200)), Err(NameError::Password), "too many bytes");
     }
 
     #[test]

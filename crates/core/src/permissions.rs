@@ -90,9 +90,72 @@ pub fn allowed(caller: Caller, action: Action) -> bool {
     }
 }
 
+/// Something a member may want to do to the workspace itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceAction {
+    /// Invite someone, or change a member's role.
+    ManageMembers,
+    /// Register or revoke devices, manage webhooks, export the audit trail.
+    Administer,
+    /// Read the workspace: lists, tasks, events; file tasks; register agents they operate.
+    Work,
+}
+
+/// Whether a member with `role` may perform `action` on the workspace.
+pub fn workspace_allowed(role: Role, action: WorkspaceAction) -> bool {
+    match action {
+        WorkspaceAction::ManageMembers => role == Role::Owner,
+        WorkspaceAction::Administer => role.is_admin(),
+        WorkspaceAction::Work => true,
+    }
+}
+
+/// Why a role change is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RoleChangeRefused {
+    /// Only owners change roles.
+    #[error("only a workspace owner can change roles")]
+    NotOwner,
+    /// The workspace would be left without an owner.
+    #[error("the workspace must keep at least one owner: make someone else owner first")]
+    LastOwner,
+}
+
+/// Whether a member with `caller` role may change a member whose role is `from` to `to`,
+/// when the workspace has `owners` owners.
+pub fn role_change(caller: Role, from: Role, to: Role, owners: usize) -> Result<(), RoleChangeRefused> {
+    if caller != Role::Owner {
+        return Err(RoleChangeRefused::NotOwner);
+    }
+    if from == Role::Owner && to != Role::Owner && owners <= 1 {
+        return Err(RoleChangeRefused::LastOwner);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_actions_follow_roles() {
+        assert!(workspace_allowed(Role::Owner, WorkspaceAction::ManageMembers));
+        assert!(!workspace_allowed(Role::Admin, WorkspaceAction::ManageMembers));
+        assert!(workspace_allowed(Role::Admin, WorkspaceAction::Administer));
+        assert!(!workspace_allowed(Role::Member, WorkspaceAction::Administer));
+        for r in [Role::Owner, Role::Admin, Role::Member] {
+            assert!(workspace_allowed(r, WorkspaceAction::Work));
+        }
+    }
+
+    #[test]
+    fn role_changes_are_owners_and_keep_an_owner() {
+        assert_eq!(role_change(Role::Admin, Role::Member, Role::Admin, 1), Err(RoleChangeRefused::NotOwner));
+        assert_eq!(role_change(Role::Owner, Role::Member, Role::Admin, 1), Ok(()));
+        assert_eq!(role_change(Role::Owner, Role::Owner, Role::Admin, 1), Err(RoleChangeRefused::LastOwner));
+        assert_eq!(role_change(Role::Owner, Role::Owner, Role::Member, 2), Ok(()));
+        assert_eq!(role_change(Role::Owner, Role::Owner, Role::Owner, 1), Ok(()));
+    }
 
     fn member(role: Role, operates_agent: bool) -> Caller {
         Caller::Member { role, operates_agent, pinned_assignee: false }

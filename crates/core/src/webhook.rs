@@ -74,7 +74,13 @@ impl WebhookEvent {
             | EventKind::FinishRequested
             | EventKind::MarkedDone
             | EventKind::Abandoned
-            | EventKind::DeviceRevoked => None,
+            | EventKind::DeviceRevoked
+            | EventKind::MemberInvited
+            | EventKind::MemberJoined
+            | EventKind::RoleChanged
+            | EventKind::PasswordChanged
+            | EventKind::TokenIssued
+            | EventKind::TokenRevoked => None,
         }
     }
 }

@@ -113,6 +113,10 @@ pub struct SessionView {
     /// When its recording and events were pruned after the retention window, if they were.
     #[serde(default)]
     pub pruned_at: Option<String>,
+    /// Whether the caller may drop in: open the terminal, read the scrollback, send
+    /// input, Stop (owners, admins and the operator of its agent).
+    #[serde(default)]
+    pub can_drop_in: bool,
 }
 
 /// One piece of evidence that a run moved its work on.
@@ -513,6 +517,20 @@ pub struct TaskDetail {
     pub notes: Vec<NoteView>,
     /// Its Activity timeline.
     pub events: Vec<EventView>,
+    /// Which of the Sessions panel's controls the caller may use.
+    #[serde(default)]
+    pub controls: TaskControls,
+}
+
+/// Which task controls the caller may use (the UI shows only these).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct TaskControls {
+    /// Launch session, Finish session (the stage's pinned assignee's operator, or an admin).
+    pub finish: bool,
+    /// Mark done, Abandon (owners and admins).
+    pub retire: bool,
+    /// Cancel task (who filed it, or an admin).
+    pub cancel: bool,
 }
 
 /// A text body (hand-off note, comment, blocker, question, answer).
@@ -585,4 +603,119 @@ pub struct DeliveryView {
     pub delivered_at: Option<String>,
     /// The body sent.
     pub payload: serde_json::Value,
+}
+
+/// `GET /api/v1/members`: one member of the workspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemberView {
+    /// Their id.
+    pub id: drover_core::MemberId,
+    /// The name they sign in with.
+    pub name: String,
+    /// Their role (`owner`, `admin`, `member`).
+    pub role: String,
+    /// When they joined.
+    pub created_at: String,
+    /// Whether they have set a password (can sign in with `drover login` or the web form).
+    pub has_password: bool,
+}
+
+/// `PUT /api/v1/members/{name}/role`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetRole {
+    /// The new role (`owner`, `admin`, `member`).
+    pub role: String,
+}
+
+/// `POST /api/v1/invites`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateInvite {
+    /// The role the new member gets (default `member`).
+    pub role: Option<String>,
+    /// How long the invitation works, in hours (default 72, at most 720).
+    pub hours: Option<u32>,
+}
+
+/// An invitation, with its code (shown once).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InviteView {
+    /// Its id.
+    pub id: drover_core::InviteId,
+    /// The role the new member gets.
+    pub role: String,
+    /// The secret code.
+    pub code: String,
+    /// The invitation page's path on the server (`/invite/…`); join it to the server's URL.
+    pub path: String,
+    /// When it stops working (RFC 3339).
+    pub expires_at: String,
+}
+
+/// `GET /api/v1/invites/{code}`: what an invitation offers (for the invitation page).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InviteInfo {
+    /// The role the new member gets.
+    pub role: String,
+}
+
+/// `POST /api/v1/invites/{code}/accept`: joins the workspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AcceptInvite {
+    /// The name to sign in with.
+    pub name: String,
+    /// The password to sign in with.
+    pub password: String,
+}
+
+/// `POST /api/v1/login` (browser) and `POST /api/v1/login/token` (`drover login`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Login {
+    /// The member's name.
+    pub name: String,
+    /// Their password.
+    pub password: String,
+    /// For a token: what it is for (shown in `drover token list`).
+    pub label: Option<String>,
+}
+
+/// `PUT /api/v1/me/password`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetPassword {
+    /// The current password (needed once one is set).
+    pub current: Option<String>,
+    /// The new password.
+    pub password: String,
+}
+
+/// `POST /api/v1/tokens`: a new personal token for the caller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateToken {
+    /// What it is for.
+    pub label: String,
+}
+
+/// A personal API token (never the token itself, except once in [`IssuedToken`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenView {
+    /// Its id.
+    pub id: drover_core::TokenId,
+    /// What it is for.
+    pub label: String,
+    /// When it was issued.
+    pub created_at: String,
+    /// When it was last used (to the minute).
+    pub last_used_at: Option<String>,
+    /// When it was revoked.
+    pub revoked_at: Option<String>,
+}
+
+/// A newly issued personal token (the token is shown once).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IssuedToken {
+    /// The token as listed.
+    pub info: TokenView,
+    /// The secret, for `Authorization: Bearer`.
+    pub token: String,
+    /// Who it signs in.
+    pub member: MeView,
 }

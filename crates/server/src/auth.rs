@@ -10,6 +10,7 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use drover_core::permissions::{allowed, workspace_allowed, Action, Caller as PermCaller, Role, WorkspaceAction};
 use drover_core::{DeviceId, MemberId, WorkspaceId};
 use drover_store::{Principal, Store, TokenKind};
 use rand::distributions::Alphanumeric;
@@ -73,7 +74,71 @@ pub async fn token_valid(store: &Store, token: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Caller(pub Principal);
 
+/// A calling member, as the permission checks need them.
+#[derive(Debug, Clone, Copy)]
+pub struct Member<'a> {
+    /// Their id.
+    pub id: MemberId,
+    /// Their name.
+    pub name: &'a str,
+    /// Their role.
+    pub role: Role,
+}
+
 impl Caller {
+    /// The calling member, or an error if the caller is not a member.
+    pub fn member(&self) -> Result<Member<'_>, ApiError> {
+        match &self.0 {
+            Principal::Member { id, name, role, .. } => Ok(Member { id: *id, name, role: *role }),
+            _ => Err(self.member_name().expect_err("not a member")),
+        }
+    }
+
+    /// The calling member's name if their role allows `action` on the workspace.
+    pub fn require(&self, action: WorkspaceAction) -> Result<String, ApiError> {
+        let m = self.member()?;
+        if workspace_allowed(m.role, action) {
+            return Ok(m.name.to_string());
+        }
+        Err(ApiError::Forbidden(match action {
+            WorkspaceAction::ManageMembers => "only a workspace owner can invite people or change roles".into(),
+            WorkspaceAction::Administer => format!("only a workspace owner or admin can do this (you are {})", m.role.as_str()),
+            WorkspaceAction::Work => "members only".into(),
+        }))
+    }
+
+    /// How the permission rules see this caller acting on `session`.
+    pub fn on_session(&self, session: &drover_store::SessionRow, pinned_assignee: bool) -> PermCaller {
+        match &self.0 {
+            Principal::Member { id, role, .. } => {
+                PermCaller::Member { role: *role, operates_agent: session.operator == Some(*id), pinned_assignee }
+            }
+            Principal::Agent { session: own, .. } => PermCaller::Agent { own_session: *own == session.id },
+            Principal::Device { .. } => PermCaller::Device,
+        }
+    }
+
+    /// Whether the caller may open `session`'s terminal, type, read its scrollback and
+    /// stop it (owners, admins and the operator of its agent; never an agent).
+    pub fn may_drop_in(&self, session: &drover_store::SessionRow) -> bool {
+        allowed(self.on_session(session, false), Action::DropIn)
+    }
+
+    /// The caller's name if they may drop in to `session`; else a 403 that says who may.
+    pub fn require_drop_in(&self, session: &drover_store::SessionRow) -> Result<String, ApiError> {
+        let name = self.member_name()?;
+        if self.may_drop_in(session) {
+            return Ok(name);
+        }
+        let operator = match &session.agent_name {
+            Some(agent) => format!("the operator of agent {agent}"),
+            None => format!("{}, who started it", session.created_by),
+        };
+        Err(ApiError::Forbidden(format!(
+            "no permission: only a workspace owner or admin, or {operator}, can open this session's terminal, read its output, send it input or stop it"
+        )))
+    }
+
     /// The member's name, or an error if the caller is not a member.
     pub fn member_name(&self) -> Result<String, ApiError> {
         match &self.0 {
@@ -116,8 +181,18 @@ impl FromRequestParts<AppState> for Caller {
                 None => Err(ApiError::Unauthorized("this session credential is not valid: its session has ended".into())),
             };
         }
-        match state.store.principal_for(&digest(token)).await? {
-            Some(p) => Ok(Caller(p)),
+        let hash = digest(token);
+        match state.store.principal_for(&hash).await? {
+            Some(p) => {
+                // Last use is shown in `drover token list`; recorded off the request's path.
+                let store = state.store.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = store.touch_token(&hash).await {
+                        tracing::debug!("recording a token's last use: {e}");
+                    }
+                });
+                Ok(Caller(p))
+            }
             None => Err(ApiError::Unauthorized(
                 "the token is not valid or was revoked: get a new one (`drover up` writes one to $DROVER_HOME)".into(),
             )),
@@ -140,7 +215,7 @@ pub fn session_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
 
 /// Whether the request comes from a page of this server: `Origin` names the `Host` the
 /// request was sent to.
-fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
     let origin = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok());
     let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok());
     match (origin, host) {

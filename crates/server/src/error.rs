@@ -29,6 +29,9 @@ pub enum ApiError {
     /// 413: too large.
     #[error("{0}")]
     TooLarge(String),
+    /// 429: too many failed sign-ins; try again after this many seconds.
+    #[error("too many failed sign-ins: try again in {0} seconds")]
+    TooManyRequests(u64),
     /// 503: what the request needs (a device) is not connected.
     #[error("{0}")]
     Unavailable(String),
@@ -50,6 +53,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -67,6 +71,10 @@ impl From<drover_store::StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        (status, Json(ErrorBody { error: self.to_string(), code: code.into() })).into_response()
+        let mut resp = (status, Json(ErrorBody { error: self.to_string(), code: code.into() })).into_response();
+        if let ApiError::TooManyRequests(secs) = self {
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }

@@ -11,7 +11,9 @@ mod devices;
 mod error;
 mod hub;
 mod ingest;
+mod limits;
 mod monitor;
+mod passwords;
 mod render;
 mod retention;
 pub mod scheduler;
@@ -46,6 +48,10 @@ pub struct ServerConfig {
     pub web_session_ttl: Duration,
     /// How long a one-time sign-in link works.
     pub login_link_ttl: Duration,
+    /// Failed sign-ins allowed per client address and per member name in `login_window`.
+    pub login_attempts: usize,
+    /// The sliding window of `login_attempts`.
+    pub login_window: Duration,
     /// The server's URL as agents on devices reach it (`DROVER_URL` in their runs).
     pub public_url: String,
     /// How often the scheduler looks at waiting stages without being woken.
@@ -81,6 +87,8 @@ impl Default for ServerConfig {
             ask_timeout: Duration::from_secs(60),
             web_session_ttl: Duration::from_secs(7 * 24 * 3600),
             login_link_ttl: Duration::from_secs(15 * 60),
+            login_attempts: 10,
+            login_window: Duration::from_secs(5 * 60),
             public_url: "http://127.0.0.1:7070".into(),
             schedule_tick: Duration::from_secs(5),
             max_attempts: 3,

@@ -26,6 +26,8 @@ pub struct AppState {
     pub scheduler: Arc<tokio::sync::Notify>,
     /// Tasks with a hand-off under way (a merge can take a while): one at a time each.
     pub(crate) hand_offs: Arc<std::sync::Mutex<std::collections::HashSet<drover_core::TaskId>>>,
+    /// Failed sign-ins per client address and member name.
+    pub(crate) logins: Arc<crate::limits::LoginLimiter>,
 }
 
 impl AppState {
@@ -35,10 +37,11 @@ impl AppState {
             store,
             devices: Arc::new(Devices::default()),
             hubs: Arc::new(Hubs::default()),
-            config: Arc::new(config),
+            config: Arc::new(config.clone()),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),
             hand_offs: Arc::default(),
+            logins: Arc::new(crate::limits::LoginLimiter::new(config.login_attempts, config.login_window)),
         }
     }
 }

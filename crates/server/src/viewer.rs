@@ -13,7 +13,6 @@ use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 
-use crate::api::sessions::load_session;
 use crate::auth::Caller;
 use crate::hub::{Hub, Joined, NoResync, ViewerOut};
 use crate::{render, ApiError, AppState};
@@ -45,8 +44,7 @@ pub async fn terminal(
     Query(params): Query<TerminalParams>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    caller.member_name()?;
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, _) = crate::api::sessions::load_for_drop_in(&state, &caller, &id).await?;
     let ws = ws.map_err(|e| ApiError::BadRequest(format!("the terminal is a WebSocket: {e}")))?;
     if !row.outcome.is_live() {
         return Err(ApiError::Conflict(format!(

@@ -64,6 +64,15 @@ fn message_page(status: StatusCode, text: &'static str) -> Response {
     with_headers((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(), "no-store")
 }
 
+/// The `Set-Cookie` value for a new browser session `cookie`. The cookie outlives the
+/// sign-in by a week so the server can say "auth expired" (rather than "not signed in")
+/// when it has; the server decides.
+pub fn set_cookie(state: &AppState, cookie: &str) -> HeaderValue {
+    let max_age = state.config.web_session_ttl.as_secs() + COOKIE_GRACE_SECS;
+    let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}", auth::COOKIE);
+    HeaderValue::from_str(&set).expect("cookie is ASCII")
+}
+
 /// `GET /login/{code}`: redeems a one-time sign-in link, sets the session cookie and
 /// goes to the Sessions page.
 pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> Response {
@@ -71,16 +80,11 @@ pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> R
         return message_page(StatusCode::NOT_FOUND, "This is not a sign-in link. Run <code>drover ui</code> for a fresh one.");
     }
     let cookie = auth::new_token(auth::WEB_SESSION_PREFIX);
-    let ttl = state.config.web_session_ttl;
-    let chrono_ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::days(7));
+    let chrono_ttl = chrono::Duration::from_std(state.config.web_session_ttl).unwrap_or(chrono::Duration::days(7));
     match state.store.redeem_login_link(&auth::digest(&code), &auth::digest(&cookie), chrono_ttl).await {
         Ok(Some(_)) => {
-            // The cookie outlives the sign-in by a week so the server can say "auth
-            // expired" (rather than "not signed in") when it has; the server decides.
-            let max_age = ttl.as_secs() + COOKIE_GRACE_SECS;
-            let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}", auth::COOKIE);
             let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/sessions")]).into_response();
-            resp.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&set).expect("cookie is ASCII"));
+            resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&state, &cookie));
             with_headers(resp, "no-store")
         }
         Ok(None) => message_page(

@@ -6,6 +6,7 @@ mod credentials;
 mod devices;
 mod events;
 mod liveness;
+mod members;
 mod output;
 mod retention;
 mod sandboxes;
@@ -26,6 +27,7 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
 pub use liveness::LiveCheck;
+pub use members::{InviteRow, MemberRefused, MemberRow, TokenRow};
 pub use output::{Mark, OutputChunk};
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
@@ -156,6 +158,7 @@ pub(crate) mod testing {
             cols: 80,
             rows: 24,
             created_by: "alice".into(),
+            operator: None,
         };
         s.create_session(&new).await.unwrap()
     }

@@ -244,6 +244,7 @@ mod tests {
                 cols: 80,
                 rows: 24,
                 created_by: "alice".into(),
+                operator: None,
             };
             ids.push(s.create_session(&new).await.unwrap());
         }

@@ -27,6 +27,8 @@ pub struct NewSession {
     pub rows: u16,
     /// Who started it (the activity's actor).
     pub created_by: String,
+    /// The member it answers to (who may drop in besides admins): whoever started it.
+    pub operator: Option<drover_core::MemberId>,
 }
 
 /// When a run started and ended (stored format).
@@ -91,6 +93,8 @@ pub struct SessionRow {
     pub agent: Option<drover_core::AgentId>,
     /// The agent's name.
     pub agent_name: Option<String>,
+    /// The member it answers to: its agent's operator, or who started a task-free one.
+    pub operator: Option<drover_core::MemberId>,
     /// Why it completes, once its work was handed off or retired with Mark done.
     pub handed_off: Option<String>,
     /// The stale monitor's warning on it, while live and flagged.
@@ -132,6 +136,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         stage: r.get("stage"),
         agent: r.get::<Option<String>, _>("agent_id").as_deref().map(parse_id).transpose()?,
         agent_name: r.get("agent_name"),
+        operator: r.get::<Option<String>, _>("operator_id").as_deref().map(parse_id).transpose()?,
         handed_off: r.get("handed_off"),
         stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),
         pruned_at: r.get("pruned_at"),
@@ -159,8 +164,8 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, operator_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?)",
         )
         .bind(id.to_string())
         .bind(s.workspace.to_string())
@@ -172,6 +177,7 @@ impl Store {
         .bind(s.rows as i64)
         .bind(&s.created_by)
         .bind(&at)
+        .bind(s.operator.map(|m| m.to_string()))
         .execute(&mut *tx)
         .await?;
         let detail = serde_json::json!({ "command": s.command, "cwd": s.cwd, "title": s.title });
@@ -354,6 +360,7 @@ mod tests {
             cols: 80,
             rows: 24,
             created_by: "alice".into(),
+            operator: None,
         };
         (ws, s.create_session(&new).await.unwrap())
     }
@@ -395,6 +402,7 @@ mod tests {
                 cols: 80,
                 rows: 24,
                 created_by: "alice".into(),
+                operator: None,
             };
             ids.push(s.create_session(&new).await.unwrap());
         }

@@ -669,8 +669,8 @@ impl Store {
             }
         };
         sqlx::query(
-            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, task_id, stage, agent_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, task_id, stage, agent_id, operator_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?13, (SELECT operator_id FROM agents WHERE id = ?13))",
         )
         .bind(id.to_string())
         .bind(task.workspace.to_string())

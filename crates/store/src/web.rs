@@ -55,6 +55,18 @@ impl Store {
         Ok(Some(member))
     }
 
+    /// Opens a web session with `session_digest` for `member` (signed in by password).
+    pub async fn open_web_session(&self, member: MemberId, session_digest: &str, session_ttl: chrono::Duration) -> Result<()> {
+        sqlx::query("INSERT INTO web_sessions (hash, member_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+            .bind(session_digest)
+            .bind(member.to_string())
+            .bind(now())
+            .bind(format_time(chrono::Utc::now() + session_ttl))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Who a web session cookie signs in, or why it does not.
     pub async fn web_principal(&self, session_digest: &str) -> Result<std::result::Result<Principal, WebSessionState>> {
         let row = sqlx::query(

@@ -2,6 +2,7 @@
 
 mod audit;
 mod device;
+mod member;
 mod session;
 mod task;
 mod webhook;
@@ -37,6 +38,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Workflow(cmd) => task::workflow_cmd(cmd, cli.json).await?,
         Command::Webhook(cmd) => webhook::webhook(cmd, cli.json).await?,
         Command::Audit(cmd) => audit::audit(cmd).await?,
+        Command::Login(args) => member::login(args, cli.json).await?,
+        Command::Password => member::password(cli.json).await?,
+        Command::Token(cmd) => member::token(cmd, cli.json).await?,
+        Command::Member(cmd) => member::member(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod events;
+pub mod members;
 pub mod sessions;
 pub mod stream;
 pub mod tasks;
@@ -11,7 +12,7 @@ pub mod webhooks;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
 
@@ -37,6 +38,16 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/me", get(web::me))
         .route("/api/v1/login-links", post(web::login_link))
         .route("/api/v1/logout", post(web::logout))
+        .route("/api/v1/login", post(members::login))
+        .route("/api/v1/login/token", post(members::login_token))
+        .route("/api/v1/me/password", put(members::set_password))
+        .route("/api/v1/tokens", get(members::tokens).post(members::create_token))
+        .route("/api/v1/tokens/{id}/revoke", post(members::revoke_token))
+        .route("/api/v1/members", get(members::list))
+        .route("/api/v1/members/{name}/role", put(members::set_role))
+        .route("/api/v1/invites", post(members::invite))
+        .route("/api/v1/invites/{code}", get(members::invite_info))
+        .route("/api/v1/invites/{code}/accept", post(members::accept))
         .route("/api/v1/overview", get(web::overview))
         .route("/api/v1/sandboxes", get(web::sandboxes))
         .route("/api/v1/stream", get(stream::stream))

@@ -37,8 +37,17 @@ pub async fn load_session(state: &AppState, caller: &Caller, id: &str) -> Result
     }
 }
 
+/// Loads a session the caller may drop in to (terminal, scrollback, input, Stop);
+/// returns it with the caller's name.
+pub async fn load_for_drop_in(state: &AppState, caller: &Caller, id: &str) -> Result<(SessionRow, String), ApiError> {
+    let row = load_session(state, caller, id).await?;
+    let who = caller.require_drop_in(&row)?;
+    Ok((row, who))
+}
+
 /// The API's view of a stored session.
-pub fn view(state: &AppState, r: SessionRow) -> SessionView {
+pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
+    let can_drop_in = caller.may_drop_in(&r);
     let duration_secs = match (r.outcome, &r.started_at, &r.ended_at) {
         (Outcome::Lost, _, _) => None,
         (_, Some(s), Some(e)) => {
@@ -80,6 +89,7 @@ pub fn view(state: &AppState, r: SessionRow) -> SessionView {
         last_progress: None,
         pruned_at: r.pruned_at,
         final_offset: r.final_offset,
+        can_drop_in,
     }
 }
 
@@ -109,14 +119,14 @@ pub async fn list(State(state): State<AppState>, caller: Caller, Query(p): Query
     caller.member_name()?;
     let limit = p.limit.unwrap_or(100).clamp(1, 1000);
     let rows = state.store.list_sessions(caller.0.workspace(), p.all, limit).await?;
-    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| view(&state, r)).collect() }))
+    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| view(&state, &caller, r)).collect() }))
 }
 
 /// `GET /api/v1/sessions/{id}`, with the run's latest evidence of progress.
 pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
     let row = load_session(&state, &caller, &id).await?;
     let progress = state.store.last_progress(row.id).await?;
-    let mut v = view(&state, row);
+    let mut v = view(&state, &caller, row);
     v.last_progress = progress.map(|(kind, at)| drover_protocol::api::Progress {
         label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind),
         at,
@@ -160,8 +170,17 @@ pub async fn start(
         )));
     }
     let cwd = req.cwd.unwrap_or_default();
-    let new =
-        NewSession { workspace: ws, device: device.id, command: req.command.clone(), cwd: cwd.clone(), title, cols, rows, created_by: who };
+    let new = NewSession {
+        workspace: ws,
+        device: device.id,
+        command: req.command.clone(),
+        cwd: cwd.clone(),
+        title,
+        cols,
+        rows,
+        created_by: who,
+        operator: Some(caller.member()?.id),
+    };
     let id = state.store.create_session(&new).await?;
     let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
     if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None }).await.is_err() {
@@ -172,7 +191,7 @@ pub async fn start(
     loop {
         let row = state.store.session(id).await?.expect("session just created");
         if row.outcome != Outcome::Starting || Instant::now() >= deadline {
-            return Ok((StatusCode::CREATED, Json(view(&state, row))));
+            return Ok((StatusCode::CREATED, Json(view(&state, &caller, row))));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -180,8 +199,7 @@ pub async fn start(
 
 /// Sends audited text; returns once the device confirms it was written.
 async fn deliver(state: &AppState, caller: &Caller, id: &str, text: &str) -> Result<(SessionRow, InputReceipt), ApiError> {
-    let who = caller.member_name()?;
-    let row = load_session(state, caller, id).await?;
+    let (row, who) = load_for_drop_in(state, caller, id).await?;
     let receipt = deliver_to(state, &row, who, text).await?;
     Ok((row, receipt))
 }
@@ -311,8 +329,7 @@ fn strip_echo(lines: &mut Vec<String>, sent: &str) {
 /// `POST /api/v1/sessions/{id}/stop`: SIGTERM the group, SIGKILL after the grace;
 /// waits for the end and returns the session (outcome `released`).
 pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
-    let who = caller.member_name()?;
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, who) = load_for_drop_in(&state, &caller, &id).await?;
     if !row.outcome.is_live() {
         return Err(ApiError::Conflict(format!("session {} has already ended ({})", row.id, row.outcome)));
     }
@@ -325,13 +342,13 @@ pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<
         crate::ingest::end_session(&state, row.device, &row.device_name, row.id, &crate::ingest::EndReport::now(end, row.output_bytes))
             .await?;
         let now = state.store.session(row.id).await?.expect("session exists");
-        return Ok(Json(view(&state, now)));
+        return Ok(Json(view(&state, &caller, now)));
     }
     let deadline = Instant::now() + state.config.stop_grace + Duration::from_secs(5);
     loop {
         let now = state.store.session(row.id).await?.expect("session exists");
         if !now.outcome.is_live() || Instant::now() >= deadline {
-            return Ok(Json(view(&state, now)));
+            return Ok(Json(view(&state, &caller, now)));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -354,7 +371,7 @@ pub async fn text(
     Path(id): Path<String>,
     Query(p): Query<TextParams>,
 ) -> Result<Json<SessionText>, ApiError> {
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
     let (mut lines, partial, complete_at, end) = render::text(&state.store, row.id, 0).await?;
     let offset = if p.complete {
@@ -391,7 +408,7 @@ pub async fn output(
     Path(id): Path<String>,
     Query(p): Query<OutputParams>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
     let deadline = Instant::now() + Duration::from_millis(p.wait_ms.min(30_000));
     loop {
@@ -424,7 +441,7 @@ pub async fn output(
 
 /// `GET /api/v1/sessions/{id}/export`: the recording as asciicast v3.
 pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
     let cast = render::asciicast(&state.store, &row).await?;
     let disposition = format!("attachment; filename=\"{}.cast\"", row.id);

@@ -7,12 +7,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use drover_core::activity::EventKind;
-use drover_core::permissions::Role;
+use drover_core::permissions::{allowed, Action, Caller as PermCaller, Role};
 use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskDetail, TaskView, TextBody, WorkflowView,
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody, WorkflowView,
 };
 use drover_protocol::device::{MergeResult, ServerMessage};
 use drover_store::{HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
@@ -299,9 +299,10 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let events = state.store.task_events(t.id, 1000).await?;
     Ok(Json(TaskDetail {
         task: task_view(&t, live),
-        sessions: sessions.into_iter().map(|s| session_view(&state, s)).collect(),
+        sessions: sessions.into_iter().map(|s| session_view(&state, &caller, s)).collect(),
         notes: notes.into_iter().map(note_view).collect(),
         events: events.into_iter().map(super::events::view).collect(),
+        controls: controls(&state, &caller, &t).await?,
     }))
 }
 
@@ -577,17 +578,30 @@ async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &
     Ok(live.is_some())
 }
 
-/// `POST /api/v1/tasks/{id}/finish`: moves the sandbox toward a normal close (completing).
-pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
-    let (me, _, role) = member(&caller)?;
-    let t = load_task(&state, &caller, &id).await?;
+/// Which of the Sessions panel's controls the caller may use on `t`.
+async fn controls(state: &AppState, caller: &Caller, t: &TaskRow) -> Result<TaskControls, ApiError> {
+    let Principal::Member { id, name, role, .. } = &caller.0 else { return Ok(TaskControls::default()) };
     // The stage's pinned assignee is an agent: its operator acts for it.
     let pinned = match t.stage().and_then(|s| s.assignee.clone()) {
-        Some(agent) => state.store.agent_by_name(t.workspace, &agent).await?.is_some_and(|a| a.operator == me),
+        Some(agent) => state.store.agent_by_name(t.workspace, &agent).await?.is_some_and(|a| a.operator == *id),
         None => false,
     };
-    if !role.is_admin() && !pinned {
-        return Err(ApiError::Forbidden("only the stage's pinned assignee or an admin can finish the session".into()));
+    let as_member = PermCaller::Member { role: *role, operates_agent: false, pinned_assignee: pinned };
+    Ok(TaskControls {
+        finish: allowed(as_member, Action::Finish),
+        retire: allowed(as_member, Action::Retire),
+        cancel: role.is_admin() || t.created_by == *name,
+    })
+}
+
+/// `POST /api/v1/tasks/{id}/finish`: moves the sandbox toward a normal close (completing).
+pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    member(&caller)?;
+    let t = load_task(&state, &caller, &id).await?;
+    if !controls(&state, &caller, &t).await?.finish {
+        return Err(ApiError::Forbidden(
+            "only the stage's pinned assignee (its agent's operator) or an admin can finish the session".into(),
+        ));
     }
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
     state
@@ -646,6 +660,9 @@ pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Pa
 pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
     let who = caller.member_name()?;
     let t = load_task(&state, &caller, &id).await?;
+    if !controls(&state, &caller, &t).await?.cancel {
+        return Err(ApiError::Forbidden(format!("only {}, who filed the task, or an admin can cancel it", t.created_by)));
+    }
     if !state.store.finish_task(t.id, TaskStatus::Cancelled, &who).await? {
         return Err(ApiError::Conflict(format!("task {} is already {}", t.id, t.status.as_str())));
     }

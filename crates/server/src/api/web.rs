@@ -9,7 +9,7 @@ use drover_protocol::api::{AttentionRow, LastRunView, LoginLink, MeView, Overvie
 use drover_store::{Principal, SandboxCursor, SandboxFilter, SandboxItem};
 use serde::Deserialize;
 
-use super::sessions::{load_session, view as session_view};
+use super::sessions::view as session_view;
 use crate::auth::{self, Caller};
 use crate::{render, ApiError, AppState};
 
@@ -184,15 +184,14 @@ pub async fn device_sessions(
     let before: Option<(String, drover_core::SessionId)> = p.cursor.as_deref().map(parse_keyset).transpose()?;
     let limit = p.limit.unwrap_or(50).clamp(1, 200);
     let rows = state.store.list_device_sessions(device.id, before.as_ref().map(|(a, i)| (a.as_str(), *i)), limit).await?;
-    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| session_view(&state, r)).collect() }))
+    Ok(Json(SessionList { sessions: rows.into_iter().map(|r| session_view(&state, &caller, r)).collect() }))
 }
 
 /// `GET /api/v1/sessions/{id}/screen`: the session's screen as of everything stored (the
 /// final screen of a finished session), as escape sequences that redraw it; the size is
 /// in `x-drover-cols` / `x-drover-rows`.
 pub async fn screen(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
-    caller.member_name()?;
-    let row = load_session(&state, &caller, &id).await?;
+    let (row, _) = super::sessions::load_for_drop_in(&state, &caller, &id).await?;
     let snap = render::replay_snapshot(&state.store, row.id, row.cols, row.rows).await?;
     let mut headers = HeaderMap::new();
     headers.insert("x-drover-cols", HeaderValue::from(row.cols));

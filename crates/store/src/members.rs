@@ -1,0 +1,395 @@
+//! Members, invitations, passwords and personal API tokens. Every change here is an
+//! audited event written in the same transaction.
+
+use drover_core::activity::EventKind;
+use drover_core::permissions::{role_change, Role, RoleChangeRefused};
+use drover_core::{InviteId, MemberId, TokenId, WorkspaceId};
+use sqlx::Row;
+
+use crate::events::insert;
+use crate::{format_time, now, parse_id, NewEvent, Result, Store, StoreError};
+
+/// A member of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRow {
+    /// Their id.
+    pub id: MemberId,
+    /// The workspace.
+    pub workspace: WorkspaceId,
+    /// The name they sign in with.
+    pub name: String,
+    /// Their role.
+    pub role: Role,
+    /// When they joined.
+    pub created_at: String,
+    /// Their argon2id password hash (PHC string), once they set one.
+    pub password_hash: Option<String>,
+}
+
+/// An invitation that was issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InviteRow {
+    /// Its id.
+    pub id: InviteId,
+    /// The role the new member gets.
+    pub role: Role,
+    /// Until when it can be used.
+    pub expires_at: String,
+}
+
+/// A personal API token, as listed (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    /// Its id.
+    pub id: TokenId,
+    /// The member it belongs to.
+    pub member: MemberId,
+    /// What it was issued for.
+    pub label: String,
+    /// When it was issued.
+    pub created_at: String,
+    /// When it was last used, if ever.
+    pub last_used_at: Option<String>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<String>,
+}
+
+/// Why a member change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberRefused {
+    /// No member by that name.
+    #[error("no member named `{0}`: `drover member list` shows who there is")]
+    NoSuchMember(String),
+    /// The name is in use.
+    #[error("the name `{0}` is taken in this workspace: pick another")]
+    NameTaken(String),
+    /// The invitation was used, expired or never existed.
+    #[error("this invitation was already used or has expired: ask an owner for a new one")]
+    InviteInvalid,
+    /// The role change is not allowed.
+    #[error("{0}")]
+    Role(RoleChangeRefused),
+    /// No such token (or not the caller's).
+    #[error("no token `{0}` of yours: `drover token list` shows them")]
+    NoSuchToken(String),
+}
+
+fn member_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemberRow> {
+    let role: String = r.get("role");
+    Ok(MemberRow {
+        id: parse_id(r.get("id"))?,
+        workspace: parse_id(r.get("workspace_id"))?,
+        name: r.get("name"),
+        role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role {role}")))?,
+        created_at: r.get("created_at"),
+        password_hash: r.get("password_hash"),
+    })
+}
+
+fn token_row(r: &sqlx::sqlite::SqliteRow) -> Result<TokenRow> {
+    Ok(TokenRow {
+        id: parse_id(r.get("id"))?,
+        member: parse_id(r.get("member_id"))?,
+        label: r.get("label"),
+        created_at: r.get("created_at"),
+        last_used_at: r.get("last_used_at"),
+        revoked_at: r.get("revoked_at"),
+    })
+}
+
+fn event(workspace: WorkspaceId, kind: EventKind, actor: &str, detail: serde_json::Value) -> NewEvent {
+    NewEvent { workspace, session: None, task: None, kind, actor: actor.to_string(), detail }
+}
+
+impl Store {
+    /// The workspace's members, oldest first.
+    pub async fn members(&self, workspace: WorkspaceId) -> Result<Vec<MemberRow>> {
+        let rows = sqlx::query("SELECT * FROM members WHERE workspace_id = ? ORDER BY created_at, id")
+            .bind(workspace.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(member_row).collect()
+    }
+
+    /// The member named `name`.
+    pub async fn member_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<MemberRow>> {
+        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = ? AND name = ?")
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(member_row).transpose()
+    }
+
+    /// The member with `id`.
+    pub async fn member(&self, id: MemberId) -> Result<Option<MemberRow>> {
+        let row = sqlx::query("SELECT * FROM members WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(member_row).transpose()
+    }
+
+    /// Stores a member's new password hash ("password changed").
+    pub async fn set_password(&self, member: MemberId, hash: &str) -> Result<()> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query("UPDATE members SET password_hash = ? WHERE id = ? RETURNING workspace_id, name")
+            .bind(hash)
+            .bind(member.to_string())
+            .fetch_one(&mut *tx)
+            .await?;
+        let (ws, name): (String, String) = (row.get("workspace_id"), row.get("name"));
+        insert(&mut tx, &event(parse_id(&ws)?, EventKind::PasswordChanged, &name, serde_json::json!({ "member": name }))).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Changes the role of the member named `name`, as `caller` (role `caller_role`),
+    /// refusing what core's rules refuse (only owners; never the last owner).
+    pub async fn set_role(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        role: Role,
+        caller_role: Role,
+        actor: &str,
+    ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = ? AND name = ?")
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(member) = row.as_ref().map(member_row).transpose()? else {
+            return Ok(Err(MemberRefused::NoSuchMember(name.to_string())));
+        };
+        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
+            .bind(workspace.to_string())
+            .fetch_one(&mut *tx)
+            .await?;
+        if let Err(e) = role_change(caller_role, member.role, role, owners as usize) {
+            return Ok(Err(MemberRefused::Role(e)));
+        }
+        if member.role != role {
+            sqlx::query("UPDATE members SET role = ? WHERE id = ?")
+                .bind(role.as_str())
+                .bind(member.id.to_string())
+                .execute(&mut *tx)
+                .await?;
+            let detail = serde_json::json!({ "member": member.name, "from": member.role.as_str(), "to": role.as_str() });
+            insert(&mut tx, &event(workspace, EventKind::RoleChanged, actor, detail)).await?;
+        }
+        tx.commit().await?;
+        self.changed(workspace, None);
+        Ok(Ok(MemberRow { role, ..member }))
+    }
+
+    /// Stores an invitation (by the SHA-256 of its code) that gives `role` ("member invited").
+    pub async fn create_invite(
+        &self,
+        workspace: WorkspaceId,
+        role: Role,
+        by: MemberId,
+        actor: &str,
+        digest: &str,
+        ttl: chrono::Duration,
+    ) -> Result<InviteRow> {
+        let (id, at) = (InviteId::new(), chrono::Utc::now());
+        let expires_at = format_time(at + ttl);
+        let mut tx = self.write().await?;
+        sqlx::query("INSERT INTO invites (hash, id, workspace_id, role, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            .bind(digest)
+            .bind(id.to_string())
+            .bind(workspace.to_string())
+            .bind(role.as_str())
+            .bind(by.to_string())
+            .bind(format_time(at))
+            .bind(&expires_at)
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "invite": id.to_string(), "role": role.as_str(), "expires_at": expires_at });
+        insert(&mut tx, &event(workspace, EventKind::MemberInvited, actor, detail)).await?;
+        tx.commit().await?;
+        Ok(InviteRow { id, role, expires_at })
+    }
+
+    /// The role an unused, unexpired invitation gives, if it is one.
+    pub async fn invite_role(&self, digest: &str) -> Result<Option<Role>> {
+        let row = sqlx::query("SELECT role FROM invites WHERE hash = ? AND used_at IS NULL AND expires_at > ?")
+            .bind(digest)
+            .bind(now())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| Role::parse(r.get::<&str, _>("role"))))
+    }
+
+    /// Uses an invitation: creates the member `name` with `password_hash` and the
+    /// invitation's role ("member joined"), all or nothing.
+    pub async fn accept_invite(
+        &self,
+        digest: &str,
+        name: &str,
+        password_hash: &str,
+    ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
+        let mut tx = self.write().await?;
+        let at = now();
+        let invite = sqlx::query("SELECT id, workspace_id, role FROM invites WHERE hash = ? AND used_at IS NULL AND expires_at > ?")
+            .bind(digest)
+            .bind(&at)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(invite) = invite else { return Ok(Err(MemberRefused::InviteInvalid)) };
+        let workspace: WorkspaceId = parse_id(invite.get("workspace_id"))?;
+        let role: String = invite.get("role");
+        let taken = sqlx::query("SELECT 1 FROM members WHERE workspace_id = ? AND name = ?")
+            .bind(workspace.to_string())
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if taken.is_some() {
+            return Ok(Err(MemberRefused::NameTaken(name.to_string())));
+        }
+        let id = MemberId::new();
+        sqlx::query("INSERT INTO members (id, workspace_id, name, role, created_at, password_hash) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(id.to_string())
+            .bind(workspace.to_string())
+            .bind(name)
+            .bind(&role)
+            .bind(&at)
+            .bind(password_hash)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE invites SET used_at = ?, used_by = ? WHERE hash = ?")
+            .bind(&at)
+            .bind(id.to_string())
+            .bind(digest)
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "member": name, "role": role, "invite": invite.get::<String, _>("id") });
+        insert(&mut tx, &event(workspace, EventKind::MemberJoined, name, detail)).await?;
+        let row = sqlx::query("SELECT * FROM members WHERE id = ?").bind(id.to_string()).fetch_one(&mut *tx).await?;
+        let member = member_row(&row)?;
+        tx.commit().await?;
+        self.changed(workspace, None);
+        Ok(Ok(member))
+    }
+
+    /// Stores a personal API token for `member` by its digest ("API token issued").
+    pub async fn issue_member_token(&self, member: &MemberRow, digest: &str, label: &str) -> Result<TokenId> {
+        let (id, at) = (TokenId::new(), now());
+        let mut tx = self.write().await?;
+        sqlx::query("INSERT INTO tokens (id, workspace_id, kind, member_id, hash, label, created_at) VALUES (?, ?, 'member', ?, ?, ?, ?)")
+            .bind(id.to_string())
+            .bind(member.workspace.to_string())
+            .bind(member.id.to_string())
+            .bind(digest)
+            .bind(label)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "token": id.to_string(), "member": member.name, "label": label });
+        insert(&mut tx, &event(member.workspace, EventKind::TokenIssued, &member.name, detail)).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// A member's personal API tokens, newest first (revoked ones included).
+    pub async fn member_tokens(&self, member: MemberId) -> Result<Vec<TokenRow>> {
+        let rows = sqlx::query("SELECT * FROM tokens WHERE member_id = ? AND kind = 'member' ORDER BY created_at DESC, id DESC")
+            .bind(member.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(token_row).collect()
+    }
+
+    /// Revokes the personal token `id` of `member` ("API token revoked"); revoking a
+    /// revoked token changes nothing.
+    pub async fn revoke_member_token(&self, member: &MemberRow, id: TokenId) -> Result<std::result::Result<TokenRow, MemberRefused>> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query("SELECT * FROM tokens WHERE id = ? AND member_id = ? AND kind = 'member'")
+            .bind(id.to_string())
+            .bind(member.id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(token) = row.as_ref().map(token_row).transpose()? else {
+            return Ok(Err(MemberRefused::NoSuchToken(id.to_string())));
+        };
+        if token.revoked_at.is_some() {
+            return Ok(Ok(token));
+        }
+        let at = now();
+        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ?").bind(&at).bind(id.to_string()).execute(&mut *tx).await?;
+        let detail = serde_json::json!({ "token": id.to_string(), "member": member.name, "label": token.label });
+        insert(&mut tx, &event(member.workspace, EventKind::TokenRevoked, &member.name, detail)).await?;
+        tx.commit().await?;
+        Ok(Ok(TokenRow { revoked_at: Some(at), ..token }))
+    }
+
+    /// Notes that a token was used now (at most once a minute per token is written).
+    pub async fn touch_token(&self, digest: &str) -> Result<()> {
+        let at = chrono::Utc::now();
+        sqlx::query("UPDATE tokens SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)")
+            .bind(format_time(at))
+            .bind(digest)
+            .bind(format_time(at - chrono::Duration::minutes(1)))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+
+    #[tokio::test]
+    async fn invites_make_members_once_and_names_stay_unique() {
+        let (s, _d) = store().await;
+        let (ws, owner) = s.bootstrap("default", "alice").await.unwrap();
+        let inv = s.create_invite(ws, Role::Admin, owner, "alice", "code1", chrono::Duration::hours(1)).await.unwrap();
+        assert_eq!(inv.role, Role::Admin);
+        assert_eq!(s.invite_role("code1").await.unwrap(), Some(Role::Admin));
+        assert_eq!(s.accept_invite("code1", "alice", "h").await.unwrap(), Err(MemberRefused::NameTaken("alice".into())));
+        let bob = s.accept_invite("code1", "bob", "h").await.unwrap().unwrap();
+        assert_eq!((bob.name.as_str(), bob.role), ("bob", Role::Admin));
+        assert_eq!(s.accept_invite("code1", "carol", "h").await.unwrap(), Err(MemberRefused::InviteInvalid), "used once");
+        s.create_invite(ws, Role::Member, owner, "alice", "old", chrono::Duration::seconds(-1)).await.unwrap();
+        assert_eq!(s.accept_invite("old", "carol", "h").await.unwrap(), Err(MemberRefused::InviteInvalid), "expired");
+        assert_eq!(s.members(ws).await.unwrap().len(), 2);
+        let kinds: Vec<String> = s.list_events(ws, None, 0, 100).await.unwrap().into_iter().map(|e| e.kind).collect();
+        assert!(kinds.contains(&"member_invited".into()) && kinds.contains(&"member_joined".into()), "{kinds:?}");
+    }
+
+    #[tokio::test]
+    async fn roles_change_by_owners_and_never_leave_no_owner() {
+        let (s, _d) = store().await;
+        let (ws, owner) = s.bootstrap("default", "alice").await.unwrap();
+        s.create_invite(ws, Role::Member, owner, "alice", "c", chrono::Duration::hours(1)).await.unwrap();
+        s.accept_invite("c", "bob", "h").await.unwrap().unwrap();
+        assert_eq!(
+            s.set_role(ws, "bob", Role::Owner, Role::Admin, "x").await.unwrap(),
+            Err(MemberRefused::Role(RoleChangeRefused::NotOwner))
+        );
+        assert_eq!(
+            s.set_role(ws, "alice", Role::Member, Role::Owner, "alice").await.unwrap(),
+            Err(MemberRefused::Role(RoleChangeRefused::LastOwner))
+        );
+        assert_eq!(s.set_role(ws, "bob", Role::Owner, Role::Owner, "alice").await.unwrap().unwrap().role, Role::Owner);
+        assert_eq!(s.set_role(ws, "alice", Role::Member, Role::Owner, "bob").await.unwrap().unwrap().role, Role::Member);
+        assert_eq!(s.set_role(ws, "zed", Role::Member, Role::Owner, "bob").await.unwrap(), Err(MemberRefused::NoSuchMember("zed".into())));
+    }
+
+    #[tokio::test]
+    async fn personal_tokens_are_listed_and_revoked_by_their_owner_only() {
+        let (s, _d) = store().await;
+        let (ws, owner) = s.bootstrap("default", "alice").await.unwrap();
+        let alice = s.member(owner).await.unwrap().unwrap();
+        let id = s.issue_member_token(&alice, "d1", "laptop").await.unwrap();
+        assert!(s.principal_for("d1").await.unwrap().is_some());
+        s.create_invite(ws, Role::Admin, owner, "alice", "c", chrono::Duration::hours(1)).await.unwrap();
+        let bob = s.accept_invite("c", "bob", "h").await.unwrap().unwrap();
+        assert_eq!(s.revoke_member_token(&bob, id).await.unwrap(), Err(MemberRefused::NoSuchToken(id.to_string())));
+        let revoked = s.revoke_member_token(&alice, id).await.unwrap().unwrap();
+        assert!(revoked.revoked_at.is_some());
+        assert!(s.principal_for("d1").await.unwrap().is_none());
+        assert_eq!(s.member_tokens(owner).await.unwrap().len(), 1);
+    }
+}
