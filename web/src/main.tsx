@@ -14,13 +14,15 @@ import { DevicesPage, DevicePage } from "./pages/devices";
 import { ActivityPage } from "./pages/activity";
 import { TaskPage, TasksPage } from "./pages/tasks";
 import { WebhooksPage } from "./pages/webhooks";
+import { InvitePage, MembersPage, SignInForm } from "./pages/members";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
   return (
     <div class="banner bad signed-out" role="alert">
-      <strong>{expired ? "Your sign-in has expired." : "You are not signed in."}</strong> On the machine running Drover, run <code>drover ui</code> and
-      open the link it prints.
+      <strong>{expired ? "Your sign-in has expired." : "You are not signed in."}</strong> Sign in with your name and password, or on the machine running
+      Drover run <code>drover ui</code> and open the link it prints.
+      <SignInForm />
     </div>
   );
 }
@@ -57,6 +59,7 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
         {item("/tasks", "Tasks")}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
+        {item("/members", "Members")}
         {me && (me.role === "owner" || me.role === "admin") && item("/webhooks", "Webhooks")}
       </div>
       {me && (
@@ -77,7 +80,7 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
   );
 }
 
-function route(path: string) {
+function route(path: string, me: Me | null) {
   if (path === "/" || path === "/sessions") return <SessionsPage />;
   let m = path.match(/^\/sessions\/([A-Za-z0-9_]+)$/);
   if (m) return <SessionPage id={m[1]} />;
@@ -89,10 +92,18 @@ function route(path: string) {
   if (m) return <DevicePage name={decodeURIComponent(m[1])} />;
   if (path === "/activity") return <ActivityPage />;
   if (path === "/webhooks") return <WebhooksPage />;
+  if (path === "/members") return <MembersPage me={me} />;
   return <NotFound />;
 }
 
 function App() {
+  const loc = useLocation();
+  const invite = loc.pathname.match(/^\/invite\/([A-Za-z0-9_]+)$/);
+  if (invite) return <InvitePage code={invite[1]} />;
+  return <SignedInApp />;
+}
+
+function SignedInApp() {
   const loc = useLocation();
   const [me, setMe] = useState<Me | null>(null);
   const [signedOut, setSignedOut] = useState<string | null>(null);
@@ -116,7 +127,7 @@ function App() {
       <Sidebar running={running} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
       <main class="main">
         {signedOut && <SignedOut code={signedOut} />}
-        {route(loc.pathname)}
+        {route(loc.pathname, me)}
       </main>
     </div>
   );

@@ -117,6 +117,10 @@ export class LiveTerminal {
     try {
       const s = await api<Session>(`/api/v1/sessions/${enc(this.id)}`);
       this.onSession(s);
+      if (!s.can_drop_in) {
+        this.finish({ kind: "no-permission", message: "" });
+        return false;
+      }
       if (!isLive(s.outcome)) {
         this.finish({ kind: "ended", outcome: s.outcome, exitCode: s.exit_code, reason: s.reason });
         return false;

@@ -11,6 +11,8 @@ export interface LastRun {
   exit_code: number | null;
   started_at: string | null;
   ended_at: string | null;
+  /** Whether you may drop in (owners, admins, its agent's operator). */
+  can_drop_in: boolean;
 }
 
 export interface Sandbox {
@@ -79,6 +81,8 @@ export interface Session {
   last_progress: { label: string; at: string } | null;
   pruned_at?: string | null;
   final_offset?: number | null;
+  /** Whether you may open its terminal, read its output, send input, Stop. */
+  can_drop_in: boolean;
 }
 
 export interface Device {
@@ -135,6 +139,8 @@ export interface Task {
   sandbox: string | null;
   sandbox_state: SandboxState | null;
   live_session: string | null;
+  /** Whether you may drop in to its live run. */
+  can_drop_in: boolean;
   created_by: string;
   created_at: string;
 }
@@ -149,4 +155,10 @@ export interface Note {
   created_by: string;
 }
 
-export interface TaskDetail { task: Task; sessions: Session[]; notes: Note[]; events: ActivityEvent[] }
+/** Which of the Sessions panel's controls you may use. */
+export interface TaskControls { finish: boolean; retire: boolean; cancel: boolean }
+export interface TaskDetail { task: Task; sessions: Session[]; notes: Note[]; events: ActivityEvent[]; controls: TaskControls }
+
+export interface Member { id: string; name: string; role: "owner" | "admin" | "member"; created_at: string; has_password: boolean }
+export interface Invite { id: string; role: string; code: string; path: string; expires_at: string }
+export interface Token { id: string; label: string; created_at: string; last_used_at: string | null; revoked_at: string | null }

@@ -126,7 +126,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
     let home = server_home.path();
     let slots = (sessions + 10).to_string();
     let cred: serde_json::Value = serde_json::from_str(&cli(exe, home, &["--json", "device", "add", "soak", "--slots", &slots])?)?;
-    let token = cred["token"].as_str().context("device token")?.to_string();
+    let token = cred["enrollment_token"].as_str().context("device enrollment token")?.to_string();
     let link = LinkProxy::start(url.trim_start_matches("http://").parse()?)?;
     let device_args = ["device", "--server", &link.url(), "--token", &token, "--name", "soak", "--slots", &slots];
     let device = spawn(exe, device_home.path(), &device_args)?;

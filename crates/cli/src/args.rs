@@ -206,7 +206,9 @@ pub struct DeviceRunArgs {
     /// The server's URL.
     #[arg(long, env = "DROVER_SERVER")]
     pub server: Option<String>,
-    /// The device credential (from `drover device add`).
+    /// The one-time enrollment token from `drover device add` (traded for the device's
+    /// own credential, kept in $DROVER_HOME/device-daemon/credential.json), or a device
+    /// credential.
     #[arg(long, env = "DROVER_DEVICE_TOKEN")]
     pub token: Option<String>,
     /// The device's name, as registered.
@@ -231,7 +233,7 @@ pub enum DeviceSub {
         /// The device's name.
         name: String,
     },
-    /// Register a device and print its credential (owners and admins).
+    /// Register a device and print its one-time enrollment token (owners and admins).
     Add {
         /// The device's name.
         name: String,

@@ -186,8 +186,10 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
     let home = home::home()?.join("device-daemon");
     std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
     let _lock = home::lock(&home)?;
+    let server = server.trim_end_matches('/').to_string();
+    let token = device_credential(&home, &server, &name, token).await?;
     let config = DeviceConfig {
-        server_url: server.trim_end_matches('/').to_string(),
+        server_url: server.clone(),
         token,
         name: name.clone(),
         slots: args.slots,
@@ -201,6 +203,34 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         r = drover_device::run(config) => r.context("the device daemon stopped"),
         _ = shutdown_signal() => Ok(()),
     }
+}
+
+/// The device's own credential, saved (0600) in `credential.json` with the server and
+/// name it is for. A one-time enrollment token (`dre_…`) is traded for one on first
+/// connect; later starts with the same token use the saved credential.
+async fn device_credential(home: &Path, server: &str, name: &str, token: String) -> Result<String> {
+    let path = home.join("credential.json");
+    if !token.starts_with(auth::ENROLLMENT_TOKEN_PREFIX) {
+        return Ok(token);
+    }
+    if let Some(saved) = home::read_json::<SavedCredential>(&path).filter(|c| c.server == server && c.name == name) {
+        return Ok(saved.token);
+    }
+    let client = crate::client::Client::anonymous(server)?;
+    let cred: drover_protocol::api::DeviceCredential = client
+        .post("/api/v1/devices/enroll", &drover_protocol::api::Enroll { token, name: name.to_string() })
+        .await
+        .context("enrolling this device")?;
+    home::write_private_json(&path, &SavedCredential { server: server.to_string(), name: name.to_string(), token: cred.token.clone() })?;
+    Ok(cred.token)
+}
+
+/// A device daemon's saved credential (`credential.json`, mode 0600).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedCredential {
+    server: String,
+    name: String,
+    token: String,
 }
 
 fn default_cwd() -> PathBuf {

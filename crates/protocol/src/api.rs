@@ -216,12 +216,33 @@ pub struct AddDevice {
     pub slots: Option<u32>,
 }
 
-/// A registered device and its credential (shown once).
+/// A registered device and its one-time enrollment token (shown once).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeviceCredential {
+pub struct DeviceEnrollment {
     /// The device.
     pub device: DeviceView,
-    /// Its credential, for `drover device --token`.
+    /// The one-time enrollment token, for `drover device --token` on the device: the
+    /// daemon trades it for its own credential on first connect.
+    pub enrollment_token: String,
+    /// When the enrollment token stops working (RFC 3339).
+    pub expires_at: String,
+}
+
+/// `POST /api/v1/devices/enroll`: a device trades its enrollment token for a credential.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Enroll {
+    /// The enrollment token (`dre_…`).
+    pub token: String,
+    /// The device's name, as registered.
+    pub name: String,
+}
+
+/// The device's own credential (kept by the daemon; never shown to a person).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceCredential {
+    /// The device's name.
+    pub name: String,
+    /// Its credential.
     pub token: String,
 }
 
@@ -256,6 +277,9 @@ pub struct LastRunView {
     pub started_at: Option<String>,
     /// When it ended.
     pub ended_at: Option<String>,
+    /// Whether the caller may drop in to it (owners, admins, its agent's operator).
+    #[serde(default)]
+    pub can_drop_in: bool,
 }
 
 /// One row of the sandbox list (seed 001 "The sandbox list"). Fields for tasks, agents,
@@ -481,6 +505,9 @@ pub struct TaskView {
     pub sandbox_state: Option<String>,
     /// Its live run.
     pub live_session: Option<SessionId>,
+    /// Whether the caller may drop in to its live run.
+    #[serde(default)]
+    pub can_drop_in: bool,
     /// Who filed it.
     pub created_by: String,
     /// When.

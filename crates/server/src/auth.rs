@@ -23,6 +23,8 @@ use crate::{ApiError, AppState};
 pub const MEMBER_TOKEN_PREFIX: &str = "drv_";
 /// Prefix of device credentials.
 pub const DEVICE_TOKEN_PREFIX: &str = "drd_";
+/// Prefix of one-time device enrollment tokens.
+pub const ENROLLMENT_TOKEN_PREFIX: &str = "dre_";
 /// Prefix of session-scoped agent credentials.
 pub const SESSION_TOKEN_PREFIX: &str = "drs_";
 /// Prefix of one-time login codes.
@@ -122,6 +124,18 @@ impl Caller {
     /// stop it (owners, admins and the operator of its agent; never an agent).
     pub fn may_drop_in(&self, session: &drover_store::SessionRow) -> bool {
         allowed(self.on_session(session, false), Action::DropIn)
+    }
+
+    /// Whether the caller may drop in to a run whose operator is `operator`.
+    pub fn may_drop_in_run(&self, operator: Option<MemberId>) -> bool {
+        let caller = match &self.0 {
+            Principal::Member { id, role, .. } => {
+                PermCaller::Member { role: *role, operates_agent: operator == Some(*id), pinned_assignee: false }
+            }
+            Principal::Agent { .. } => PermCaller::Agent { own_session: false },
+            Principal::Device { .. } => PermCaller::Device,
+        };
+        allowed(caller, Action::DropIn)
     }
 
     /// The caller's name if they may drop in to `session`; else a 403 that says who may.

@@ -90,6 +90,58 @@ impl Store {
         Ok(())
     }
 
+    /// Stores a one-time enrollment token (by its digest) for `device`, good for `ttl`.
+    pub async fn create_enrollment(&self, device: DeviceId, digest: &str, by: &str, ttl: chrono::Duration) -> Result<String> {
+        let at = chrono::Utc::now();
+        let expires_at = crate::format_time(at + ttl);
+        sqlx::query("INSERT INTO enrollments (hash, device_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(digest)
+            .bind(device.to_string())
+            .bind(by)
+            .bind(crate::format_time(at))
+            .bind(&expires_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(expires_at)
+    }
+
+    /// Uses an enrollment token for the device named `name`: if it is unused, unexpired
+    /// and for that device, marks it used, revokes the device's older credentials and
+    /// stores the new one (`credential_digest`), all at once. Returns the device, or None.
+    pub async fn enroll_device(&self, digest: &str, name: &str, credential_digest: &str) -> Result<Option<DeviceId>> {
+        let mut tx = self.write().await?;
+        let at = now();
+        let row = sqlx::query(
+            "UPDATE enrollments SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL AND expires_at > ?1
+               AND device_id = (SELECT id FROM devices WHERE id = enrollments.device_id AND name = ?3)
+             RETURNING device_id",
+        )
+        .bind(&at)
+        .bind(digest)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let device: DeviceId = crate::parse_id(row.get("device_id"))?;
+        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL")
+            .bind(&at)
+            .bind(device.to_string())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO tokens (id, workspace_id, kind, device_id, hash, label, created_at)
+             SELECT ?, workspace_id, 'device', id, ?, 'enrolled', ? FROM devices WHERE id = ?",
+        )
+        .bind(drover_core::TokenId::new().to_string())
+        .bind(credential_digest)
+        .bind(&at)
+        .bind(device.to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(device))
+    }
+
     /// The device with that id.
     pub async fn device(&self, id: DeviceId) -> Result<Option<DeviceRow>> {
         let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
@@ -131,5 +183,20 @@ mod tests {
         assert_eq!(list.len(), 1);
         assert!(list[0].last_contact_at.is_some());
         assert_eq!(list[0].live_sessions, 0);
+    }
+    #[tokio::test]
+    async fn enrollment_tokens_work_once_for_their_device_and_replace_its_credential() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("default", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 4).await.unwrap();
+        s.add_token(ws, crate::TokenKind::Device, &dev.id.to_string(), "old", "first").await.unwrap();
+        s.create_enrollment(dev.id, "e1", "alice", chrono::Duration::hours(1)).await.unwrap();
+        assert_eq!(s.enroll_device("e1", "other", "new").await.unwrap(), None, "another device's name");
+        assert_eq!(s.enroll_device("e1", "box", "new").await.unwrap(), Some(dev.id));
+        assert_eq!(s.enroll_device("e1", "box", "new2").await.unwrap(), None, "used once");
+        assert!(s.principal_for("old").await.unwrap().is_none(), "the old credential is replaced");
+        assert!(matches!(s.principal_for("new").await.unwrap(), Some(crate::Principal::Device { .. })));
+        s.create_enrollment(dev.id, "e2", "alice", chrono::Duration::seconds(-1)).await.unwrap();
+        assert_eq!(s.enroll_device("e2", "box", "new3").await.unwrap(), None, "expired");
     }
 }

@@ -82,6 +82,8 @@ pub struct LastRun {
     pub started_at: Option<String>,
     /// When it ended.
     pub ended_at: Option<String>,
+    /// The member it answers to (who may drop in besides admins).
+    pub operator: Option<drover_core::MemberId>,
 }
 
 /// Escapes `%`, `_` and `\` so a search is matched literally.
@@ -114,6 +116,7 @@ fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
                 exit_code: r.get::<Option<i64>, _>("s_exit_code").map(|c| c as i32),
                 started_at: r.get("s_started_at"),
                 ended_at: r.get("s_ended_at"),
+                operator: r.get::<Option<String>, _>("s_operator").as_deref().map(parse_id).transpose()?,
             })
         }
         None => None,
@@ -155,7 +158,7 @@ impl Store {
     ) -> Result<Vec<SandboxItem>> {
         let mut sql = String::from(
             "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
-                    s.id AS s_id, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
+                    s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
                     s.stage AS s_stage, a.name AS agent_name,
                     t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index
              FROM sandboxes b

@@ -37,7 +37,8 @@ function EndedBanner({ pill }: { pill: Pill }) {
   if (pill.kind === "no-permission") {
     return (
       <div class="banner bad" data-testid="ended-banner">
-        You can't open this terminal: only a workspace owner or admin, or the operator of the session's agent, can drop in. {pill.message}
+        You can't open this terminal: only a workspace owner or admin, or the operator of the session's agent (for a session started on a device, whoever
+        started it), can drop in. Ask one of them, or an owner to change your role. {pill.message}
       </div>
     );
   }
@@ -243,7 +244,7 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
           leave a record. Hold Shift to select or scroll when a full-screen program has captured the mouse.
         </div>
       )}
-      <div class="terminal" ref={el} data-testid="terminal" />
+      <div class="terminal" ref={el} data-testid="terminal" style={pill.kind === "no-permission" ? { display: "none" } : undefined} />
       {!ended && <KeyRow live={live} />}
       {!ended && <SendBox id={session.id} />}
     </>
@@ -449,8 +450,13 @@ export function SessionPage({ id }: { id: string }) {
       {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} />}
       {liveAtOpen && finished && <Summary s={session} />}
       <Activity id={id} version={version} />
-      {finished && !session.pruned_at && <FinalScreen id={id} />}
-      {finished && !session.pruned_at && <Recording id={id} />}
+      {finished && !session.pruned_at && session.can_drop_in && <FinalScreen id={id} />}
+      {finished && !session.pruned_at && session.can_drop_in && <Recording id={id} />}
+      {finished && !session.pruned_at && !session.can_drop_in && (
+        <p class="muted" data-testid="no-scrollback">
+          Its final screen and recording are shown to workspace owners and admins and to the operator of its agent.
+        </p>
+      )}
     </section>
   );
 }

@@ -104,7 +104,7 @@ function Row({ b }: { b: Sandbox }) {
         </span>
       </td>
       <td data-label="Actions" class="actions">
-        {b.live && run ? (
+        {b.live && run && run.can_drop_in ? (
           <a class="button primary" href={`/sessions/${run.id}`}>
             ▶ Drop in
           </a>

@@ -191,10 +191,12 @@ export function TasksPage() {
                   {ago(t.created_at)}
                 </td>
                 <td data-label="Actions">
-                  {t.live_session ? (
+                  {t.live_session && t.can_drop_in ? (
                     <a class="button primary" href={`/sessions/${t.live_session}`}>
                       ▶ Drop in
                     </a>
+                  ) : t.live_session ? (
+                    <a href={`/sessions/${t.live_session}`}>Live run →</a>
                   ) : (
                     "—"
                   )}
@@ -239,22 +241,22 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
           Launch session
         </button>
       )}
-      {t.live_session && !completing && (
+      {t.live_session && !completing && d.controls.finish && (
         <button class="button" disabled={busy} onClick={() => act("finish", "The session is completing.")}>
           Finish session
         </button>
       )}
-      {completing && (
+      {completing && d.controls.retire && (
         <button class="button" disabled={busy} onClick={() => act("mark-done", "The sandbox is done; its branch is kept.")}>
           Mark done
         </button>
       )}
-      {t.sandbox && !finishedSandbox && (
+      {t.sandbox && !finishedSandbox && d.controls.retire && (
         <button class="button danger" disabled={busy} onClick={() => act("abandon", "The sandbox was torn down without merging.")}>
           Abandon
         </button>
       )}
-      {t.status === "open" && (
+      {t.status === "open" && d.controls.cancel && (
         <button class="button" disabled={busy} onClick={() => act("cancel", "The task is cancelled.")}>
           Cancel task
         </button>
@@ -385,7 +387,7 @@ export function TaskPage({ id }: { id: string }) {
                       : runs.map((r) => (
                           <div key={r.id} class="run">
                             <LiveDot live={isLive(r.outcome)} /> <OutcomeBadge outcome={r.outcome} />{" "}
-                            {isLive(r.outcome) ? (
+                            {isLive(r.outcome) && r.can_drop_in ? (
                               <a class="button primary" href={`/sessions/${r.id}`}>
                                 ▶ Drop in
                               </a>

@@ -1,7 +1,7 @@
 //! `drover device list|add`.
 
 use anyhow::Result;
-use drover_protocol::api::{AddDevice, DeviceCredential, DeviceView};
+use drover_protocol::api::{AddDevice, DeviceEnrollment, DeviceView};
 
 use super::print_json;
 use crate::args::DeviceSub;
@@ -46,14 +46,17 @@ pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
             println!("device `{}` revoked: it is refused from now on; its {} live session(s) will be marked lost", d.name, d.live_sessions);
         }
         DeviceSub::Add { name, slots } => {
-            let cred: DeviceCredential = client.post("/api/v1/devices", &AddDevice { name, slots: Some(slots) }).await?;
+            let e: DeviceEnrollment = client.post("/api/v1/devices", &AddDevice { name, slots: Some(slots) }).await?;
             if json {
-                return print_json(&cred);
+                return print_json(&e);
             }
-            println!("Registered device `{}` ({} slots). Its credential (shown once):", cred.device.name, cred.device.slots);
-            println!("  {}", cred.token);
-            println!("On that machine run:");
-            println!("  drover device --server {} --token {} --name {}", client.url, cred.token, cred.device.name);
+            println!(
+                "Registered device `{}` ({} slots). Its one-time enrollment token (until {}):",
+                e.device.name, e.device.slots, e.expires_at
+            );
+            println!("  {}", e.enrollment_token);
+            println!("On that machine run (the daemon trades the token for its own credential on first connect):");
+            println!("  drover device --server {} --token {} --name {}", client.url, e.enrollment_token, e.device.name);
         }
     }
     Ok(())

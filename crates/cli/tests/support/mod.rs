@@ -407,7 +407,7 @@ impl Split {
         let url = read_url(&mut server, "Drover server is running at ");
         let cli = Drover::attach_to(server_home.path(), &url, name);
         let cred = cli.json(&["device", "add", name, "--slots", "4"]);
-        let token = cred["token"].as_str().unwrap().to_string();
+        let token = cred["enrollment_token"].as_str().unwrap().to_string();
         let device_args = device_args.iter().map(|s| s.to_string()).collect();
         let device_url = dial(&url);
         let mut split = Split {

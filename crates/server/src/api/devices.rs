@@ -56,18 +56,17 @@ pub async fn revoke(
     Ok(Json(view(&state, state.store.device(d.id).await?.expect("exists"))))
 }
 
-/// `POST /api/v1/devices`: registers a device and issues its credential (owners and admins).
+/// How long an enrollment token works.
+const ENROLLMENT_TTL_HOURS: i64 = 24;
+
+/// `POST /api/v1/devices`: registers a device (owners and admins) and issues a one-time
+/// enrollment token, which the device's daemon trades for its own credential.
 pub async fn add(
     State(state): State<AppState>,
     caller: Caller,
     super::ApiJson(req): super::ApiJson<drover_protocol::api::AddDevice>,
-) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
-    let drover_store::Principal::Member { role, .. } = &caller.0 else {
-        return Err(ApiError::Forbidden("only members can register devices".into()));
-    };
-    if *role == drover_core::permissions::Role::Member {
-        return Err(ApiError::Forbidden("only an owner or admin can register a device".into()));
-    }
+) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceEnrollment>), ApiError> {
+    let who = caller.require(drover_core::permissions::WorkspaceAction::Administer)?;
     drover_core::names::check_device_name(&req.name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let slots = req.slots.unwrap_or(4);
     if !(1..=1000).contains(&slots) {
@@ -76,7 +75,41 @@ pub async fn add(
     let ws = caller.0.workspace();
     let d = state.store.upsert_device(ws, &req.name, slots).await?;
     state.store.unrevoke_device(d.id).await?;
-    let token = crate::auth::issue_device_token(&state.store, ws, d.id, &format!("added by {}", caller.0.display())).await?;
+    let token = crate::auth::new_token(crate::auth::ENROLLMENT_TOKEN_PREFIX);
+    let ttl = chrono::Duration::hours(ENROLLMENT_TTL_HOURS);
+    let expires_at = state.store.create_enrollment(d.id, &crate::auth::digest(&token), &who, ttl).await?;
     let device = view(&state, state.store.device(d.id).await?.expect("just added"));
-    Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceCredential { device, token })))
+    Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceEnrollment { device, enrollment_token: token, expires_at })))
+}
+
+/// `POST /api/v1/devices/enroll` (no credential: the enrollment token is one): the
+/// device's daemon trades its one-time enrollment token for its own credential, which
+/// replaces any earlier one. Failures count against the client's sign-in rate limit.
+pub async fn enroll(
+    State(state): State<AppState>,
+    axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<std::net::SocketAddr>,
+    super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
+) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
+    let key = format!("ip:{}", addr.ip());
+    if let Some(wait) = state.logins.retry_after(&[&key], std::time::Instant::now()) {
+        return Err(ApiError::TooManyRequests(wait.as_secs().max(1)));
+    }
+    let well_formed = req.token.len() <= 128 && req.token.starts_with(crate::auth::ENROLLMENT_TOKEN_PREFIX) && req.name.len() <= 63;
+    let credential = crate::auth::new_token(crate::auth::DEVICE_TOKEN_PREFIX);
+    let enrolled = if well_formed {
+        state.store.enroll_device(&crate::auth::digest(&req.token), &req.name, &crate::auth::digest(&credential)).await?
+    } else {
+        None
+    };
+    if let Some(device) = enrolled {
+        // The credential it replaced stops working now, on a live link too.
+        state.devices.kick(device);
+    } else {
+        state.logins.failed(&[&key], std::time::Instant::now());
+        return Err(ApiError::Unauthorized(format!(
+            "this enrollment token is not valid for device `{}`: it works once, for the device it was issued to, within {ENROLLMENT_TTL_HOURS} hours — run `drover device add NAME` for a new one",
+            req.name.chars().take(63).collect::<String>()
+        )));
+    }
+    Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceCredential { name: req.name, token: credential })))
 }

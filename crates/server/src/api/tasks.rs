@@ -83,7 +83,8 @@ fn actor_for(caller: &Caller, task: &TaskRow) -> Result<(String, Option<drover_c
     }
 }
 
-fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
+/// The API's view of a task; `live` is its live run and whether the caller may drop in.
+fn task_view(t: &TaskRow, live: Option<(drover_core::SessionId, bool)>) -> TaskView {
     TaskView {
         id: t.id,
         kind: t.kind.clone(),
@@ -99,7 +100,8 @@ fn task_view(t: &TaskRow, live: Option<drover_core::SessionId>) -> TaskView {
         branch: t.branch.clone(),
         sandbox: t.sandbox,
         sandbox_state: t.sandbox_state.map(|s| s.as_str().to_string()),
-        live_session: live,
+        live_session: live.map(|(id, _)| id),
+        can_drop_in: live.is_some_and(|(_, may)| may),
         created_by: t.created_by.clone(),
         created_at: t.created_at.clone(),
     }
@@ -283,7 +285,8 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
     let rows = state.store.list_tasks(caller.0.workspace(), 500).await?;
     let mut out = Vec::new();
     for t in rows {
-        let live = if t.status == TaskStatus::Open { state.store.live_task_session(t.id).await?.map(|s| s.id) } else { None };
+        let live = if t.status == TaskStatus::Open { state.store.live_task_session(t.id).await? } else { None };
+        let live = live.map(|s| (s.id, caller.may_drop_in(&s)));
         out.push(task_view(&t, live));
     }
     Ok(Json(out))
@@ -294,7 +297,7 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let t = load_task(&state, &caller, &id).await?;
     actor_for(&caller, &t)?;
     let sessions = state.store.task_sessions(t.id).await?;
-    let live = sessions.iter().rev().find(|s| s.outcome.is_live()).map(|s| s.id);
+    let live = sessions.iter().rev().find(|s| s.outcome.is_live()).map(|s| (s.id, caller.may_drop_in(s)));
     let notes = state.store.task_notes(t.id).await?;
     let events = state.store.task_events(t.id, 1000).await?;
     Ok(Json(TaskDetail {

@@ -101,7 +101,7 @@ fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
     Ok(SandboxCursor { created_at, id })
 }
 
-fn sandbox_view(b: SandboxItem) -> SandboxView {
+fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
     let working_on = match &b.task {
         Some(t) => match &t.stage {
             Some(stage) => format!("{} - {}", drover_core::task::stage_label(stage), t.title),
@@ -123,6 +123,7 @@ fn sandbox_view(b: SandboxItem) -> SandboxView {
             exit_code: r.exit_code,
             started_at: r.started_at,
             ended_at: r.ended_at,
+            can_drop_in: caller.may_drop_in_run(r.operator),
         }),
         runs: b.runs,
         agent: b.agent,
@@ -156,7 +157,7 @@ pub async fn sandboxes(
     let limit = p.limit.unwrap_or(50).clamp(1, 200);
     let rows = state.store.list_sandboxes(caller.0.workspace(), filter, p.q.as_deref(), cursor.as_ref(), limit).await?;
     let next_cursor = (rows.len() as i64 == limit).then(|| rows.last().map(|b| format!("{}|{}", b.created_at, b.id))).flatten();
-    Ok(Json(SandboxList { sandboxes: rows.into_iter().map(sandbox_view).collect(), next_cursor }))
+    Ok(Json(SandboxList { sandboxes: rows.into_iter().map(|b| sandbox_view(&caller, b)).collect(), next_cursor }))
 }
 
 /// Paging of a device's sessions.

@@ -1,0 +1,166 @@
+//! Accounts end to end with the real binary: invitations, passwords, `drover login`,
+//! personal tokens listed and revoked, sign-in rate limiting, secrets stored only hashed,
+//! and device enrollment with a one-time token.
+
+mod support;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use support::{http, secs, wait_until, Drover, Split};
+
+const PASSWORD: &str = "a long enough password";
+
+/// Joins through a fresh invitation as `name` with `role`.
+fn join(d: &Drover, name: &str, role: &str) {
+    let inv = d.json(&["member", "invite", "--role", role]);
+    let code = inv["code"].as_str().unwrap();
+    let body = json!({ "name": name, "password": PASSWORD }).to_string();
+    let (status, answer) = http(&d.url, "POST", &format!("/api/v1/invites/{code}/accept"), None, body.as_bytes());
+    assert_eq!(status, 201, "{answer}");
+}
+
+/// `drover login` into `home` as `name`, the password on stdin.
+fn login(d: &Drover, home: &std::path::Path, name: &str, password: &str) -> std::process::Output {
+    let mut child = d
+        .cmd()
+        .env("DROVER_HOME", home)
+        .args(["login", "--url", &d.url, "--name", name, "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Status and headers of a login attempt.
+fn try_login(url: &str, name: &str, password: &str) -> (u16, String) {
+    use std::io::Read;
+    let host = url.trim_start_matches("http://");
+    let body = json!({ "name": name, "password": password }).to_string();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "POST /api/v1/login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+        .unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    let status = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, resp)
+}
+
+#[test]
+fn invited_members_log_in_list_and_revoke_tokens_and_the_audit_trail_has_it_all() {
+    let d = Drover::up();
+    join(&d, "bob", "member");
+    let members = d.json(&["member", "list"]);
+    let bob = members.as_array().unwrap().iter().find(|m| m["name"] == "bob").expect("bob joined");
+    assert_eq!((bob["role"].as_str(), bob["has_password"].as_bool()), (Some("member"), Some(true)));
+
+    // Bob signs the CLI in with his password; the token lands in his own home, 0600.
+    let bob_home = tempfile::tempdir().unwrap();
+    let out = login(&d, bob_home.path(), "bob", PASSWORD);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = bob_home.path().join("client.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let token = serde_json::from_slice::<Value>(&std::fs::read(&file).unwrap()).unwrap()["token"].as_str().unwrap().to_string();
+    let as_bob = |args: &[&str]| d.cmd().env("DROVER_HOME", bob_home.path()).args(args).output().unwrap();
+    let listed: Value = serde_json::from_slice(&as_bob(&["--json", "token", "list"]).stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+
+    // A wrong password is refused and saves nothing.
+    let other = tempfile::tempdir().unwrap();
+    let out = login(&d, other.path(), "bob", "not the password");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrong name or password"));
+    assert!(!other.path().join("client.json").exists());
+
+    // A member cannot change roles or invite; the owner can, but never leaves no owner.
+    assert!(String::from_utf8_lossy(&as_bob(&["member", "role", "bob", "owner"]).stderr).contains("only a workspace owner"));
+    assert!(String::from_utf8_lossy(&as_bob(&["member", "invite"]).stderr).contains("only a workspace owner"));
+    let owner = d.json(&["member", "list"])[0]["name"].as_str().unwrap().to_string();
+    assert!(d.fails(&["member", "role", &owner, "member"]).contains("at least one owner"));
+    assert_eq!(d.json(&["member", "role", "bob", "admin"])["role"], "admin");
+
+    // Revoking the token ends it at once.
+    let (status, _) = http(&d.url, "GET", "/api/v1/me", Some(&token), b"");
+    assert_eq!(status, 200);
+    assert!(as_bob(&["token", "revoke", &id]).status.success());
+    let (status, body) = http(&d.url, "GET", "/api/v1/me", Some(&token), b"");
+    assert_eq!(status, 401, "{body}");
+    assert!(String::from_utf8_lossy(&as_bob(&["token", "list"]).stderr).contains("revoked"));
+
+    // Secrets are stored only hashed: neither the password nor the token is in the database.
+    let mut db = std::fs::read(d.home.path().join("drover.db")).unwrap();
+    if let Ok(wal) = std::fs::read(d.home.path().join("drover.db-wal")) {
+        db.extend(wal);
+    }
+    let db = String::from_utf8_lossy(&db);
+    assert!(!db.contains(PASSWORD) && !db.contains(&token), "a secret is stored in the clear");
+    assert!(db.contains("$argon2id$"), "passwords are argon2id hashes");
+
+    // Every change is on the audit trail with its actor.
+    let audit = d.ok(&["audit", "export", "--since", "2000-01-01"]);
+    let events: Vec<Value> = audit.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kind = |k: &str| events.iter().find(|e| e["kind"] == k).unwrap_or_else(|| panic!("no {k} in {audit}"));
+    assert_eq!(kind("member_invited")["actor"], owner.as_str());
+    assert_eq!(kind("member_joined")["actor"], "bob");
+    assert_eq!(kind("token_issued")["detail"]["member"], "bob");
+    assert_eq!(kind("token_revoked")["actor"], "bob");
+    assert_eq!(kind("role_changed")["detail"]["to"], "admin");
+}
+
+#[test]
+fn sign_in_is_rate_limited_per_address_and_says_when_to_retry() {
+    let d = Drover::up();
+    join(&d, "carol", "member");
+    assert_eq!(try_login(&d.url, "carol", PASSWORD).0, 200);
+    for i in 0..10 {
+        let (status, resp) = try_login(&d.url, "carol", "wrong password");
+        assert_eq!(status, 401, "attempt {i}: {resp}");
+    }
+    // Limited now, even with the right password; the answer says when to retry.
+    let (status, resp) = try_login(&d.url, "carol", PASSWORD);
+    assert_eq!(status, 429, "{resp}");
+    let retry: u64 = resp
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("retry-after:").map(|v| v.trim().parse().unwrap()))
+        .expect("a Retry-After header");
+    assert!((1..=300).contains(&retry), "{retry}");
+    assert!(resp.contains("too many failed sign-ins"));
+}
+
+#[test]
+fn devices_enroll_once_with_their_token_and_keep_their_own_credential() {
+    let mut s = Split::start("enrolled");
+    // The enrollment token was traded for a credential the daemon saved for itself.
+    let saved: Value = serde_json::from_slice(&std::fs::read(s.device_home.path().join("device-daemon/credential.json")).unwrap()).unwrap();
+    assert!(saved["token"].as_str().unwrap().starts_with("drd_"));
+    assert_ne!(saved["token"].as_str(), Some(s.token.as_str()));
+    // It works once: a second trade (say, by someone who copied it) is refused.
+    let body = json!({ "token": s.token, "name": "enrolled" }).to_string();
+    let (status, answer) = http(&s.url, "POST", "/api/v1/devices/enroll", None, body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("works once"));
+    // A restart with the same command line uses the saved credential.
+    s.kill_device();
+    s.cli.wait_device("enrolled", false);
+    s.start_device();
+    let id = s.cli.start(&["bash", "-c", "echo enrolled-ok; sleep 30"]);
+    s.cli.wait_text(&id, "enrolled-ok", secs(20));
+    // `device add` again issues a new enrollment; the device's credential is replaced
+    // when it is used, so the old one stops working.
+    let again = s.cli.json(&["device", "add", "enrolled"]);
+    let fresh = again["enrollment_token"].as_str().unwrap();
+    let cred = json!({ "token": fresh, "name": "enrolled" }).to_string();
+    let (status, answer) = http(&s.url, "POST", "/api/v1/devices/enroll", None, cred.as_bytes());
+    assert_eq!(status, 201, "{answer}");
+    wait_until("the old credential refused", secs(20), || {
+        let devices = s.cli.json(&["device", "list"]);
+        (devices[0]["connected"] == false).then_some(())
+    });
+    s.cli.ok(&["session", "stop", &id]);
+}

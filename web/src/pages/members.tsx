@@ -1,0 +1,366 @@
+// Members (seed 001 "Who can drop in"): who is in the workspace and their roles; owners
+// invite people (a one-time link) and change roles. Your account: your password and your
+// personal API tokens (`drover login` issues them), which you can revoke.
+
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, enc } from "../api";
+import { ago, when } from "../format";
+import { subscribe } from "../live";
+import type { Invite, Me, Member, Token } from "../types";
+
+const ROLES = ["member", "admin", "owner"] as const;
+const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
+const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
+
+function InviteForm() {
+  const [role, setRole] = useState("member");
+  const [invite, setInvite] = useState<Invite | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    try {
+      setInvite(await api<Invite>("/api/v1/invites", { method: "POST", json: { role } }));
+      setError(null);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <form class="panel new-task" aria-label="Invite someone" onSubmit={submit}>
+      <div class="send-row">
+        <label>
+          Role
+          <select value={role} onChange={(e) => setRole(value(e))}>
+            {ROLES.map((r) => (
+              <option value={r}>{r}</option>
+            ))}
+          </select>
+        </label>
+        <button class="button primary" type="submit">
+          Create invitation link
+        </button>
+      </div>
+      {invite && (
+        <label>
+          Send this link to the person you invite (it works once, until {when(invite.expires_at)}):
+          <input class="search" readOnly data-testid="invite-link" value={`${location.origin}${invite.path}`} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        </label>
+      )}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
+
+function MemberRow({ m, owner, onChanged }: { m: Member; owner: boolean; onChanged: (err: string | null) => void }) {
+  const change = async (role: string) => {
+    try {
+      await api(`/api/v1/members/${enc(m.name)}/role`, { method: "PUT", json: { role } });
+      onChanged(null);
+    } catch (e) {
+      onChanged(errorText(e));
+    }
+  };
+  return (
+    <tr>
+      <td data-label="Member">{m.name}</td>
+      <td data-label="Role">
+        {owner ? (
+          <select aria-label={`Role of ${m.name}`} value={m.role} onChange={(e) => change(value(e))}>
+            {ROLES.map((r) => (
+              <option value={r}>{r}</option>
+            ))}
+          </select>
+        ) : (
+          m.role
+        )}
+      </td>
+      <td data-label="Joined" title={when(m.created_at)}>
+        {ago(m.created_at)}
+      </td>
+      <td data-label="Password">{m.has_password ? "set" : "not set"}</td>
+    </tr>
+  );
+}
+
+function PasswordForm({ hasPassword, onDone }: { hasPassword: boolean; onDone: () => void }) {
+  const [current, setCurrent] = useState("");
+  const [next, setNext] = useState("");
+  const [again, setAgain] = useState("");
+  const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (next !== again) {
+      setMessage({ ok: false, text: "The two new passwords differ." });
+      return;
+    }
+    try {
+      await api("/api/v1/me/password", { method: "PUT", json: { current: hasPassword ? current : null, password: next } });
+      setMessage({ ok: true, text: "Password set." });
+      setCurrent("");
+      setNext("");
+      setAgain("");
+      onDone();
+    } catch (err) {
+      setMessage({ ok: false, text: errorText(err) });
+    }
+  };
+  return (
+    <form class="panel new-task" aria-label="Password" onSubmit={submit}>
+      {hasPassword && (
+        <label>
+          Current password
+          <input class="search" type="password" autocomplete="current-password" value={current} onInput={(e) => setCurrent(value(e))} />
+        </label>
+      )}
+      <label>
+        New password (at least 10 characters)
+        <input class="search" type="password" autocomplete="new-password" minLength={10} required value={next} onInput={(e) => setNext(value(e))} />
+      </label>
+      <label>
+        New password again
+        <input class="search" type="password" autocomplete="new-password" required value={again} onInput={(e) => setAgain(value(e))} />
+      </label>
+      <div class="send-row">
+        <button class="button primary" type="submit">
+          {hasPassword ? "Change password" : "Set password"}
+        </button>
+      </div>
+      {message && (
+        <p class={message.ok ? "ok-text" : "error"} role={message.ok ? "status" : "alert"}>
+          {message.text}
+        </p>
+      )}
+    </form>
+  );
+}
+
+function Tokens() {
+  const [list, setList] = useState<Token[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<Token[]>("/api/v1/tokens").then(setList, (e) => setError(errorText(e)));
+  useEffect(() => {
+    load();
+  }, []);
+  const revoke = async (id: string) => {
+    try {
+      await api(`/api/v1/tokens/${enc(id)}/revoke`, { method: "POST", json: {} });
+      load();
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  return (
+    <>
+      {error && <p class="error">{error}</p>}
+      {list && list.length === 0 && (
+        <p class="empty">
+          No API tokens. <code>drover login</code> issues one for the CLI.
+        </p>
+      )}
+      {list && list.length > 0 && (
+        <div class="table-wrap">
+          <table class="tasks" aria-label="Your API tokens">
+            <thead>
+              <tr>
+                <th>Token</th>
+                <th>Label</th>
+                <th>Issued</th>
+                <th>Last used</th>
+                <th>State</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((t) => (
+                <tr>
+                  <td data-label="Token">
+                    <code>{t.id}</code>
+                  </td>
+                  <td data-label="Label">{t.label}</td>
+                  <td data-label="Issued">{ago(t.created_at)}</td>
+                  <td data-label="Last used">{t.last_used_at ? ago(t.last_used_at) : "never"}</td>
+                  <td data-label="State">
+                    {t.revoked_at ? (
+                      `revoked ${ago(t.revoked_at)}`
+                    ) : (
+                      <button class="button danger" type="button" onClick={() => revoke(t.id)}>
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </>
+  );
+}
+
+export function MembersPage({ me }: { me: Me | null }) {
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<Member[]>("/api/v1/members").then(setMembers, (e) => setError(errorText(e)));
+  useEffect(() => {
+    load();
+    // Someone joining or a role changing shows up without a reload.
+    return subscribe((m) => {
+      if (m.kind === "activity" || m.kind === "resync") load();
+    });
+  }, []);
+  const owner = me?.role === "owner";
+  const mine = members?.find((m) => m.name === me?.name);
+  return (
+    <section class="page">
+      <h1>Members</h1>
+      <p class="muted">
+        Owners and admins can drop in to any session, Mark done and Abandon; a member drops in to sessions of the agents they operate. Only owners invite people
+        and change roles.
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <div class="table-wrap">
+        <table class="tasks" aria-label="Members">
+          <thead>
+            <tr>
+              <th>Member</th>
+              <th>Role</th>
+              <th>Joined</th>
+              <th>Password</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(members ?? []).map((m) => (
+              <MemberRow
+                m={m}
+                owner={owner}
+                onChanged={(err) => {
+                  setError(err);
+                  load();
+                }}
+              />
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {owner && (
+        <>
+          <h2>Invite someone</h2>
+          <InviteForm />
+        </>
+      )}
+      {me && (
+        <>
+          <h2>Your password</h2>
+          <PasswordForm hasPassword={mine?.has_password ?? false} onDone={load} />
+          <h2>Your API tokens</h2>
+          <Tokens />
+        </>
+      )}
+    </section>
+  );
+}
+
+/** The form that signs a browser in with a name and password. */
+export function SignInForm() {
+  const [name, setName] = useState("");
+  const [password, setPassword] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await api("/api/v1/login", { method: "POST", json: { name, password } });
+      location.reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <form class="panel new-task sign-in" aria-label="Sign in" onSubmit={submit}>
+      <label>
+        Name
+        <input class="search" autocomplete="username" required value={name} onInput={(e) => setName(value(e))} />
+      </label>
+      <label>
+        Password
+        <input class="search" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(value(e))} />
+      </label>
+      <div class="send-row">
+        <button class="button primary" type="submit">
+          Sign in
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
+
+/** `/invite/{code}`: join the workspace with a name and a password. */
+export function InvitePage({ code }: { code: string }) {
+  const [role, setRole] = useState<string | null>(null);
+  const [invalid, setInvalid] = useState<string | null>(null);
+  const [name, setName] = useState("");
+  const [password, setPassword] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    api<{ role: string }>(`/api/v1/invites/${enc(code)}`).then(
+      (i) => setRole(i.role),
+      (e) => setInvalid(errorText(e)),
+    );
+  }, [code]);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await api(`/api/v1/invites/${enc(code)}/accept`, { method: "POST", json: { name, password } });
+      location.assign("/sessions");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="page">
+      <h1>Join Drover</h1>
+      {invalid && (
+        <p class="error" role="alert">
+          {invalid}
+        </p>
+      )}
+      {role && (
+        <form class="panel new-task" aria-label="Join" onSubmit={submit}>
+          <p>
+            You are invited as <strong>{role}</strong>. Pick the name you will sign in with and a password.
+          </p>
+          <label>
+            Name (letters, digits, '-', '_', '.')
+            <input class="search" autocomplete="username" required maxLength={63} value={name} onInput={(e) => setName(value(e))} />
+          </label>
+          <label>
+            Password (at least 10 characters)
+            <input class="search" type="password" autocomplete="new-password" required minLength={10} value={password} onInput={(e) => setPassword(value(e))} />
+          </label>
+          <div class="send-row">
+            <button class="button primary" type="submit">
+              Join
+            </button>
+          </div>
+          {error && (
+            <p class="error" role="alert">
+              {error}
+            </p>
+          )}
+        </form>
+      )}
+    </section>
+  );
+}
