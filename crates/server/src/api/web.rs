@@ -38,7 +38,8 @@ pub async fn login_link(State(state): State<AppState>, caller: Caller) -> Result
 }
 
 /// `POST /api/v1/logout`: ends the browser session and clears its cookie.
-pub async fn logout(State(state): State<AppState>, _caller: Caller, headers: HeaderMap) -> Result<impl IntoResponse, ApiError> {
+pub async fn logout(State(state): State<AppState>, caller: Caller, headers: HeaderMap) -> Result<impl IntoResponse, ApiError> {
+    caller.member_name()?;
     if let Some(cookie) = auth::session_cookie(&headers) {
         state.store.revoke_web_session(&auth::digest(&cookie)).await?;
     }
