@@ -46,6 +46,25 @@ pub enum HarnessError {
     /// Unknown harness name.
     #[error("unknown harness `{0}`: use claude, codex, gemini, aider, opencode, goose or custom")]
     Unknown(String),
+    /// A template that names the prompt too often (each copy can be 64 KiB).
+    #[error("the command template uses {{prompt}} {0} times; at most {MAX_PROMPT_PLACEHOLDERS} are allowed")]
+    TooManyPrompts(usize),
+}
+
+/// Most `{prompt}` placeholders a custom template may hold: the prompt carries the task
+/// body, so each copy can be 64 KiB and a command line must stay bounded.
+pub const MAX_PROMPT_PLACEHOLDERS: usize = 4;
+
+/// Checks a custom harness's command template.
+pub fn check_template(template: &[String]) -> Result<(), HarnessError> {
+    if template.is_empty() || template[0].is_empty() {
+        return Err(HarnessError::NoTemplate);
+    }
+    let prompts: usize = template.iter().map(|a| a.matches("{prompt}").count()).sum();
+    if prompts > MAX_PROMPT_PLACEHOLDERS {
+        return Err(HarnessError::TooManyPrompts(prompts));
+    }
+    Ok(())
 }
 
 impl Harness {
@@ -157,9 +176,7 @@ fn mcp_args(h: Harness) -> Vec<String> {
 }
 
 fn custom(template: &[String], prompt: &str) -> Result<Vec<String>, HarnessError> {
-    if template.is_empty() || template[0].is_empty() {
-        return Err(HarnessError::NoTemplate);
-    }
+    check_template(template)?;
     Ok(template.iter().map(|a| a.replace("{prompt}", prompt)).collect())
 }
 
@@ -291,6 +308,9 @@ mod tests {
         assert_eq!(opening(Harness::Claude, "p", &r, &[], true).unwrap(), Opening::Resume(Harness::Claude.resume(&r).unwrap()));
         assert_eq!(opening(Harness::Codex, "p", &r, &[], false).unwrap(), Opening::Start(Harness::Codex.start("p", &r, &[]).unwrap()));
         // A custom command cannot resume: it starts over.
+        let many = vec!["agent".to_string(), "{prompt}".repeat(MAX_PROMPT_PLACEHOLDERS + 1)];
+        assert_eq!(check_template(&many), Err(HarnessError::TooManyPrompts(MAX_PROMPT_PLACEHOLDERS + 1)));
+        assert_eq!(check_template(&["a".to_string(), "{prompt}".repeat(MAX_PROMPT_PLACEHOLDERS)]), Ok(()));
         let t = ["agent".to_string(), "{prompt}".to_string()];
         assert_eq!(opening(Harness::Custom, "p", &r, &t, true).unwrap(), Opening::Start(vec!["agent".into(), "p".into()]));
         assert!(resume_message("code").contains("`code` stage"));

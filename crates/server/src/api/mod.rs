@@ -95,7 +95,47 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/audit/export", get(events::export))
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Longest error text kept when a plain-text rejection is turned into JSON.
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// Every error under `/api` is JSON `{error, code}`: rejections raised before a handler
+/// runs (an undecodable path segment, a malformed query string, a wrong method) are plain
+/// text from axum, so they are rewrapped here.
+async fn json_errors(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    let api = req.uri().path().starts_with("/api/");
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+    if !api || is_json || !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, MAX_ERROR_TEXT).await.map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+    let error = match (status, text.is_empty()) {
+        (StatusCode::METHOD_NOT_ALLOWED, _) => "this route does not take that method; see /api/v1".to_string(),
+        (_, true) => status.canonical_reason().unwrap_or("error").to_lowercase(),
+        (_, false) => text,
+    };
+    let code = match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let mut out = (status, axum::Json(drover_protocol::api::ErrorBody { error, code: code.into() })).into_response();
+    for (name, value) in parts.headers.iter().filter(|(n, _)| *n == header::ALLOW || *n == header::RETRY_AFTER) {
+        out.headers_mut().insert(name.clone(), value.clone());
+    }
+    out
 }
 
 /// A JSON body; malformed or oversized bodies become JSON errors.

@@ -209,8 +209,8 @@ pub async fn create_agent(
     let (id, _, _) = member(&caller)?;
     drover_core::names::check_device_name(&req.name).map_err(|_| bad("an agent name is 1–64 letters, digits, `-`, `_` or `.`"))?;
     let harness = drover_core::harness::Harness::parse(&req.harness).map_err(bad)?;
-    if harness == drover_core::harness::Harness::Custom && req.template.first().is_none_or(|p| p.is_empty()) {
-        return Err(bad(drover_core::harness::HarnessError::NoTemplate));
+    if harness == drover_core::harness::Harness::Custom {
+        drover_core::harness::check_template(&req.template).map_err(bad)?;
     }
     if req.template.len() > 64 || req.template.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
         return Err(bad("the command template is too long or contains a NUL byte"));
