@@ -122,6 +122,13 @@ pub enum MemberCmd {
         #[arg(long, default_value_t = 72)]
         hours: u32,
     },
+    /// List invitations not yet used (owners).
+    Invites,
+    /// Withdraw an unused invitation (owners).
+    Uninvite {
+        /// The invitation's id (inv_…).
+        id: String,
+    },
     /// Change a member's role (owners).
     Role {
         /// The member's name.

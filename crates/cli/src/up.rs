@@ -205,15 +205,18 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
     }
 }
 
-/// The device's own credential, saved (0600) in `credential.json` with the server and
-/// name it is for. A one-time enrollment token (`dre_…`) is traded for one on first
-/// connect; later starts with the same token use the saved credential.
+/// The device's own credential, saved (0600) in `credential.json` with the server, name
+/// and enrollment token (by digest) it came from. A one-time enrollment token (`dre_…`)
+/// is traded for one on first connect; later starts with the same token use the saved
+/// credential, and a new enrollment token (after `device add` again) is traded anew.
 async fn device_credential(home: &Path, server: &str, name: &str, token: String) -> Result<String> {
     let path = home.join("credential.json");
     if !token.starts_with(auth::ENROLLMENT_TOKEN_PREFIX) {
         return Ok(token);
     }
-    if let Some(saved) = home::read_json::<SavedCredential>(&path).filter(|c| c.server == server && c.name == name) {
+    let enrollment = auth::digest(&token);
+    let saved = home::read_json::<SavedCredential>(&path).filter(|c| c.server == server && c.name == name && c.enrollment == enrollment);
+    if let Some(saved) = saved {
         return Ok(saved.token);
     }
     let client = crate::client::Client::anonymous(server)?;
@@ -221,7 +224,8 @@ async fn device_credential(home: &Path, server: &str, name: &str, token: String)
         .post("/api/v1/devices/enroll", &drover_protocol::api::Enroll { token, name: name.to_string() })
         .await
         .context("enrolling this device")?;
-    home::write_private_json(&path, &SavedCredential { server: server.to_string(), name: name.to_string(), token: cred.token.clone() })?;
+    let saved = SavedCredential { server: server.to_string(), name: name.to_string(), enrollment, token: cred.token.clone() };
+    home::write_private_json(&path, &saved)?;
     Ok(cred.token)
 }
 
@@ -230,6 +234,8 @@ async fn device_credential(home: &Path, server: &str, name: &str, token: String)
 struct SavedCredential {
     server: String,
     name: String,
+    /// The SHA-256 of the enrollment token it was traded for.
+    enrollment: String,
     token: String,
 }
 

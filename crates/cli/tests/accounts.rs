@@ -137,9 +137,8 @@ fn sign_in_is_rate_limited_per_address_and_says_when_to_retry() {
 fn devices_enroll_once_with_their_token_and_keep_their_own_credential() {
     let mut s = Split::start("enrolled");
     // The enrollment token was traded for a credential the daemon saved for itself.
-    let saved: Value = serde_json::from_slice(&std::fs::read(s.device_home.path().join("device-daemon/credential.json")).unwrap()).unwrap();
-    assert!(saved["token"].as_str().unwrap().starts_with("drd_"));
-    assert_ne!(saved["token"].as_str(), Some(s.token.as_str()));
+    let credential = s.device_credential();
+    assert!(credential.starts_with("drd_") && credential != s.token);
     // It works once: a second trade (say, by someone who copied it) is refused.
     let body = json!({ "token": s.token, "name": "enrolled" }).to_string();
     let (status, answer) = http(&s.url, "POST", "/api/v1/devices/enroll", None, body.as_bytes());
@@ -163,4 +162,51 @@ fn devices_enroll_once_with_their_token_and_keep_their_own_credential() {
         (devices[0]["connected"] == false).then_some(())
     });
     s.cli.ok(&["session", "stop", &id]);
+}
+
+#[test]
+fn a_burst_of_parallel_guesses_cannot_pass_the_limit() {
+    let d = Drover::up();
+    join(&d, "erin", "member");
+    let url = d.url.clone();
+    let answers: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..30).map(|_| s.spawn(|| try_login(&url, "erin", "wrong password").0)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let tried = answers.iter().filter(|&&s| s == 401).count();
+    let limited = answers.iter().filter(|&&s| s == 429).count();
+    assert_eq!((tried, limited), (10, 20), "attempts are counted before the password is checked: {answers:?}");
+}
+
+#[test]
+fn an_open_terminal_closes_when_its_viewer_loses_the_right_to_drop_in() {
+    use futures_util::StreamExt;
+    let d = Drover::up();
+    join(&d, "frank", "admin");
+    let id = d.start(&["bash", "-c", "echo frank-can-see; sleep 120"]);
+    d.wait_text(&id, "frank-can-see", secs(20));
+    let home = tempfile::tempdir().unwrap();
+    assert!(login(&d, home.path(), "frank", PASSWORD).status.success());
+    let token = serde_json::from_slice::<Value>(&std::fs::read(home.path().join("client.json")).unwrap()).unwrap()["token"].as_str().unwrap().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let ws_url = format!("{}/api/v1/sessions/{id}/terminal", d.url.replace("http://", "ws://"));
+        let mut req = ws_url.into_client_request().unwrap();
+        req.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("an admin may open the terminal");
+        // Demoted to member (not the operator), the open terminal is closed with a reason.
+        assert_eq!(d.json(&["member", "role", "frank", "member"])["role"], "member");
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut reason = None;
+        while let Ok(Some(msg)) = tokio::time::timeout_at(until, ws.next()).await {
+            match msg {
+                Ok(tokio_tungstenite::tungstenite::Message::Text(t)) if t.contains("no permission") => reason = Some(t.to_string()),
+                Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => break,
+                _ => {}
+            }
+        }
+        assert!(reason.is_some(), "the terminal said why it closed");
+    });
+    d.ok(&["session", "stop", &id]);
 }

@@ -119,7 +119,8 @@ fn server_and_device_run_apart_and_a_dropped_link_resumes_from_the_stored_offset
     assert!(at_kill < std::fs::read(&copy).unwrap().len(), "the server was killed after the stream ended; the test proves nothing");
     assert_identical(&d.raw(&id), &copy);
     // A device credential cannot be used as a member token.
-    let out = d.cmd().args(["session", "list"]).env("DROVER_URL", &split.url).env("DROVER_TOKEN", &split.token).output().unwrap();
+    let out =
+        d.cmd().args(["session", "list"]).env("DROVER_URL", &split.url).env("DROVER_TOKEN", split.device_credential()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("device credentials can only open the device link"));
 }

@@ -129,6 +129,8 @@ const MATRIX: &[Row] = &[
     // Members and invitations: reading is for members, inviting and roles for owners.
     r("GET",    "/api/v1/members",                                 "", [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/invites",                                 r#"{"role":"member"}"#, [A, D, D, D, D, U, U]),
+    r("GET",    "/api/v1/invites",                                 "", [A, D, D, D, D, U, U]),
+    r("POST",   "/api/v1/invites/{fresh_invite_id}/revoke",        "", [A, D, D, D, D, U, U]),
     r("PUT",    "/api/v1/members/{spare_member}/role",             r#"{"role":"member"}"#, [A, D, D, D, D, U, U]),
 
     // Reading the workspace: every member; never an agent.
@@ -472,6 +474,7 @@ impl World {
         match name {
             "fresh_name" => format!("n{row}-{}", key(who)),
             "fresh_invite" => text(&self.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["code"]),
+            "fresh_invite_id" => text(&self.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["id"]),
             "fresh_login_code" => {
                 let link = self.must(Who::Owner, "POST", "/api/v1/login-links", Value::Null);
                 text(&link["path"]).trim_start_matches("/login/").to_string()

@@ -55,6 +55,8 @@ pub enum EventKind {
     DeviceRevoked,
     /// An owner invited someone to the workspace (with the role they will get).
     MemberInvited,
+    /// An owner withdrew an unused invitation.
+    InviteRevoked,
     /// Someone accepted an invitation and became a member.
     MemberJoined,
     /// An owner changed a member's role.
@@ -69,7 +71,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 29] = [
+    pub const ALL: [EventKind; 30] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -94,6 +96,7 @@ impl EventKind {
         EventKind::Abandoned,
         EventKind::DeviceRevoked,
         EventKind::MemberInvited,
+        EventKind::InviteRevoked,
         EventKind::MemberJoined,
         EventKind::RoleChanged,
         EventKind::PasswordChanged,
@@ -128,6 +131,7 @@ impl EventKind {
             EventKind::Abandoned => "abandoned",
             EventKind::DeviceRevoked => "device_revoked",
             EventKind::MemberInvited => "member_invited",
+            EventKind::InviteRevoked => "invite_revoked",
             EventKind::MemberJoined => "member_joined",
             EventKind::RoleChanged => "role_changed",
             EventKind::PasswordChanged => "password_changed",
@@ -168,6 +172,7 @@ impl EventKind {
             EventKind::Abandoned => "sandbox abandoned",
             EventKind::DeviceRevoked => "device revoked",
             EventKind::MemberInvited => "member invited",
+            EventKind::InviteRevoked => "invitation withdrawn",
             EventKind::MemberJoined => "member joined",
             EventKind::RoleChanged => "role changed",
             EventKind::PasswordChanged => "password changed",

@@ -76,6 +76,7 @@ impl WebhookEvent {
             | EventKind::Abandoned
             | EventKind::DeviceRevoked
             | EventKind::MemberInvited
+            | EventKind::InviteRevoked
             | EventKind::MemberJoined
             | EventKind::RoleChanged
             | EventKind::PasswordChanged

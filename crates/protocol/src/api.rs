@@ -552,7 +552,7 @@ pub struct TaskDetail {
 /// Which task controls the caller may use (the UI shows only these).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct TaskControls {
-    /// Launch session, Finish session (the stage's pinned assignee's operator, or an admin).
+    /// Finish session (the stage's pinned assignee's operator, or an admin).
     pub finish: bool,
     /// Mark done, Abandon (owners and admins).
     pub retire: bool,
@@ -675,6 +675,21 @@ pub struct InviteView {
     /// The invitation page's path on the server (`/invite/…`); join it to the server's URL.
     pub path: String,
     /// When it stops working (RFC 3339).
+    pub expires_at: String,
+}
+
+/// `GET /api/v1/invites`: an invitation not yet used (never its code).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingInviteView {
+    /// Its id.
+    pub id: drover_core::InviteId,
+    /// The role it gives.
+    pub role: String,
+    /// Who sent it.
+    pub created_by: String,
+    /// When.
+    pub created_at: String,
+    /// Until when it works.
     pub expires_at: String,
 }
 

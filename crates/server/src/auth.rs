@@ -72,9 +72,35 @@ pub async fn token_valid(store: &Store, token: &str) -> bool {
     matches!(store.principal_for(&digest(token)).await, Ok(Some(_)))
 }
 
-/// The authenticated caller of a request.
+/// The authenticated caller of a request, and the credential it came with.
 #[derive(Debug, Clone)]
-pub struct Caller(pub Principal);
+pub struct Caller(pub Principal, pub Credential);
+
+/// How a caller proved who they are (digests only), so a long-lived connection can
+/// check later that it still holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A bearer token (member, device or session token), by digest.
+    Token(String),
+    /// A browser session cookie, by digest.
+    Cookie(String),
+}
+
+/// Who `credential` identifies now; None once it was revoked, expired or its session ended.
+pub async fn current_principal(store: &Store, credential: &Credential) -> Result<Option<Principal>, drover_store::StoreError> {
+    match credential {
+        Credential::Cookie(d) => Ok(store.web_principal(d).await?.ok()),
+        Credential::Token(d) => match store.principal_for(d).await? {
+            Some(p) => Ok(Some(p)),
+            None => Ok(store.session_for_token(d).await?.map(|s| Principal::Agent {
+                workspace: s.workspace,
+                session: s.id,
+                task: s.task,
+                name: s.agent_name.unwrap_or_else(|| "agent".into()),
+            })),
+        },
+    }
+}
 
 /// A calling member, as the permission checks need them.
 #[derive(Debug, Clone, Copy)]
@@ -185,27 +211,35 @@ impl FromRequestParts<AppState> for Caller {
             return Err(ApiError::Unauthorized("the token is not valid".into()));
         }
         if token.starts_with(SESSION_TOKEN_PREFIX) {
-            return match state.store.session_for_token(&digest(token)).await? {
-                Some(s) => Ok(Caller(Principal::Agent {
-                    workspace: s.workspace,
-                    session: s.id,
-                    task: s.task,
-                    name: s.agent_name.unwrap_or_else(|| "agent".into()),
-                })),
+            let hash = digest(token);
+            return match state.store.session_for_token(&hash).await? {
+                Some(s) => Ok(Caller(
+                    Principal::Agent {
+                        workspace: s.workspace,
+                        session: s.id,
+                        task: s.task,
+                        name: s.agent_name.unwrap_or_else(|| "agent".into()),
+                    },
+                    Credential::Token(hash),
+                )),
                 None => Err(ApiError::Unauthorized("this session credential is not valid: its session has ended".into())),
             };
         }
         let hash = digest(token);
         match state.store.principal_for(&hash).await? {
             Some(p) => {
-                // Last use is shown in `drover token list`; recorded off the request's path.
-                let store = state.store.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = store.touch_token(&hash).await {
-                        tracing::debug!("recording a token's last use: {e}");
-                    }
-                });
-                Ok(Caller(p))
+                // Last use is shown in `drover token list`; written off the request's
+                // path, at most once a minute per token.
+                if state.touch_due(&hash) {
+                    let store = state.store.clone();
+                    let hash = hash.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = store.touch_token(&hash).await {
+                            tracing::debug!("recording a token's last use: {e}");
+                        }
+                    });
+                }
+                Ok(Caller(p, Credential::Token(hash)))
             }
             None => Err(ApiError::Unauthorized(
                 "the token is not valid or was revoked: get a new one (`drover up` writes one to $DROVER_HOME)".into(),
@@ -247,8 +281,9 @@ async fn from_cookie(parts: &Parts, state: &AppState, cookie: &str) -> Result<Ca
     if (unsafe_method || upgrade) && !same_origin(&parts.headers) {
         return Err(ApiError::Forbidden("cross-site request refused: use the page this server serves".into()));
     }
-    match state.store.web_principal(&digest(cookie)).await? {
-        Ok(p) => Ok(Caller(p)),
+    let hash = digest(cookie);
+    match state.store.web_principal(&hash).await? {
+        Ok(p) => Ok(Caller(p, Credential::Cookie(hash))),
         Err(drover_store::WebSessionState::Expired) => {
             Err(ApiError::AuthExpired("auth expired: sign in again (`drover ui` prints a fresh sign-in link)".into()))
         }

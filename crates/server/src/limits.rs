@@ -1,65 +1,92 @@
-//! Sign-in rate limiting: at most N failed attempts per key (client address, member name)
-//! in a sliding window. In memory: a restart forgets, which only ever lets someone in
-//! sooner, never locks anyone out.
+//! Sign-in rate limiting: at most N attempts per key (a client address, a member name) in
+//! a sliding window. An attempt is counted before its password is checked, so a burst of
+//! parallel requests cannot slip past the limit; a successful one is then forgiven. In
+//! memory: a restart forgets, which only ever lets someone in sooner.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Most keys tracked; beyond it the stalest are forgotten (bounded memory under a flood).
+/// Most keys tracked; beyond it the key whose last attempt is oldest is forgotten
+/// (bounded memory under a flood, without wiping everyone's counts).
 const MAX_KEYS: usize = 10_000;
 
-/// Failed attempts per key in a sliding window.
+/// Attempts per key in a sliding window.
 #[derive(Debug)]
 pub struct LoginLimiter {
     max: usize,
     window: Duration,
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    attempts: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+/// A counted attempt; [`LoginLimiter::forgive`] takes it back when it succeeded.
+#[derive(Debug)]
+pub struct Attempt {
+    keys: Vec<String>,
+    at: Instant,
 }
 
 impl LoginLimiter {
-    /// At most `max` failures per key in `window`.
+    /// At most `max` attempts per key in `window`.
     pub fn new(max: usize, window: Duration) -> LoginLimiter {
-        LoginLimiter { max, window, failures: Mutex::default() }
+        LoginLimiter { max, window, attempts: Mutex::default() }
     }
 
-    /// How long until `keys` may try again; None if they may now.
-    pub fn retry_after(&self, keys: &[&str], now: Instant) -> Option<Duration> {
-        let mut map = self.failures.lock().expect("limiter lock");
-        keys.iter()
-            .filter_map(|k| {
-                let q = map.get_mut(*k)?;
-                while q.front().is_some_and(|t| now.duration_since(*t) >= self.window) {
-                    q.pop_front();
-                }
-                let oldest = *q.front()?;
-                (q.len() >= self.max).then(|| self.window.saturating_sub(now.duration_since(oldest)))
-            })
-            .max()
-    }
-
-    /// Records a failed attempt under each of `keys`.
-    pub fn failed(&self, keys: &[&str], now: Instant) {
-        let mut map = self.failures.lock().expect("limiter lock");
-        if map.len() >= MAX_KEYS {
-            let window = self.window;
-            map.retain(|_, q| q.back().is_some_and(|t| now.duration_since(*t) < window));
-            if map.len() >= MAX_KEYS {
-                map.clear();
-            }
-        }
-        for k in keys {
-            let q = map.entry(k.to_string()).or_default();
-            q.push_back(now);
-            while q.len() > self.max {
+    /// Counts an attempt under each of `keys` (`(key, limit)`), unless one of them is at
+    /// its limit: then how long until it may try again.
+    pub fn attempt(&self, keys: &[(&str, usize)], now: Instant) -> Result<Attempt, Duration> {
+        let mut map = self.attempts.lock().expect("limiter lock");
+        let mut wait = None;
+        for (k, limit) in keys {
+            let Some(q) = map.get_mut(*k) else { continue };
+            while q.front().is_some_and(|t| now.duration_since(*t) >= self.window) {
                 q.pop_front();
             }
+            if q.len() >= *limit {
+                let oldest = *q.front().expect("non-empty");
+                let w = self.window.saturating_sub(now.duration_since(oldest));
+                wait = Some(wait.map_or(w, |x: Duration| x.max(w)));
+            }
         }
+        if let Some(w) = wait {
+            return Err(w.max(Duration::from_secs(1)));
+        }
+        for (k, _) in keys {
+            if !map.contains_key(*k) && map.len() >= MAX_KEYS {
+                let stalest = map.iter().min_by_key(|(_, q)| q.back().copied()).map(|(k, _)| k.clone());
+                if let Some(s) = stalest {
+                    map.remove(&s);
+                }
+            }
+            map.entry(k.to_string()).or_default().push_back(now);
+        }
+        Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now })
     }
 
-    /// Forgets the failures of `key` (a successful sign-in under that name).
-    pub fn succeeded(&self, key: &str) {
-        self.failures.lock().expect("limiter lock").remove(key);
+    /// The limit for a client address (the configured one).
+    pub fn per_address(&self) -> usize {
+        self.max
+    }
+
+    /// The limit for one member name across all addresses: higher, so nobody can lock
+    /// a member out from one address, while guessing from many stays bounded.
+    pub fn per_name(&self) -> usize {
+        self.max * 10
+    }
+
+    /// Takes back a successful attempt.
+    pub fn forgive(&self, attempt: Attempt) {
+        let mut map = self.attempts.lock().expect("limiter lock");
+        for k in &attempt.keys {
+            if let Some(q) = map.get_mut(k) {
+                if let Some(pos) = q.iter().position(|t| *t == attempt.at) {
+                    q.remove(pos);
+                }
+                if q.is_empty() {
+                    map.remove(k);
+                }
+            }
+        }
     }
 }
 
@@ -68,28 +95,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limits_per_key_and_slides() {
+    fn limits_per_key_counting_before_the_check_and_slides() {
         let l = LoginLimiter::new(3, Duration::from_secs(60));
         let t0 = Instant::now();
-        for i in 0..3 {
-            assert_eq!(l.retry_after(&["ip:1", "name:a"], t0), None, "attempt {i}");
-            l.failed(&["ip:1", "name:a"], t0 + Duration::from_secs(i));
-        }
-        let wait = l.retry_after(&["ip:1", "name:b"], t0 + Duration::from_secs(10)).expect("the address is limited");
+        // Three attempts in flight at once: the fourth is refused before any finished.
+        let held: Vec<Attempt> = (0..3).map(|i| l.attempt(&[("ip:1", 3), ("name:a", 30)], t0 + Duration::from_secs(i)).unwrap()).collect();
+        let wait = l.attempt(&[("ip:1", 3), ("name:b", 30)], t0 + Duration::from_secs(10)).expect_err("the address is limited");
         assert_eq!(wait, Duration::from_secs(50));
-        assert_eq!(l.retry_after(&["ip:2", "name:b"], t0 + Duration::from_secs(10)), None, "others are not");
-        assert_eq!(l.retry_after(&["ip:1"], t0 + Duration::from_secs(61)), None, "the window slides");
-        l.succeeded("name:a");
-        assert_eq!(l.retry_after(&["name:a"], t0 + Duration::from_secs(10)), None);
+        assert!(l.attempt(&[("ip:2", 3), ("name:b", 30)], t0 + Duration::from_secs(10)).is_ok(), "others are not");
+        assert!(l.attempt(&[("ip:1", 3)], t0 + Duration::from_secs(61)).is_ok(), "the window slides");
+        // A success is forgiven.
+        let mut held = held;
+        l.forgive(held.pop().unwrap());
+        assert!(l.attempt(&[("ip:1", 3)], t0 + Duration::from_secs(10)).is_ok());
     }
 
     #[test]
-    fn memory_stays_bounded() {
+    fn memory_stays_bounded_without_wiping_counts() {
         let l = LoginLimiter::new(3, Duration::from_secs(60));
         let t0 = Instant::now();
-        for i in 0..(MAX_KEYS + 10) {
-            l.failed(&[&format!("ip:{i}")], t0);
+        for _ in 0..3 {
+            l.attempt(&[("ip:target", 3)], t0 + Duration::from_secs(30)).unwrap();
         }
-        assert!(l.failures.lock().unwrap().len() <= MAX_KEYS);
+        for i in 0..(MAX_KEYS + 10) {
+            let _ = l.attempt(&[(&format!("ip:{i}"), 3)], t0);
+        }
+        assert!(l.attempts.lock().unwrap().len() <= MAX_KEYS);
+        assert!(l.attempt(&[("ip:target", 3)], t0 + Duration::from_secs(31)).is_err(), "the recent key kept its count");
     }
 }

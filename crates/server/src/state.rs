@@ -26,8 +26,10 @@ pub struct AppState {
     pub scheduler: Arc<tokio::sync::Notify>,
     /// Tasks with a hand-off under way (a merge can take a while): one at a time each.
     pub(crate) hand_offs: Arc<std::sync::Mutex<std::collections::HashSet<drover_core::TaskId>>>,
-    /// Failed sign-ins per client address and member name.
+    /// Sign-in attempts per client address and member name.
     pub(crate) logins: Arc<crate::limits::LoginLimiter>,
+    /// When each token's last use was last written (at most once a minute each).
+    touched: Arc<std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>>,
 }
 
 impl AppState {
@@ -42,6 +44,23 @@ impl AppState {
             scheduler: Arc::new(tokio::sync::Notify::new()),
             hand_offs: Arc::default(),
             logins: Arc::new(crate::limits::LoginLimiter::new(config.login_attempts, config.login_window)),
+            touched: Arc::default(),
         }
+    }
+
+    /// Whether the token with `digest` is due a "last used" write: at most once a minute
+    /// per token, so a busy client costs no write per request.
+    pub(crate) fn touch_due(&self, digest: &str) -> bool {
+        const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+        let now = std::time::Instant::now();
+        let mut map = self.touched.lock().expect("touched lock");
+        if map.get(digest).is_some_and(|t| now.duration_since(*t) < EVERY) {
+            return false;
+        }
+        if map.len() >= 10_000 {
+            map.retain(|_, t| now.duration_since(*t) < EVERY);
+        }
+        map.insert(digest.to_string(), now);
+        true
     }
 }

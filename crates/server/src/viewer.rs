@@ -60,8 +60,10 @@ pub async fn terminal(
     };
     let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
     let device = row.device;
+    let credential = caller.1.clone();
+    let operator = row.operator;
     Ok(ws.on_upgrade(move |socket| async move {
-        let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only };
+        let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only, credential, operator };
         viewer.run(socket, size).await;
     }))
 }
@@ -72,9 +74,31 @@ struct Viewer {
     session: SessionId,
     device: DeviceId,
     interactive: bool,
+    /// The credential the terminal was opened with, and the session's operator: checked
+    /// again every [`RECHECK`], so a revoked sign-in or a lost role closes the terminal.
+    credential: crate::auth::Credential,
+    operator: Option<drover_core::MemberId>,
 }
 
+/// How often an open terminal checks that its viewer may still drop in.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Viewer {
+    /// Why the viewer may no longer drop in, if they may not (a store failure keeps the
+    /// terminal open: it is checked again shortly).
+    async fn revoked(&self) -> Option<String> {
+        let principal = match crate::auth::current_principal(&self.state.store, &self.credential).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("rechecking a terminal viewer: {e}");
+                return None;
+            }
+        };
+        let Some(principal) = principal else { return Some("auth expired: the sign-in or token was revoked or has expired".into()) };
+        let caller = crate::auth::Caller(principal, self.credential.clone());
+        (!caller.may_drop_in_run(self.operator)).then(|| "no permission: you may no longer drop in to this session".into())
+    }
+
     async fn run(self, socket: WebSocket, size: Option<(u16, u16)>) {
         let (mut sink, mut stream) = socket.split();
         if let Some((cols, rows)) = size {
@@ -88,8 +112,15 @@ impl Viewer {
         let Joined { id, lag, mut rx, queued } = self.hub.join(self.interactive);
         self.viewers_changed().await;
         let mut first = true;
+        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         loop {
             tokio::select! {
+                _ = recheck.tick() => {
+                    if let Some(why) = self.revoked().await {
+                        let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;
+                        break;
+                    }
+                }
                 _ = lag.notified() => {
                     while rx.try_recv().is_ok() {}
                     if !first {

@@ -69,7 +69,9 @@ fn message_page(status: StatusCode, text: &'static str) -> Response {
 /// when it has; the server decides.
 pub fn set_cookie(state: &AppState, cookie: &str) -> HeaderValue {
     let max_age = state.config.web_session_ttl.as_secs() + COOKIE_GRACE_SECS;
-    let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}", auth::COOKIE);
+    // Served over https (as agents and browsers reach it), the cookie never travels in clear.
+    let secure = if state.config.public_url.starts_with("https://") { "; Secure" } else { "" };
+    let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}", auth::COOKIE);
     HeaderValue::from_str(&set).expect("cookie is ASCII")
 }
 

@@ -74,6 +74,12 @@ impl Store {
             .bind(id.to_string())
             .execute(&mut *tx)
             .await?;
+        // Enrollment tokens not yet used die with the device's credential.
+        sqlx::query("UPDATE enrollments SET used_at = ? WHERE device_id = ? AND used_at IS NULL")
+            .bind(&at)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
         let n = sqlx::query("UPDATE devices SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
             .bind(&at)
             .bind(id.to_string())
@@ -90,18 +96,26 @@ impl Store {
         Ok(())
     }
 
-    /// Stores a one-time enrollment token (by its digest) for `device`, good for `ttl`.
+    /// Stores a one-time enrollment token (by its digest) for `device`, good for `ttl`;
+    /// any earlier unused one for the device stops working.
     pub async fn create_enrollment(&self, device: DeviceId, digest: &str, by: &str, ttl: chrono::Duration) -> Result<String> {
         let at = chrono::Utc::now();
         let expires_at = crate::format_time(at + ttl);
+        let mut tx = self.write().await?;
+        sqlx::query("UPDATE enrollments SET used_at = ? WHERE device_id = ? AND used_at IS NULL")
+            .bind(crate::format_time(at))
+            .bind(device.to_string())
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("INSERT INTO enrollments (hash, device_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
             .bind(digest)
             .bind(device.to_string())
             .bind(by)
             .bind(crate::format_time(at))
             .bind(&expires_at)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(expires_at)
     }
 
@@ -113,7 +127,7 @@ impl Store {
         let at = now();
         let row = sqlx::query(
             "UPDATE enrollments SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL AND expires_at > ?1
-               AND device_id = (SELECT id FROM devices WHERE id = enrollments.device_id AND name = ?3)
+               AND device_id = (SELECT id FROM devices WHERE id = enrollments.device_id AND name = ?3 AND revoked_at IS NULL)
              RETURNING device_id",
         )
         .bind(&at)
@@ -198,5 +212,11 @@ mod tests {
         assert!(matches!(s.principal_for("new").await.unwrap(), Some(crate::Principal::Device { .. })));
         s.create_enrollment(dev.id, "e2", "alice", chrono::Duration::seconds(-1)).await.unwrap();
         assert_eq!(s.enroll_device("e2", "box", "new3").await.unwrap(), None, "expired");
+        // A newer token replaces an unused one; revoking the device ends both.
+        s.create_enrollment(dev.id, "e3", "alice", chrono::Duration::hours(1)).await.unwrap();
+        s.create_enrollment(dev.id, "e4", "alice", chrono::Duration::hours(1)).await.unwrap();
+        assert_eq!(s.enroll_device("e3", "box", "new4").await.unwrap(), None, "replaced by e4");
+        s.revoke_device(dev.id).await.unwrap();
+        assert_eq!(s.enroll_device("e4", "box", "new5").await.unwrap(), None, "the device was revoked");
     }
 }

@@ -27,7 +27,7 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use events::{EventRow, NewEvent};
 pub use liveness::LiveCheck;
-pub use members::{InviteRow, MemberRefused, MemberRow, TokenRow};
+pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use output::{Mark, OutputChunk};
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};

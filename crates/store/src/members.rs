@@ -37,6 +37,21 @@ pub struct InviteRow {
     pub expires_at: String,
 }
 
+/// An invitation not yet used, as listed (never its code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInvite {
+    /// Its id.
+    pub id: InviteId,
+    /// The role it gives.
+    pub role: Role,
+    /// Who sent it.
+    pub created_by: String,
+    /// When.
+    pub created_at: String,
+    /// Until when it works.
+    pub expires_at: String,
+}
+
 /// A personal API token, as listed (never the token itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRow {
@@ -141,17 +156,26 @@ impl Store {
         Ok(())
     }
 
-    /// Changes the role of the member named `name`, as `caller` (role `caller_role`),
-    /// refusing what core's rules refuse (only owners; never the last owner).
+    /// Changes the role of the member named `name`, as the member `by` (their role read
+    /// in the same transaction), refusing what core's rules refuse (only owners; never
+    /// the last owner).
     pub async fn set_role(
         &self,
         workspace: WorkspaceId,
         name: &str,
         role: Role,
-        caller_role: Role,
-        actor: &str,
+        by: MemberId,
     ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
         let mut tx = self.write().await?;
+        let caller = sqlx::query("SELECT * FROM members WHERE id = ? AND workspace_id = ?")
+            .bind(by.to_string())
+            .bind(workspace.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(caller) = caller.as_ref().map(member_row).transpose()? else {
+            return Ok(Err(MemberRefused::Role(RoleChangeRefused::NotOwner)));
+        };
+        let (caller_role, actor) = (caller.role, caller.name.as_str());
         let row = sqlx::query("SELECT * FROM members WHERE workspace_id = ? AND name = ?")
             .bind(workspace.to_string())
             .bind(name)
@@ -210,6 +234,48 @@ impl Store {
         Ok(InviteRow { id, role, expires_at })
     }
 
+    /// The workspace's unused, unexpired invitations, newest first.
+    pub async fn pending_invites(&self, workspace: WorkspaceId) -> Result<Vec<PendingInvite>> {
+        let rows = sqlx::query(
+            "SELECT i.id, i.role, m.name AS created_by, i.created_at, i.expires_at FROM invites i JOIN members m ON m.id = i.created_by
+             WHERE i.workspace_id = ? AND i.used_at IS NULL AND i.expires_at > ? ORDER BY i.created_at DESC",
+        )
+        .bind(workspace.to_string())
+        .bind(now())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let role: String = r.get("role");
+                Ok(PendingInvite {
+                    id: parse_id(r.get("id"))?,
+                    role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role {role}")))?,
+                    created_by: r.get("created_by"),
+                    created_at: r.get("created_at"),
+                    expires_at: r.get("expires_at"),
+                })
+            })
+            .collect()
+    }
+
+    /// Withdraws an unused invitation ("invitation withdrawn"); false if there is none.
+    pub async fn revoke_invite(&self, workspace: WorkspaceId, id: InviteId, actor: &str) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let at = now();
+        let n = sqlx::query("UPDATE invites SET used_at = ? WHERE id = ? AND workspace_id = ? AND used_at IS NULL")
+            .bind(&at)
+            .bind(id.to_string())
+            .bind(workspace.to_string())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 1 {
+            insert(&mut tx, &event(workspace, EventKind::InviteRevoked, actor, serde_json::json!({ "invite": id.to_string() }))).await?;
+        }
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
     /// The role an unused, unexpired invitation gives, if it is one.
     pub async fn invite_role(&self, digest: &str) -> Result<Option<Role>> {
         let row = sqlx::query("SELECT role FROM invites WHERE hash = ? AND used_at IS NULL AND expires_at > ?")
@@ -238,7 +304,7 @@ impl Store {
         let Some(invite) = invite else { return Ok(Err(MemberRefused::InviteInvalid)) };
         let workspace: WorkspaceId = parse_id(invite.get("workspace_id"))?;
         let role: String = invite.get("role");
-        let taken = sqlx::query("SELECT 1 FROM members WHERE workspace_id = ? AND name = ?")
+        let taken = sqlx::query("SELECT 1 FROM members WHERE workspace_id = ? AND name = ? COLLATE NOCASE")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -348,12 +414,26 @@ mod tests {
         assert_eq!(inv.role, Role::Admin);
         assert_eq!(s.invite_role("code1").await.unwrap(), Some(Role::Admin));
         assert_eq!(s.accept_invite("code1", "alice", "h").await.unwrap(), Err(MemberRefused::NameTaken("alice".into())));
+        assert_eq!(
+            s.accept_invite("code1", "ALICE", "h").await.unwrap(),
+            Err(MemberRefused::NameTaken("ALICE".into())),
+            "regardless of case"
+        );
         let bob = s.accept_invite("code1", "bob", "h").await.unwrap().unwrap();
         assert_eq!((bob.name.as_str(), bob.role), ("bob", Role::Admin));
         assert_eq!(s.accept_invite("code1", "carol", "h").await.unwrap(), Err(MemberRefused::InviteInvalid), "used once");
         s.create_invite(ws, Role::Member, owner, "alice", "old", chrono::Duration::seconds(-1)).await.unwrap();
         assert_eq!(s.accept_invite("old", "carol", "h").await.unwrap(), Err(MemberRefused::InviteInvalid), "expired");
         assert_eq!(s.members(ws).await.unwrap().len(), 2);
+        let pending = s.create_invite(ws, Role::Member, owner, "alice", "code2", chrono::Duration::hours(1)).await.unwrap();
+        assert_eq!(
+            s.pending_invites(ws).await.unwrap().iter().map(|i| i.id).collect::<Vec<_>>(),
+            [pending.id],
+            "used and expired ones are not listed"
+        );
+        assert!(s.revoke_invite(ws, pending.id, "alice").await.unwrap());
+        assert!(!s.revoke_invite(ws, pending.id, "alice").await.unwrap());
+        assert_eq!(s.accept_invite("code2", "dave", "h").await.unwrap(), Err(MemberRefused::InviteInvalid), "withdrawn");
         let kinds: Vec<String> = s.list_events(ws, None, 0, 100).await.unwrap().into_iter().map(|e| e.kind).collect();
         assert!(kinds.contains(&"member_invited".into()) && kinds.contains(&"member_joined".into()), "{kinds:?}");
     }
@@ -361,20 +441,17 @@ mod tests {
     #[tokio::test]
     async fn roles_change_by_owners_and_never_leave_no_owner() {
         let (s, _d) = store().await;
-        let (ws, owner) = s.bootstrap("default", "alice").await.unwrap();
-        s.create_invite(ws, Role::Member, owner, "alice", "c", chrono::Duration::hours(1)).await.unwrap();
-        s.accept_invite("c", "bob", "h").await.unwrap().unwrap();
-        assert_eq!(
-            s.set_role(ws, "bob", Role::Owner, Role::Admin, "x").await.unwrap(),
-            Err(MemberRefused::Role(RoleChangeRefused::NotOwner))
-        );
-        assert_eq!(
-            s.set_role(ws, "alice", Role::Member, Role::Owner, "alice").await.unwrap(),
-            Err(MemberRefused::Role(RoleChangeRefused::LastOwner))
-        );
-        assert_eq!(s.set_role(ws, "bob", Role::Owner, Role::Owner, "alice").await.unwrap().unwrap().role, Role::Owner);
-        assert_eq!(s.set_role(ws, "alice", Role::Member, Role::Owner, "bob").await.unwrap().unwrap().role, Role::Member);
-        assert_eq!(s.set_role(ws, "zed", Role::Member, Role::Owner, "bob").await.unwrap(), Err(MemberRefused::NoSuchMember("zed".into())));
+        let (ws, alice) = s.bootstrap("default", "alice").await.unwrap();
+        s.create_invite(ws, Role::Member, alice, "alice", "c", chrono::Duration::hours(1)).await.unwrap();
+        let bob = s.accept_invite("c", "bob", "h").await.unwrap().unwrap().id;
+        let not_owner = Err(MemberRefused::Role(RoleChangeRefused::NotOwner));
+        assert_eq!(s.set_role(ws, "bob", Role::Owner, bob).await.unwrap(), not_owner);
+        assert_eq!(s.set_role(ws, "alice", Role::Member, alice).await.unwrap(), Err(MemberRefused::Role(RoleChangeRefused::LastOwner)));
+        assert_eq!(s.set_role(ws, "bob", Role::Owner, alice).await.unwrap().unwrap().role, Role::Owner);
+        assert_eq!(s.set_role(ws, "alice", Role::Member, bob).await.unwrap().unwrap().role, Role::Member);
+        // Alice is no longer an owner: her role is read when she asks, not when she signed in.
+        assert_eq!(s.set_role(ws, "bob", Role::Member, alice).await.unwrap(), not_owner);
+        assert_eq!(s.set_role(ws, "zed", Role::Member, bob).await.unwrap(), Err(MemberRefused::NoSuchMember("zed".into())));
     }
 
     #[tokio::test]

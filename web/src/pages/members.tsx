@@ -12,7 +12,7 @@ const ROLES = ["member", "admin", "owner"] as const;
 const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
 
-function InviteForm() {
+function InviteForm({ onInvited }: { onInvited: () => void }) {
   const [role, setRole] = useState("member");
   const [invite, setInvite] = useState<Invite | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -21,6 +21,7 @@ function InviteForm() {
     try {
       setInvite(await api<Invite>("/api/v1/invites", { method: "POST", json: { role } }));
       setError(null);
+      onInvited();
     } catch (err) {
       setError(errorText(err));
     }
@@ -52,6 +53,61 @@ function InviteForm() {
         </p>
       )}
     </form>
+  );
+}
+
+interface PendingInvite { id: string; role: string; created_by: string; created_at: string; expires_at: string }
+
+function PendingInvites({ version }: { version: number }) {
+  const [list, setList] = useState<PendingInvite[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<PendingInvite[]>("/api/v1/invites").then(setList, (e) => setError(errorText(e)));
+  useEffect(() => {
+    load();
+  }, [version]);
+  const withdraw = async (id: string) => {
+    try {
+      await api(`/api/v1/invites/${enc(id)}/revoke`, { method: "POST", json: {} });
+      load();
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  if (list.length === 0 && !error) return null;
+  return (
+    <div class="table-wrap">
+      {error && <p class="error">{error}</p>}
+      <table class="tasks" aria-label="Pending invitations">
+        <thead>
+          <tr>
+            <th>Invitation</th>
+            <th>Role</th>
+            <th>Sent by</th>
+            <th>Expires</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {list.map((i) => (
+            <tr>
+              <td data-label="Invitation">
+                <code>{i.id}</code>
+              </td>
+              <td data-label="Role">{i.role}</td>
+              <td data-label="Sent by">
+                {i.created_by}, {ago(i.created_at)}
+              </td>
+              <td data-label="Expires">{when(i.expires_at)}</td>
+              <td data-label="">
+                <button class="button danger" type="button" onClick={() => withdraw(i.id)}>
+                  Withdraw
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -204,6 +260,7 @@ function Tokens() {
 export function MembersPage({ me }: { me: Me | null }) {
   const [members, setMembers] = useState<Member[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [invites, setInvites] = useState(0);
   const load = () => api<Member[]>("/api/v1/members").then(setMembers, (e) => setError(errorText(e)));
   useEffect(() => {
     load();
@@ -253,7 +310,8 @@ export function MembersPage({ me }: { me: Me | null }) {
       {owner && (
         <>
           <h2>Invite someone</h2>
-          <InviteForm />
+          <InviteForm onInvited={() => setInvites((v) => v + 1)} />
+          <PendingInvites version={invites} />
         </>
       )}
       {me && (

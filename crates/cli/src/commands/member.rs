@@ -162,6 +162,27 @@ pub async fn member(cmd: MemberCmd, json: bool) -> Result<()> {
             println!("{url}");
             eprintln!("(invitation as {}, works once until {}: the invitee opens it, picks a name and a password)", v.role, v.expires_at);
         }
+        MemberCmd::Invites => {
+            let list: Vec<drover_protocol::api::PendingInviteView> = client.get("/api/v1/invites").await?;
+            if json {
+                return print_json(&list);
+            }
+            let rows: Vec<Vec<String>> = list
+                .iter()
+                .map(|i| {
+                    vec![i.id.to_string(), i.role.clone(), i.created_by.clone(), table::ago(Some(&i.created_at)), i.expires_at.clone()]
+                })
+                .collect();
+            table::print(&["INVITE", "ROLE", "BY", "SENT", "EXPIRES"], &rows);
+        }
+        MemberCmd::Uninvite { id } => {
+            client.post_ok(&format!("/api/v1/invites/{}/revoke", seg(&id)), &serde_json::json!({})).await?;
+            if !json {
+                println!("invitation {id} withdrawn");
+            } else {
+                print_json(&serde_json::json!({ "id": id, "withdrawn": true }))?;
+            }
+        }
         MemberCmd::Role { name, role } => {
             let m: MemberView = client.put(&format!("/api/v1/members/{}/role", seg(&name)), &SetRole { role }).await?;
             if json {

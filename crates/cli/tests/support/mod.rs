@@ -435,6 +435,14 @@ impl Split {
         self.cli.wait_device(&self.name, true);
     }
 
+    /// The device's own credential: what the daemon traded its enrollment token
+    /// (`self.token`) for.
+    pub fn device_credential(&self) -> String {
+        let saved: Value =
+            serde_json::from_slice(&std::fs::read(self.device_home.path().join("device-daemon/credential.json")).unwrap()).unwrap();
+        saved["token"].as_str().unwrap().to_string()
+    }
+
     /// A session's folder on the device.
     pub fn session_dir(&self, id: &str) -> PathBuf {
         self.device_home.path().join("device-daemon/sessions").join(id)

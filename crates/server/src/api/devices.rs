@@ -91,9 +91,10 @@ pub async fn enroll(
     super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
 ) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
     let key = format!("ip:{}", addr.ip());
-    if let Some(wait) = state.logins.retry_after(&[&key], std::time::Instant::now()) {
-        return Err(ApiError::TooManyRequests(wait.as_secs().max(1)));
-    }
+    let attempt = state
+        .logins
+        .attempt(&[(&key, state.logins.per_address())], std::time::Instant::now())
+        .map_err(|wait| ApiError::TooManyRequests(wait.as_secs().max(1)))?;
     let well_formed = req.token.len() <= 128 && req.token.starts_with(crate::auth::ENROLLMENT_TOKEN_PREFIX) && req.name.len() <= 63;
     let credential = crate::auth::new_token(crate::auth::DEVICE_TOKEN_PREFIX);
     let enrolled = if well_formed {
@@ -102,10 +103,10 @@ pub async fn enroll(
         None
     };
     if let Some(device) = enrolled {
+        state.logins.forgive(attempt);
         // The credential it replaced stops working now, on a live link too.
         state.devices.kick(device);
     } else {
-        state.logins.failed(&[&key], std::time::Instant::now());
         return Err(ApiError::Unauthorized(format!(
             "this enrollment token is not valid for device `{}`: it works once, for the device it was issued to, within {ENROLLMENT_TTL_HOURS} hours — run `drover device add NAME` for a new one",
             req.name.chars().take(63).collect::<String>()

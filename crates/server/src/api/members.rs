@@ -13,8 +13,8 @@ use drover_core::names::{check_member_name, check_password};
 use drover_core::permissions::{Role, WorkspaceAction};
 use drover_core::TokenId;
 use drover_protocol::api::{
-    AcceptInvite, CreateInvite, CreateToken, InviteInfo, InviteView, IssuedToken, Login, MeView, MemberView, SetPassword, SetRole,
-    TokenView,
+    AcceptInvite, CreateInvite, CreateToken, InviteInfo, InviteView, IssuedToken, Login, MeView, MemberView, PendingInviteView,
+    SetPassword, SetRole, TokenView,
 };
 use drover_store::{MemberRefused, MemberRow, TokenRow};
 
@@ -77,21 +77,28 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Counts a sign-in attempt from `addr` (and for `name`, if it is a valid member name)
+/// before anything is checked; 429 when one of them is at its limit.
+fn count_attempt(state: &AppState, addr: SocketAddr, name: Option<&str>) -> Result<crate::limits::Attempt, ApiError> {
+    let ip = format!("ip:{}", addr.ip());
+    let name = name.filter(|n| check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
+    let mut keys = vec![(ip.as_str(), state.logins.per_address())];
+    if let Some(n) = &name {
+        keys.push((n.as_str(), state.logins.per_name()));
+    }
+    state.logins.attempt(&keys, Instant::now()).map_err(|wait| ApiError::TooManyRequests(wait.as_secs().max(1)))
+}
+
 /// Checks a name and password against the store, under the rate limit; the member on success.
 async fn authenticate(state: &AppState, addr: SocketAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
-    let keys = [format!("ip:{}", addr.ip()), format!("name:{name}")];
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    if let Some(wait) = state.logins.retry_after(&keys, Instant::now()) {
-        return Err(ApiError::TooManyRequests(wait.as_secs().max(1)));
-    }
-    let member = if name.len() <= 63 { state.store.member_by_name(state.workspace, name).await? } else { None };
+    let attempt = count_attempt(state, addr, Some(name))?;
+    let member = if check_member_name(name).is_ok() { state.store.member_by_name(state.workspace, name).await? } else { None };
     let hash = member.as_ref().and_then(|m| m.password_hash.clone());
     let bounded = password.len() <= drover_core::names::MAX_PASSWORD_BYTES;
-    if bounded && passwords::verify(password.to_string(), hash).await {
-        state.logins.succeeded(keys[1]);
+    if bounded && passwords::verify(password.to_string(), hash).await? {
+        state.logins.forgive(attempt);
         return Ok(member.expect("a password matched"));
     }
-    state.logins.failed(&keys, Instant::now());
     Err(ApiError::Unauthorized(
         "wrong name or password (a member without a password signs in with a link from `drover ui`, then sets one)".into(),
     ))
@@ -186,10 +193,9 @@ pub async fn set_role(
     Path(name): Path<String>,
     ApiJson(req): ApiJson<SetRole>,
 ) -> Result<Json<MemberView>, ApiError> {
-    let who = caller.require(WorkspaceAction::ManageMembers)?;
+    caller.require(WorkspaceAction::ManageMembers)?;
     let role = parse_role(&req.role)?;
-    let caller_role = caller.member()?.role;
-    let row = state.store.set_role(caller.0.workspace(), &name, role, caller_role, &who).await?.map_err(refused)?;
+    let row = state.store.set_role(caller.0.workspace(), &name, role, caller.member()?.id).await?.map_err(refused)?;
     Ok(Json(member_view(&row)))
 }
 
@@ -217,6 +223,33 @@ pub async fn invite(
     ))
 }
 
+/// `GET /api/v1/invites` (owners): invitations not yet used.
+pub async fn invites(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<PendingInviteView>>, ApiError> {
+    caller.require(WorkspaceAction::ManageMembers)?;
+    let list = state.store.pending_invites(caller.0.workspace()).await?;
+    Ok(Json(
+        list.into_iter()
+            .map(|i| PendingInviteView {
+                id: i.id,
+                role: i.role.as_str().into(),
+                created_by: i.created_by,
+                created_at: i.created_at,
+                expires_at: i.expires_at,
+            })
+            .collect(),
+    ))
+}
+
+/// `POST /api/v1/invites/{id}/revoke` (owners): withdraws an unused invitation.
+pub async fn revoke_invite(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let who = caller.require(WorkspaceAction::ManageMembers)?;
+    let id: drover_core::InviteId = id.trim().parse().map_err(|e: drover_core::IdError| ApiError::BadRequest(e.to_string()))?;
+    if !state.store.revoke_invite(caller.0.workspace(), id, &who).await? {
+        return Err(ApiError::NotFound(format!("no unused invitation {id}: `drover member invites` lists them")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
 fn check_code(code: &str) -> Result<(), ApiError> {
     if code.len() > 128 || !code.starts_with(INVITE_PREFIX) {
         return Err(refused(MemberRefused::InviteInvalid));
@@ -240,14 +273,11 @@ pub async fn accept(
     ApiJson(req): ApiJson<AcceptInvite>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_origin(&headers)?;
-    let key = format!("ip:{}", addr.ip());
-    if let Some(wait) = state.logins.retry_after(&[&key], Instant::now()) {
-        return Err(ApiError::TooManyRequests(wait.as_secs().max(1)));
-    }
+    let attempt = count_attempt(&state, addr, None)?;
     if check_code(&code).is_err() || state.store.invite_role(&auth::digest(&code)).await?.is_none() {
-        state.logins.failed(&[&key], Instant::now());
         return Err(refused(MemberRefused::InviteInvalid));
     }
+    state.logins.forgive(attempt);
     check_member_name(&req.name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_password(&req.password).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let hash = passwords::hash(req.password).await?;

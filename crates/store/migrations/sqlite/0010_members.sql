@@ -3,7 +3,8 @@
 
 -- A member signs in with their name and a password (argon2id PHC string; NULL until set).
 ALTER TABLE members ADD COLUMN password_hash TEXT;
-CREATE UNIQUE INDEX members_name ON members (workspace_id, name);
+-- Names are unique regardless of case, so `Alice` cannot pose as `alice`.
+CREATE UNIQUE INDEX members_name ON members (workspace_id, name COLLATE NOCASE);
 
 -- Invitations an owner sends (only a SHA-256 of the code is kept).
 CREATE TABLE invites (
