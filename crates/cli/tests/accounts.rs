@@ -187,7 +187,10 @@ fn an_open_terminal_closes_when_its_viewer_loses_the_right_to_drop_in() {
     d.wait_text(&id, "frank-can-see", secs(20));
     let home = tempfile::tempdir().unwrap();
     assert!(login(&d, home.path(), "frank", PASSWORD).status.success());
-    let token = serde_json::from_slice::<Value>(&std::fs::read(home.path().join("client.json")).unwrap()).unwrap()["token"].as_str().unwrap().to_string();
+    let token = serde_json::from_slice::<Value>(&std::fs::read(home.path().join("client.json")).unwrap()).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
