@@ -3,7 +3,8 @@
 //! against a bare PTY (`script -qfc "cat FILE" /dev/null`) and tmux, (2) input-to-echo
 //! latency through `drover session attach`, idle and with other sessions streaming,
 //! (3) the memory an idle session costs with many running at once, and (4) the sandbox
-//! list API with 100,000 sandboxes. `--only soak` runs the soak instead (not part of
+//! list API with 100,000 sandboxes, (5) the CPU to read usage from a 200 MB transcript
+//! incrementally. `--only soak` runs the soak instead (not part of
 //! the default run): many sessions for minutes, the device's link dropped every minute,
 //! viewers coming and going; nothing lost, memory flat.
 //!
@@ -20,6 +21,7 @@ mod pty;
 mod soak;
 mod task_start;
 mod throughput;
+mod usage;
 
 use std::path::PathBuf;
 
@@ -53,13 +55,16 @@ struct Args {
     /// Files in the repository for the task-start run.
     #[arg(long, default_value_t = 10_000)]
     files: usize,
+    /// Size of the transcript for the usage run, in MB.
+    #[arg(long, default_value_t = 200)]
+    usage_mb: usize,
     /// Sessions for the soak run.
     #[arg(long, default_value_t = 200)]
     soak_sessions: usize,
     /// Minutes of the soak run.
     #[arg(long, default_value_t = 10.0)]
     soak_minutes: f64,
-    /// Only these parts (throughput, latency, memory, list, task; or soak, which the
+    /// Only these parts (throughput, latency, memory, list, task, usage; or soak, which the
     /// default run leaves out); default all but soak.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -97,6 +102,10 @@ fn main() -> Result<()> {
     if want("task") {
         let r = task_start::run(&exe, args.files, args.runs.max(5))?;
         report.insert("task_start".into(), serde_json::to_value(r)?);
+    }
+    if want("usage") {
+        let r = usage::run(args.usage_mb, args.runs)?;
+        report.insert("usage".into(), serde_json::to_value(r)?);
     }
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;

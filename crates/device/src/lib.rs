@@ -8,6 +8,7 @@ mod link;
 mod merge;
 mod session;
 mod spawn;
+pub mod usage;
 mod worktree;
 
 pub use config::{DeviceConfig, HEARTBEAT};
