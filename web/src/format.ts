@@ -32,9 +32,15 @@ export function duration(secs: number | null | undefined): string {
   return `${h}h ${m % 60}m`;
 }
 
-export function usd(v: number | null | undefined): string {
+export function usd(v: number | null | undefined, unknown = false): string {
+  if (unknown) return "unknown";
   if (v == null) return "—";
   return v < 0.01 && v > 0 ? "<$0.01" : `$${v.toFixed(2)}`;
+}
+
+/** A precise amount for a run's Cost row ($0.0216). */
+export function usdExact(v: number): string {
+  return v >= 1 ? `$${v.toFixed(2)}` : `$${v.toFixed(4)}`;
 }
 
 export function bytes(n: number): string {

@@ -28,7 +28,10 @@ export interface Sandbox {
   device: string;
   repo: string | null;
   cost_usd: number | null;
+  /** A run used a model with no price: the cost is unknown. */
+  cost_unknown?: boolean;
   task_cost_usd: number | null;
+  task_cost_unknown?: boolean;
   warning: string | null;
   created_at: string;
 }
@@ -83,6 +86,20 @@ export interface Session {
   final_offset?: number | null;
   /** Whether you may open its terminal, read its output, send input, Stop. */
   can_drop_in: boolean;
+  /** Its model spend, read from its harness's records. */
+  spend?: Spend | null;
+}
+
+export interface Tokens { input: number; output: number; cache_write_5m: number; cache_write_1h: number; cache_read: number }
+export interface Spend {
+  total_usd: number | null;
+  generation_usd: number;
+  cache_read_usd: number;
+  turns: number;
+  cache_hit_pct: number | null;
+  tokens: Tokens;
+  model: string | null;
+  models: { model: string; tokens: Tokens; turns: number }[];
 }
 
 export interface Device {

@@ -67,11 +67,13 @@ pub enum EventKind {
     TokenIssued,
     /// A personal API token was revoked.
     TokenRevoked,
+    /// A run's model changed mid-session (a `/model` switch seen in its records).
+    RouteChanged,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 30] = [
+    pub const ALL: [EventKind; 31] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -102,6 +104,7 @@ impl EventKind {
         EventKind::PasswordChanged,
         EventKind::TokenIssued,
         EventKind::TokenRevoked,
+        EventKind::RouteChanged,
     ];
 
     /// The identifier used in the API and storage.
@@ -137,6 +140,7 @@ impl EventKind {
             EventKind::PasswordChanged => "password_changed",
             EventKind::TokenIssued => "token_issued",
             EventKind::TokenRevoked => "token_revoked",
+            EventKind::RouteChanged => "route_changed",
         }
     }
 
@@ -178,6 +182,7 @@ impl EventKind {
             EventKind::PasswordChanged => "password changed",
             EventKind::TokenIssued => "API token issued",
             EventKind::TokenRevoked => "API token revoked",
+            EventKind::RouteChanged => "route changed",
         }
     }
 }

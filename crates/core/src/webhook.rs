@@ -81,7 +81,8 @@ impl WebhookEvent {
             | EventKind::RoleChanged
             | EventKind::PasswordChanged
             | EventKind::TokenIssued
-            | EventKind::TokenRevoked => None,
+            | EventKind::TokenRevoked
+            | EventKind::RouteChanged => None,
         }
     }
 }

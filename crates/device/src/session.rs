@@ -19,6 +19,8 @@ use tokio_tungstenite::tungstenite::Message;
 const FILE_CHUNK: usize = 64 * 1024;
 /// How often a task run's worktree is checked for new commits.
 const COMMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a run's harness records are read for new usage.
+const USAGE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The sending side of the current server connection.
 pub type Uplink = mpsc::Sender<Message>;
@@ -88,6 +90,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         ended_sent: false,
         head,
         resubscribing: false,
+        usage: None,
     };
     tokio::spawn(async move {
         task.run(shim, rx).await;
@@ -141,6 +144,8 @@ struct SessionTask {
     /// After a re-subscription: output frames of the old subscription may still be on
     /// their way and must not be taken for the new one's (they would skip bytes).
     resubscribing: bool,
+    /// The run's usage, read from its harness's records once it has started.
+    usage: Option<crate::usage::watch::Watch>,
 }
 
 /// File in a session's directory holding its worktree's HEAD from before the run.
@@ -168,6 +173,8 @@ impl SessionTask {
         }
         let mut commits = tokio::time::interval(COMMIT_CHECK);
         commits.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut usage = tokio::time::interval(USAGE_CHECK);
+        usage.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let frame = async {
                 match link.as_mut() {
@@ -177,6 +184,7 @@ impl SessionTask {
             };
             tokio::select! {
                 _ = commits.tick(), if self.head.is_some() && self.exit.is_none() => self.check_commits().await,
+                _ = usage.tick(), if self.started_at.is_some() && self.exit.is_none() => self.check_usage().await,
                 cmd = rx.recv() => {
                     let Some(cmd) = cmd else { return };
                     if self.command(cmd, &mut link).await {
@@ -382,6 +390,26 @@ impl SessionTask {
         self.send_end().await;
     }
 
+    /// Reads the run's harness records for new usage and reports it when it changed.
+    async fn check_usage(&mut self) {
+        let (Some(since), false) = (self.started_at.clone(), self.cwd.is_empty()) else { return };
+        let cwd = std::path::PathBuf::from(&self.cwd);
+        let mut watch =
+            self.usage.take().unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, drover_core::spend::PriceTable::default()));
+        let Ok((watch, changed)) = tokio::task::spawn_blocking(move || {
+            let changed = watch.poll();
+            (watch, changed)
+        })
+        .await
+        else {
+            return;
+        };
+        if changed {
+            self.send(DeviceMessage::Usage { session: self.id, usage: watch.report() }).await;
+        }
+        self.usage = Some(watch);
+    }
+
     /// Reports a new HEAD in the run's worktree (evidence of progress).
     async fn check_commits(&mut self) {
         let Some(before) = self.head.clone() else { return };
@@ -397,8 +425,11 @@ impl SessionTask {
         if self.ended_sent || self.uplink.is_none() {
             return;
         }
-        // Commits made just before the end count too.
+        // Commits made, and usage recorded, just before the end count too.
         self.check_commits().await;
+        if self.started_at.is_some() {
+            self.check_usage().await;
+        }
         let (end, ended_at, final_offset) = match &self.exit {
             Some(exit) => {
                 let end = match (&exit.start_error, exit.status) {

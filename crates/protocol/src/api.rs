@@ -117,6 +117,9 @@ pub struct SessionView {
     /// input, Stop (owners, admins and the operator of its agent).
     #[serde(default)]
     pub can_drop_in: bool,
+    /// Its model spend, read from its harness's records (null until any was reported).
+    #[serde(default)]
+    pub spend: Option<SpendView>,
 }
 
 /// One piece of evidence that a run moved its work on.
@@ -308,10 +311,16 @@ pub struct SandboxView {
     pub device: String,
     /// The repository its worktree is checked out from.
     pub repo: Option<String>,
-    /// Model spend so far, in USD.
+    /// Model spend so far, in USD (null when no run reported usage, or when unknown).
     pub cost_usd: Option<f64>,
+    /// True when a run used a model with no price: the cost is unknown.
+    #[serde(default)]
+    pub cost_unknown: bool,
     /// Lifetime spend of its task, in USD.
     pub task_cost_usd: Option<f64>,
+    /// True when the task's lifetime spend is unknown (a model with no price).
+    #[serde(default)]
+    pub task_cost_unknown: bool,
     /// A warning on the row (e.g. "task done").
     pub warning: Option<String>,
     /// When it was created.
@@ -760,4 +769,26 @@ pub struct IssuedToken {
     pub token: String,
     /// Who it signs in.
     pub member: MeView,
+}
+
+/// A run's model spend (seed 001's Cost row).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpendView {
+    /// Generation plus cache reads, USD; null when a response was on a model with no
+    /// price ("unknown": never a guessed number).
+    pub total_usd: Option<f64>,
+    /// Uncached input, output and cache writes, USD (priced responses).
+    pub generation_usd: f64,
+    /// Cache reads, USD (priced responses).
+    pub cache_read_usd: f64,
+    /// Model responses.
+    pub turns: u64,
+    /// Cache reads ÷ all prompt tokens, percent.
+    pub cache_hit_pct: Option<f64>,
+    /// Every token, split as priced.
+    pub tokens: drover_core::spend::Tokens,
+    /// The model of the latest response (the current route).
+    pub model: Option<String>,
+    /// Per model: tokens and responses.
+    pub models: Vec<crate::device::ModelUsage>,
 }

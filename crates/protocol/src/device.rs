@@ -123,6 +123,14 @@ pub enum DeviceMessage {
         /// Its subject line.
         subject: String,
     },
+    /// A session's model usage so far, read from its harness's own records (the whole
+    /// of it each time: a repeated or late report changes nothing).
+    Usage {
+        /// The session.
+        session: SessionId,
+        /// What it used.
+        usage: UsageReport,
+    },
     /// The answer to [`ServerMessage::Merge`].
     Merged {
         /// The request id.
@@ -130,6 +138,48 @@ pub enum DeviceMessage {
         /// What happened.
         result: MergeResult,
     },
+}
+
+/// A session's usage: tokens, responses, cost (priced on the device from the shipped
+/// table), per model, and the route changes seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReport {
+    /// Every token.
+    pub tokens: drover_core::spend::Tokens,
+    /// Model responses.
+    pub turns: u64,
+    /// What the priced responses cost (nano-dollars).
+    pub cost: drover_core::spend::Cost,
+    /// Responses on models with no price (the cost is then unknown).
+    pub unpriced_turns: u64,
+    /// The model of the latest response.
+    pub model: Option<String>,
+    /// Tokens and responses per model.
+    pub models: Vec<ModelUsage>,
+    /// Model switches seen, oldest first.
+    pub route_changes: Vec<RouteChangeReport>,
+}
+
+/// One model's share of a session's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// The model.
+    pub model: String,
+    /// Its tokens.
+    pub tokens: drover_core::spend::Tokens,
+    /// Its responses.
+    pub turns: u64,
+}
+
+/// A model switch in a session (`/model`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteChangeReport {
+    /// The model before.
+    pub from: String,
+    /// The model after.
+    pub to: String,
+    /// When the first response on the new model was written.
+    pub at: Option<String>,
 }
 
 /// What a merge of a task's branch into its base branch came to.

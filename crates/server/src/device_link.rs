@@ -197,6 +197,21 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Heartbeat => {
             let _ = state.store.touch_device(device).await;
         }
+        DeviceMessage::Usage { session, usage } => {
+            // Spend is a fact even for a run whose lease is gone: it is recorded.
+            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
+            if row.is_some() {
+                let routes: Vec<drover_store::RouteChange> = usage
+                    .route_changes
+                    .iter()
+                    .map(|c| drover_store::RouteChange { from: c.from.clone(), to: c.to.clone(), at: c.at.clone() })
+                    .collect();
+                let json = serde_json::to_string(&usage).expect("a usage report serialises");
+                if let Err(e) = state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
+                    tracing::warn!(%session, "recording usage: {e}");
+                }
+            }
+        }
         DeviceMessage::Commit { session, head, subject } => {
             let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
             if let Some(row) = row.as_ref().filter(|r| r.outcome == drover_core::Outcome::Lost) {

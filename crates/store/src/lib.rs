@@ -31,7 +31,7 @@ pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use output::{Mark, OutputChunk};
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
-pub use sessions::{NewSession, RunTimes, SessionRow};
+pub use sessions::{NewSession, RouteChange, RunTimes, SessionRow};
 pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
 pub use web::WebSessionState;
 pub use webhooks::{DeliveryRow, DueDelivery, WebhookRow, WebhookSecret};

@@ -54,6 +54,17 @@ pub struct SandboxItem {
     pub task: Option<SandboxTask>,
     /// The agent of its last run.
     pub agent: Option<String>,
+    /// What its runs cost (nano-dollars): None when no run reported usage, Some(None)
+    /// ("unknown") when a run used a model with no price.
+    pub cost: Option<Option<u64>>,
+    /// What its task's runs cost, in every sandbox (same rules).
+    pub task_cost: Option<Option<u64>>,
+}
+
+/// A cost sum from `[runs with usage, nano-dollars, unpriced responses]`.
+fn cost_sum(json: Option<String>) -> Option<Option<u64>> {
+    let v: [i64; 3] = serde_json::from_str(&json?).ok()?;
+    (v[0] > 0).then_some((v[2] == 0).then_some(v[1].max(0) as u64))
 }
 
 /// The task a sandbox works, as the list shows it.
@@ -143,6 +154,8 @@ fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
             None => None,
         },
         agent: r.get("agent_name"),
+        cost: cost_sum(r.get("b_cost")),
+        task_cost: cost_sum(r.get("t_cost")),
     })
 }
 
@@ -160,7 +173,11 @@ impl Store {
             "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
                     s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
                     s.stage AS s_stage, a.name AS agent_name,
-                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index
+                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index,
+                    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
+                       FROM sessions x WHERE x.sandbox_id = b.id) AS b_cost,
+                    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
+                       FROM sessions x WHERE x.task_id = b.task_id) AS t_cost
              FROM sandboxes b
              JOIN devices d ON d.id = b.device_id
              LEFT JOIN sessions s ON s.id = b.last_session_id

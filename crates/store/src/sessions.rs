@@ -31,6 +31,17 @@ pub struct NewSession {
     pub operator: Option<drover_core::MemberId>,
 }
 
+/// A model switch in a run, as its device reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteChange {
+    /// The model before.
+    pub from: String,
+    /// The model after.
+    pub to: String,
+    /// When.
+    pub at: Option<String>,
+}
+
 /// When a run started and ended (stored format).
 #[derive(Debug, Clone, Copy)]
 pub struct RunTimes<'a> {
@@ -101,6 +112,8 @@ pub struct SessionRow {
     pub stale_flag: Option<drover_core::liveness::StaleFlag>,
     /// When its recording and events were pruned (retention), if they were.
     pub pruned_at: Option<String>,
+    /// Its model usage as last reported (JSON), if any was.
+    pub usage: Option<String>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -140,6 +153,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         handed_off: r.get("handed_off"),
         stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),
         pruned_at: r.get("pruned_at"),
+        usage: r.get("usage"),
     })
 }
 
@@ -196,6 +210,47 @@ impl Store {
         tx.commit().await?;
         self.changed(s.workspace, Some(id));
         Ok(id)
+    }
+
+    /// Stores a run's latest usage report (`usage`, JSON) with its cost in nano-dollars,
+    /// and records each route change not yet recorded ("route changed", by the agent).
+    pub async fn record_usage(
+        &self,
+        id: SessionId,
+        usage: &str,
+        cost: drover_core::spend::Cost,
+        unpriced: u64,
+        routes: &[RouteChange],
+    ) -> Result<()> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query("SELECT s.workspace_id, s.route_changes, a.name AS agent FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
+            .bind(id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(()) };
+        let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
+        let recorded = row.get::<i64, _>("route_changes").max(0) as usize;
+        let actor = row.get::<Option<String>, _>("agent").map(|a| format!("agent {a}")).unwrap_or_else(|| "harness".into());
+        for change in routes.iter().skip(recorded) {
+            let detail = serde_json::json!({ "from": change.from, "to": change.to, "at": change.at });
+            insert(
+                &mut tx,
+                &NewEvent { workspace, session: Some(id), task: None, kind: EventKind::RouteChanged, actor: actor.clone(), detail },
+            )
+            .await?;
+        }
+        sqlx::query("UPDATE sessions SET usage = ?, cost_generation = ?, cost_cache_read = ?, cost_unpriced = ?, route_changes = MAX(route_changes, ?) WHERE id = ?")
+            .bind(usage)
+            .bind(cost.generation as i64)
+            .bind(cost.cache_read as i64)
+            .bind(unpriced as i64)
+            .bind(routes.len() as i64)
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.changed(workspace, Some(id));
+        Ok(())
     }
 
     /// One session.

@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, enc } from "../api";
 import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
-import { duration, ago, cap, when, bytes } from "../format";
+import { duration, ago, cap, when, bytes, usdExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
 import { keySequence, LiveTerminal, pillText, type Pill } from "../terminal";
@@ -232,6 +232,9 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
           </>
         )}
       </p>
+      <p class="meta">
+        Cost: <CostText s={session} />
+      </p>
       <p class="meta" data-testid="progress">
         Last output: {ago(session.last_output_at)} · Last progress:{" "}
         {session.last_progress ? `${session.last_progress.label}, ${ago(session.last_progress.at)}` : "unknown (no hand-off, commit, comment, blocker or question yet)"}
@@ -346,6 +349,22 @@ function Recording({ id }: { id: string }) {
   );
 }
 
+/** Seed 001's Cost row: total = generation + cache reads, turns, cache-hit %. */
+export function CostText({ s }: { s: Session }) {
+  const sp = s.spend;
+  if (!sp) return <span data-testid="cost">—</span>;
+  const hit = sp.cache_hit_pct != null ? ` · ${sp.cache_hit_pct.toFixed(0)}% cache hit` : "";
+  const turns = `${sp.turns} turn${sp.turns === 1 ? "" : "s"}`;
+  return (
+    <span data-testid="cost" title={sp.models.map((m) => `${m.model}: ${m.turns} turns`).join("\n")}>
+      {sp.total_usd == null
+        ? `unknown (a model with no price) · ${turns}${hit}`
+        : `${usdExact(sp.total_usd)} (generation ${usdExact(sp.generation_usd)} + cache reads ${usdExact(sp.cache_read_usd)}) · ${turns}${hit}`}
+      {sp.model && <> · {sp.model}</>}
+    </span>
+  );
+}
+
 function Summary({ s }: { s: Session }) {
   const lost = s.outcome === "lost";
   const rows: [string, preact.ComponentChildren][] = [
@@ -362,7 +381,7 @@ function Summary({ s }: { s: Session }) {
     ["Reason", s.reason ?? "—"],
     ["Repo", "—"],
     ["Device", <a href={`/devices/${enc(s.device)}`}>{s.device}</a>],
-    ["Cost", "—"],
+    ["Cost", <CostText s={s} />],
   );
   return (
     <dl class="summary" data-testid="summary">
@@ -422,7 +441,11 @@ export function SessionPage({ id }: { id: string }) {
     );
     return subscribe((m) => {
       const sid = m.kind === "activity" ? m.event.session : m.kind === "changed" ? m.session : null;
-      if (sid === id) setVersion((v) => v + 1);
+      if (sid === id) {
+        setVersion((v) => v + 1);
+        // Its spend and state change while it runs: show them as they come.
+        api<Session>(`/api/v1/sessions/${enc(id)}`).then(setSession, () => {});
+      }
     });
   }, [id]);
   if (error) {

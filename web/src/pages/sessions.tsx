@@ -99,8 +99,8 @@ function Row({ b }: { b: Sandbox }) {
       <td data-label="Repo">{b.repo ?? "—"}</td>
       <td data-label="Cost">
         <span class="cell">
-          {usd(b.cost_usd)}
-          {b.task_cost_usd != null && <div class="sub">task {usd(b.task_cost_usd)}</div>}
+          {usd(b.cost_usd, b.cost_unknown)}
+          {(b.task_cost_usd != null || b.task_cost_unknown) && <div class="sub">task {usd(b.task_cost_usd, b.task_cost_unknown)}</div>}
         </span>
       </td>
       <td data-label="Actions" class="actions">

@@ -89,6 +89,22 @@ impl Reader {
     }
 }
 
+/// The working directory a rollout's `session_meta` line names, if `line` is one.
+pub fn rollout_cwd(line: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "type")]
+        kind: String,
+        payload: MetaPayload,
+    }
+    #[derive(Deserialize)]
+    struct MetaPayload {
+        cwd: Option<String>,
+    }
+    let m: Meta = serde_json::from_slice(line).ok()?;
+    (m.kind == "session_meta").then_some(m.payload.cwd).flatten()
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
 }

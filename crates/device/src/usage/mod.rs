@@ -6,6 +6,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -148,6 +149,11 @@ impl Tail {
     /// A tail of `path` from its start.
     pub fn new(path: &Path) -> Tail {
         Tail { path: path.to_path_buf(), offset: 0, partial: Vec::new() }
+    }
+
+    /// The file it reads.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Bytes of the file consumed so far.

@@ -90,7 +90,24 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
         pruned_at: r.pruned_at,
         final_offset: r.final_offset,
         can_drop_in,
+        spend: r.usage.as_deref().and_then(spend_view),
     }
+}
+
+/// A run's spend from its stored usage report.
+pub fn spend_view(usage: &str) -> Option<drover_protocol::api::SpendView> {
+    let u: drover_protocol::device::UsageReport = serde_json::from_str(usage).ok()?;
+    use drover_core::spend::{cache_hit_pct, usd};
+    Some(drover_protocol::api::SpendView {
+        total_usd: (u.unpriced_turns == 0).then(|| usd(u.cost.total())),
+        generation_usd: usd(u.cost.generation),
+        cache_read_usd: usd(u.cost.cache_read),
+        turns: u.turns,
+        cache_hit_pct: cache_hit_pct(&u.tokens),
+        tokens: u.tokens,
+        model: u.model,
+        models: u.models,
+    })
 }
 
 /// Refuses reading a recording that retention pruned.

@@ -131,8 +131,10 @@ fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
         working_on,
         device: b.device_name,
         repo: None,
-        cost_usd: None,
-        task_cost_usd: None,
+        cost_usd: b.cost.flatten().map(drover_core::spend::usd),
+        cost_unknown: matches!(b.cost, Some(None)),
+        task_cost_usd: b.task_cost.flatten().map(drover_core::spend::usd),
+        task_cost_unknown: matches!(b.task_cost, Some(None)),
         warning,
         created_at: b.created_at,
     }

@@ -1,0 +1,80 @@
+//! Spend read from the harness's own records, end to end: a stand-in harness writes a
+//! Claude Code transcript (in Claude's folder layout, under CLAUDE_CONFIG_DIR) while it
+//! runs; the device reads it as it grows and the session's spend, priced from the
+//! shipped table, follows — totals computed by hand here.
+
+mod support;
+
+use serde_json::Value;
+use support::{secs, Drover};
+
+/// A transcript line for response `n` on `model`, stamped when the script writes it.
+fn line(n: u32, model: &str, output: u32) -> String {
+    format!(
+        r#"{{"type":"assistant","requestId":"req_{n}","timestamp":"'"$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'","isSidechain":false,"message":{{"id":"msg_{n}","model":"{model}","usage":{{"input_tokens":100,"output_tokens":{output},"cache_creation_input_tokens":1000,"cache_read_input_tokens":9000}}}}}}"#
+    )
+}
+
+#[test]
+fn a_runs_spend_follows_its_transcript_as_it_grows() {
+    let claude = tempfile::tempdir().unwrap();
+    // SAFETY: nextest runs each test in its own process, and nothing else runs yet.
+    unsafe { std::env::set_var("CLAUDE_CONFIG_DIR", claude.path()) };
+    let d = Drover::up();
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap().to_string();
+    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let dir = claude.path().join("projects").join(project);
+    let file = dir.join("conversation.jsonl");
+    // An earlier copy of response 1 (fewer output tokens), its final copy, then a
+    // `/model` switch to Opus; the last line is written in two halves.
+    let last = line(3, "claude-opus-4-5-20251101", 40);
+    let (first, second) = last.split_at(30);
+    let script = format!(
+        "mkdir -p '{dir}' && echo '{l1a}' >> '{f}' && echo '{l1b}' >> '{f}' && sleep 1 && echo '{l2}' >> '{f}' && printf '%s' '{first}' >> '{f}' && sleep 3 && echo '{second}' >> '{f}' && echo written && sleep 600",
+        dir = dir.display(),
+        f = file.display(),
+        l1a = line(1, "claude-sonnet-4-5-20250929", 1),
+        l1b = line(1, "claude-sonnet-4-5-20250929", 200),
+        l2 = line(2, "claude-sonnet-4-5-20250929", 300),
+    );
+    let id = d.ok(&["session", "start", "--device", &d.device, "--cwd", &cwd, "--", "bash", "-c", &script]).trim().to_string();
+    // While the last line is half written, two responses count.
+    let shown = d.wait_for(&id, secs(20), |s| s["spend"]["turns"] == 2);
+    // Sonnet, each response: 100 × $3/M + 1000 × $3.75/M + 9000 × $0.30/M reads, plus output × $15/M:
+    // msg_1: 300,000 + 3,750,000 + 200 × 15,000 = 7,050,000 generation; 2,700,000 reads.
+    // msg_2: 300,000 + 3,750,000 + 300 × 15,000 = 8,550,000 generation; 2,700,000 reads.
+    assert_eq!(usd(&shown, "generation_usd"), 0.0156, "{shown}");
+    assert_eq!(usd(&shown, "cache_read_usd"), 0.0054);
+    d.wait_text(&id, "written", secs(20));
+    let shown = d.wait_for(&id, secs(20), |s| s["spend"]["turns"] == 3);
+    // msg_3 on Opus: 100 × 5,000 + 1000 × 6,250 + 40 × 25,000 = 7,750,000; 9000 × 500 = 4,500,000.
+    assert_eq!(usd(&shown, "generation_usd"), 0.02335);
+    assert_eq!(usd(&shown, "cache_read_usd"), 0.0099);
+    assert_eq!(usd(&shown, "total_usd"), 0.03325);
+    assert_eq!(shown["spend"]["model"], "claude-opus-4-5-20251101");
+    // Cache-hit: 27,000 reads of 30,300 prompt tokens.
+    let hit = shown["spend"]["cache_hit_pct"].as_f64().unwrap();
+    assert!((hit - 27_000.0 * 100.0 / 30_300.0).abs() < 1e-9, "{hit}");
+    // The switch is on the record.
+    let log = d.ok(&["audit", "export", "--since", "2000-01-01"]);
+    let change: Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "route_changed")
+        .expect("a route change event");
+    assert_eq!(
+        (change["detail"]["from"].as_str(), change["detail"]["to"].as_str()),
+        (Some("claude-sonnet-4-5-20250929"), Some("claude-opus-4-5-20251101"))
+    );
+    // The sandbox list shows the run's cost.
+    let list = d.json(&["sandbox", "list"]);
+    let row = list.as_array().unwrap().iter().find(|b| b["last_run"]["id"] == id.as_str()).expect("its sandbox").clone();
+    assert!((row["cost_usd"].as_f64().unwrap() - 0.03325).abs() < 1e-12, "{row}");
+    d.ok(&["session", "stop", &id]);
+}
+
+fn usd(s: &Value, field: &str) -> f64 {
+    let v = s["spend"][field].as_f64().unwrap_or_else(|| panic!("no spend.{field} in {s}"));
+    (v * 1e9).round() / 1e9
+}

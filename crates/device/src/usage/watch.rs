@@ -1,0 +1,230 @@
+//! Watching one session's harness records: Claude Code's transcripts for the session's
+//! directory (its sandbox's worktree, so other sandboxes' records are never read) and
+//! Codex's rollouts whose `session_meta` names that directory, counting only responses
+//! from the run's start on (earlier runs in the same sandbox have their own sessions).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use drover_core::spend::PriceTable;
+use drover_protocol::device::{ModelUsage, RouteChangeReport, UsageReport};
+
+use super::{claude, codex, Ledger, Tail};
+
+/// Rollout files a Codex reader follows: the tail, its reader, and whether it is ours.
+struct Rollout {
+    tail: Tail,
+    reader: codex::Reader,
+    ours: Option<bool>,
+}
+
+/// One session's usage, read incrementally from its harness's own records.
+pub struct Watch {
+    cwd: PathBuf,
+    since: String,
+    claude_dirs: Vec<PathBuf>,
+    codex_home: Option<PathBuf>,
+    claude: HashMap<PathBuf, Tail>,
+    codex: HashMap<PathBuf, Rollout>,
+    ledger: Ledger,
+    prices: PriceTable,
+}
+
+/// Where the harnesses keep their records, from the daemon's environment.
+fn homes() -> (Vec<PathBuf>, Option<PathBuf>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let claude = match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => vec![PathBuf::from(d)],
+        None => home.iter().flat_map(|h| [h.join(".claude"), h.join(".config/claude")]).collect(),
+    };
+    let codex = std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.map(|h| h.join(".codex")));
+    (claude, codex)
+}
+
+impl Watch {
+    /// A watch of the records of a run in `cwd` that started at `since` (RFC 3339, UTC).
+    pub fn new(cwd: &Path, since: &str, prices: PriceTable) -> Watch {
+        let (claude_dirs, codex_home) = homes();
+        Watch::with_homes(cwd, since, prices, claude_dirs, codex_home)
+    }
+
+    /// [`Watch::new`] with the harnesses' record folders given.
+    pub fn with_homes(cwd: &Path, since: &str, prices: PriceTable, claude_dirs: Vec<PathBuf>, codex_home: Option<PathBuf>) -> Watch {
+        Watch {
+            cwd: cwd.to_path_buf(),
+            since: since.to_string(),
+            claude_dirs,
+            codex_home,
+            claude: HashMap::new(),
+            codex: HashMap::new(),
+            ledger: Ledger::new(prices.clone()),
+            prices,
+        }
+    }
+
+    /// Reads what was added since the last poll; true if the usage changed.
+    pub fn poll(&mut self) -> bool {
+        let before = (self.ledger.spend(), self.ledger.route_changes().len());
+        self.poll_claude();
+        self.poll_codex();
+        before != (self.ledger.spend(), self.ledger.route_changes().len())
+    }
+
+    fn poll_claude(&mut self) {
+        for base in &self.claude_dirs {
+            let dir = claude::project_dir(base, &self.cwd);
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                let path = e.path();
+                if path.extension().is_some_and(|x| x == "jsonl") {
+                    self.claude.entry(path.clone()).or_insert_with(|| Tail::new(&path));
+                }
+            }
+        }
+        let (ledger, since) = (&mut self.ledger, self.since.as_str());
+        let mut restarted = false;
+        for tail in self.claude.values_mut() {
+            let r = tail.read(|l| {
+                if let Some(t) = claude::turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
+                    ledger.record(t);
+                }
+            });
+            restarted |= matches!(r, Ok(true));
+        }
+        if restarted {
+            // A transcript was rewritten: count every file afresh.
+            self.reset();
+        }
+    }
+
+    fn reset(&mut self) {
+        self.ledger = Ledger::new(self.prices.clone());
+        for t in self.claude.values_mut() {
+            *t = Tail::new(&t_path(t));
+        }
+        for r in self.codex.values_mut() {
+            r.tail = Tail::new(&t_path(&r.tail));
+            r.reader = codex::Reader::default();
+        }
+    }
+
+    fn poll_codex(&mut self) {
+        let Some(home) = &self.codex_home else { return };
+        // Rollouts are filed by day: look in the run's first day's folder through today's.
+        let start =
+            chrono::DateTime::parse_from_rfc3339(&self.since).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_else(|_| chrono::Utc::now());
+        let mut day = start.date_naive();
+        let today = chrono::Utc::now().date_naive();
+        while day <= today {
+            let dir = home.join("sessions").join(day.format("%Y/%m/%d").to_string());
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    let path = e.path();
+                    if path.extension().is_some_and(|x| x == "jsonl") {
+                        self.codex.entry(path.clone()).or_insert_with(|| Rollout {
+                            tail: Tail::new(&path),
+                            reader: codex::Reader::default(),
+                            ours: None,
+                        });
+                    }
+                }
+            }
+            day = day.succ_opt().unwrap_or(today + chrono::Days::new(1));
+        }
+        let (ledger, since, cwd) = (&mut self.ledger, self.since.as_str(), self.cwd.as_path());
+        for r in self.codex.values_mut() {
+            if r.ours == Some(false) {
+                continue;
+            }
+            let (reader, ours) = (&mut r.reader, &mut r.ours);
+            let _ = r.tail.read(|l| {
+                if ours.is_none() {
+                    *ours = Some(codex::rollout_cwd(l).is_some_and(|c| Path::new(&c) == cwd));
+                }
+                if *ours == Some(true) {
+                    if let Some(t) = reader.turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
+                        ledger.record(t);
+                    }
+                }
+            });
+        }
+    }
+
+    /// The usage so far, as reported to the server.
+    pub fn report(&self) -> UsageReport {
+        let spend = self.ledger.spend();
+        UsageReport {
+            tokens: spend.tokens,
+            turns: spend.turns,
+            cost: spend.cost,
+            unpriced_turns: spend.unpriced_turns,
+            model: self.ledger.model().map(str::to_string),
+            models: self.ledger.by_model().into_iter().map(|(model, tokens, turns)| ModelUsage { model, tokens, turns }).collect(),
+            route_changes: self
+                .ledger
+                .route_changes()
+                .iter()
+                .map(|c| RouteChangeReport { from: c.from.clone(), to: c.to.clone(), at: c.at.clone() })
+                .collect(),
+        }
+    }
+}
+
+fn t_path(t: &Tail) -> PathBuf {
+    t.path().to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn line(id: &str, at: &str, model: &str, output: u64) -> String {
+        format!(
+            r#"{{"type":"assistant","requestId":"r{id}","timestamp":"{at}","message":{{"id":"m{id}","model":"{model}","usage":{{"input_tokens":10,"output_tokens":{output},"cache_creation_input_tokens":0,"cache_read_input_tokens":90}}}}}}"#
+        ) + "\n"
+    }
+
+    #[test]
+    fn a_watch_reads_only_its_own_directory_and_run() {
+        let home = tempfile::tempdir().unwrap();
+        let claude = home.path().join(".claude");
+        let ours = Path::new("/w/app/.drover/worktrees/t1");
+        let dir = claude::project_dir(&claude, ours);
+        std::fs::create_dir_all(&dir).unwrap();
+        let other = claude::project_dir(&claude, Path::new("/w/app/.drover/worktrees/t2"));
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("x.jsonl"), line("9", "2026-11-30T10:00:00Z", "claude-sonnet-4-5", 999)).unwrap();
+        let mut f = std::fs::File::create(dir.join("a.jsonl")).unwrap();
+        // A response from an earlier run in the same sandbox, then two of this run's.
+        f.write_all(line("0", "2026-11-30T09:00:00Z", "claude-sonnet-4-5", 500).as_bytes()).unwrap();
+        f.write_all(line("1", "2026-11-30T10:00:01Z", "claude-sonnet-4-5", 5).as_bytes()).unwrap();
+        let mut w = Watch::with_homes(ours, "2026-11-30T10:00:00Z", PriceTable::default(), vec![claude.clone()], None);
+        assert!(w.poll());
+        assert_eq!((w.report().turns, w.report().tokens.output), (1, 5));
+        assert!(!w.poll(), "nothing new");
+        f.write_all(line("2", "2026-11-30T10:00:09Z", "claude-opus-4-5", 7).as_bytes()).unwrap();
+        assert!(w.poll());
+        let r = w.report();
+        assert_eq!((r.turns, r.tokens.output, r.route_changes.len()), (2, 12, 1));
+        assert_eq!(r.model.as_deref(), Some("claude-opus-4-5"));
+    }
+
+    #[test]
+    fn codex_rollouts_count_only_when_they_name_the_sessions_directory() {
+        let home = tempfile::tempdir().unwrap();
+        let day = home.path().join("sessions/2026/11/30");
+        std::fs::create_dir_all(&day).unwrap();
+        let rollout = |cwd: &str, total: u64| {
+            format!(
+                "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"x\",\"cwd\":\"{cwd}\"}}}}\n{{\"timestamp\":\"2026-11-30T10:00:01Z\",\"type\":\"turn_context\",\"payload\":{{\"model\":\"gpt-5-codex\"}}}}\n{{\"timestamp\":\"2026-11-30T10:00:02Z\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"token_count\",\"info\":{{\"total_token_usage\":{{\"input_tokens\":{total},\"cached_input_tokens\":0,\"output_tokens\":10}}}}}}}}\n"
+            )
+        };
+        std::fs::write(day.join("rollout-a.jsonl"), rollout("/w/mine", 100)).unwrap();
+        std::fs::write(day.join("rollout-b.jsonl"), rollout("/w/theirs", 5000)).unwrap();
+        let mut w =
+            Watch::with_homes(Path::new("/w/mine"), "2026-11-30T10:00:00Z", PriceTable::default(), vec![], Some(home.path().to_path_buf()));
+        assert!(w.poll());
+        assert_eq!((w.report().turns, w.report().tokens.input), (1, 100));
+    }
+}
