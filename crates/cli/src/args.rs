@@ -33,6 +33,8 @@ pub enum Command {
     Session(SessionCmd),
     /// Print a one-time link that signs this browser in to the web app.
     Ui,
+    /// The workspace's model spend by agent, model and day; set its monthly cap.
+    Spend(SpendArgs),
     /// Sign in with your name and password; saves a personal API token for the CLI.
     Login(LoginArgs),
     /// Set or change your password (for `drover login` and the web sign-in form).
@@ -72,6 +74,17 @@ pub enum Command {
         /// The session directory.
         dir: PathBuf,
     },
+}
+
+/// `drover spend`.
+#[derive(Debug, Args)]
+pub struct SpendArgs {
+    /// Days to show.
+    #[arg(long, default_value_t = 30)]
+    pub days: u32,
+    /// Set the workspace's monthly cap in USD (owners and admins); `--cap none` clears it.
+    #[arg(long)]
+    pub cap: Option<String>,
 }
 
 /// `drover login`.
@@ -390,7 +403,8 @@ pub enum WebhookCmd {
         /// Where deliveries go (http or https).
         url: String,
         /// An event type to receive (repeat): session.started, session.ended,
-        /// session.lost, task.stage_advanced, task.input_requested, task.finished.
+        /// session.lost, task.stage_advanced, task.input_requested, task.finished,
+        /// spend.cap_reached.
         #[arg(long = "event", required = true)]
         events: Vec<String>,
     },
@@ -458,6 +472,9 @@ pub enum TaskCmd {
         /// Pin this agent to every stage without an assignee.
         #[arg(long)]
         agent: Option<String>,
+        /// Stop its runs once its lifetime model spend reaches this many USD.
+        #[arg(long)]
+        spend_cap: Option<f64>,
         /// The stages and who works them (default: the workspace's workflow).
         #[command(flatten)]
         workflow: WorkflowArgs,

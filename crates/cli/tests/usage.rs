@@ -23,21 +23,7 @@ fn a_runs_spend_follows_its_transcript_as_it_grows() {
     let d = Drover::up();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().to_str().unwrap().to_string();
-    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
-    let dir = claude.path().join("projects").join(project);
-    let file = dir.join("conversation.jsonl");
-    // An earlier copy of response 1 (fewer output tokens), its final copy, then a
-    // `/model` switch to Opus; the last line is written in two halves.
-    let last = line(3, "claude-opus-4-5-20251101", 40);
-    let (first, second) = last.split_at(30);
-    let script = format!(
-        "mkdir -p '{dir}' && echo '{l1a}' >> '{f}' && echo '{l1b}' >> '{f}' && sleep 1 && echo '{l2}' >> '{f}' && printf '%s' '{first}' >> '{f}' && sleep 3 && echo '{second}' >> '{f}' && echo written && sleep 600",
-        dir = dir.display(),
-        f = file.display(),
-        l1a = line(1, "claude-sonnet-4-5-20250929", 1),
-        l1b = line(1, "claude-sonnet-4-5-20250929", 200),
-        l2 = line(2, "claude-sonnet-4-5-20250929", 300),
-    );
+    let script = writer(claude.path(), &cwd);
     let id = d.ok(&["session", "start", "--device", &d.device, "--cwd", &cwd, "--", "bash", "-c", &script]).trim().to_string();
     // While the last line is half written, two responses count.
     let shown = d.wait_for(&id, secs(20), |s| s["spend"]["turns"] == 2);
@@ -72,6 +58,54 @@ fn a_runs_spend_follows_its_transcript_as_it_grows() {
     let row = list.as_array().unwrap().iter().find(|b| b["last_run"]["id"] == id.as_str()).expect("its sandbox").clone();
     assert!((row["cost_usd"].as_f64().unwrap() - 0.03325).abs() < 1e-12, "{row}");
     d.ok(&["session", "stop", &id]);
+}
+
+/// A stand-in harness: writes a Claude Code transcript for `cwd` under `claude` as it
+/// runs: an early copy of response 1 (fewer output tokens), its final copy, response 2,
+/// then a `/model` switch to Opus whose line is written in two halves.
+fn writer(claude: &std::path::Path, cwd: &str) -> String {
+    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let dir = claude.join("projects").join(project);
+    let file = dir.join("conversation.jsonl");
+    let last = line(3, "claude-opus-4-5-20251101", 40);
+    let (first, second) = last.split_at(30);
+    format!(
+        "mkdir -p '{dir}' && echo '{l1a}' >> '{f}' && echo '{l1b}' >> '{f}' && sleep 1 && echo '{l2}' >> '{f}' && printf '%s' '{first}' >> '{f}' && sleep 3 && echo '{second}' >> '{f}' && echo written && sleep 600",
+        dir = dir.display(),
+        f = file.display(),
+        l1a = line(1, "claude-sonnet-4-5-20250929", 1),
+        l1b = line(1, "claude-sonnet-4-5-20250929", 200),
+        l2 = line(2, "claude-sonnet-4-5-20250929", 300),
+    )
+}
+
+#[test]
+fn reaching_the_workspace_cap_stops_the_spending_run_as_released() {
+    let claude = tempfile::tempdir().unwrap();
+    // SAFETY: nextest runs each test in its own process, and nothing else runs yet.
+    unsafe { std::env::set_var("CLAUDE_CONFIG_DIR", claude.path()) };
+    let d = Drover::up();
+    d.ok(&["spend", "--cap", "0.02"]);
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap().to_string();
+    let script = writer(claude.path(), &cwd);
+    let id = d.ok(&["session", "start", "--device", &d.device, "--cwd", &cwd, "--", "bash", "-c", &script]).trim().to_string();
+    // Two responses cost $0.021: over the $0.02 cap, so the run is stopped.
+    let ended = d.wait_ended(&id, secs(30));
+    assert_eq!(ended["outcome"], "released", "{ended}");
+    assert!(ended["reason"].as_str().unwrap().starts_with("spend cap: the workspace has spent $0.02"), "{ended}");
+    let log = d.ok(&["audit", "export", "--since", "2000-01-01"]);
+    let capped: Value =
+        log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|e| e["kind"] == "spend_cap_reached").expect("recorded");
+    assert_eq!((capped["detail"]["scope"].as_str(), capped["detail"]["cap_usd"].as_f64()), (Some("workspace"), Some(0.02)));
+    // The spend view has it by agent, model and day.
+    let spend = d.json(&["spend"]);
+    assert_eq!(spend["cap_usd"], 0.02);
+    assert!((spend["month_usd"].as_f64().unwrap() - 0.021).abs() < 1e-12, "{spend}");
+    assert_eq!(spend["by_model"][0]["key"], "claude-sonnet-4-5-20250929");
+    assert_eq!(spend["by_model"][0]["turns"], 2);
+    assert_eq!(spend["by_day"].as_array().unwrap().len(), 1);
+    assert_eq!(spend["by_agent"][0]["key"], "(no agent)");
 }
 
 fn usd(s: &Value, field: &str) -> f64 {

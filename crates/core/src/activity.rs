@@ -69,11 +69,13 @@ pub enum EventKind {
     TokenRevoked,
     /// A run's model changed mid-session (a `/model` switch seen in its records).
     RouteChanged,
+    /// A task's or the workspace's spend cap was reached; the spending run is stopped.
+    SpendCapReached,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 31] = [
+    pub const ALL: [EventKind; 32] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -105,6 +107,7 @@ impl EventKind {
         EventKind::TokenIssued,
         EventKind::TokenRevoked,
         EventKind::RouteChanged,
+        EventKind::SpendCapReached,
     ];
 
     /// The identifier used in the API and storage.
@@ -141,6 +144,7 @@ impl EventKind {
             EventKind::TokenIssued => "token_issued",
             EventKind::TokenRevoked => "token_revoked",
             EventKind::RouteChanged => "route_changed",
+            EventKind::SpendCapReached => "spend_cap_reached",
         }
     }
 
@@ -183,6 +187,7 @@ impl EventKind {
             EventKind::TokenIssued => "API token issued",
             EventKind::TokenRevoked => "API token revoked",
             EventKind::RouteChanged => "route changed",
+            EventKind::SpendCapReached => "spend cap reached",
         }
     }
 }

@@ -243,9 +243,70 @@ impl Spend {
     }
 }
 
+/// Which spend cap a run's spending crossed, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapCrossed {
+    /// The task's lifetime cap.
+    Task {
+        /// The cap, nano-dollars.
+        cap: u64,
+        /// What the task's runs have cost.
+        spent: u64,
+    },
+    /// The workspace's monthly cap.
+    Workspace {
+        /// The cap, nano-dollars.
+        cap: u64,
+        /// What the workspace's runs cost this month.
+        spent: u64,
+    },
+}
+
+impl CapCrossed {
+    /// The run's reason for ending ("spend cap: …").
+    pub fn reason(&self) -> String {
+        match self {
+            CapCrossed::Task { cap, spent } => format!("spend cap: the task has cost ${:.2} of its ${:.2} cap", usd(*spent), usd(*cap)),
+            CapCrossed::Workspace { cap, spent } => {
+                format!("spend cap: the workspace has spent ${:.2} this month of its ${:.2} cap", usd(*spent), usd(*cap))
+            }
+        }
+    }
+}
+
+/// Whether spending crossed a cap: the task's first, then the workspace's. Costs of
+/// responses on unpriced models are not in `spent` (a cap is never crossed by a guess).
+pub fn cap_crossed(task: Option<(u64, u64)>, workspace: Option<(u64, u64)>) -> Option<CapCrossed> {
+    match (task, workspace) {
+        (Some((cap, spent)), _) if spent >= cap => Some(CapCrossed::Task { cap, spent }),
+        (_, Some((cap, spent))) if spent >= cap => Some(CapCrossed::Workspace { cap, spent }),
+        _ => None,
+    }
+}
+
+/// USD (as people type it) in nano-dollars; None unless it is a finite amount ≥ 0.
+pub fn nano_from_usd(usd: f64) -> Option<u64> {
+    (usd.is_finite() && (0.0..=1e9).contains(&usd)).then(|| (usd * 1e9).round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caps_are_crossed_at_or_above_and_the_task_is_named_first() {
+        assert_eq!(cap_crossed(Some((100, 99)), Some((1000, 10))), None);
+        assert_eq!(cap_crossed(Some((100, 100)), Some((1000, 2000))), Some(CapCrossed::Task { cap: 100, spent: 100 }));
+        assert_eq!(cap_crossed(None, Some((1000, 2000))), Some(CapCrossed::Workspace { cap: 1000, spent: 2000 }));
+        assert_eq!(cap_crossed(None, None), None);
+        assert_eq!(
+            CapCrossed::Task { cap: 5_000_000_000, spent: 5_010_000_000 }.reason(),
+            "spend cap: the task has cost $5.01 of its $5.00 cap"
+        );
+        assert_eq!(nano_from_usd(0.5), Some(500_000_000));
+        assert_eq!(nano_from_usd(-1.0), None);
+        assert_eq!(nano_from_usd(f64::NAN), None);
+    }
 
     fn t(input: u64, output: u64, w5: u64, w1: u64, read: u64) -> Tokens {
         Tokens { input, output, cache_write_5m: w5, cache_write_1h: w1, cache_read: read }

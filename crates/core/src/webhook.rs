@@ -20,17 +20,20 @@ pub enum WebhookEvent {
     TaskInputRequested,
     /// A task finished (done, cancelled or abandoned).
     TaskFinished,
+    /// A spend cap was reached and the run spending was stopped.
+    SpendCapReached,
 }
 
 impl WebhookEvent {
     /// Every type.
-    pub const ALL: [WebhookEvent; 6] = [
+    pub const ALL: [WebhookEvent; 7] = [
         WebhookEvent::SessionStarted,
         WebhookEvent::SessionEnded,
         WebhookEvent::SessionLost,
         WebhookEvent::TaskStageAdvanced,
         WebhookEvent::TaskInputRequested,
         WebhookEvent::TaskFinished,
+        WebhookEvent::SpendCapReached,
     ];
 
     /// The type's name in payloads and subscriptions (`session.lost`).
@@ -42,6 +45,7 @@ impl WebhookEvent {
             WebhookEvent::TaskStageAdvanced => "task.stage_advanced",
             WebhookEvent::TaskInputRequested => "task.input_requested",
             WebhookEvent::TaskFinished => "task.finished",
+            WebhookEvent::SpendCapReached => "spend.cap_reached",
         }
     }
 
@@ -83,6 +87,7 @@ impl WebhookEvent {
             | EventKind::TokenIssued
             | EventKind::TokenRevoked
             | EventKind::RouteChanged => None,
+            EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }
 }

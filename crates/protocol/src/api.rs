@@ -479,6 +479,51 @@ pub struct CreateTask {
     pub workflow: Option<Vec<StageView>>,
     /// Pin this agent to every stage that has no assignee.
     pub agent: Option<String>,
+    /// Stop its runs once its lifetime spend reaches this many USD.
+    #[serde(default)]
+    pub spend_cap_usd: Option<f64>,
+}
+
+/// `PUT /api/v1/spend/cap` and `PUT /api/v1/tasks/{id}/spend-cap`: a cap in USD, or null
+/// for none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpendCap {
+    /// The cap, USD (the workspace's per calendar month, a task's over its life).
+    pub usd: Option<f64>,
+}
+
+/// One row of the spend view.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpendRowView {
+    /// The agent, model or day (`2026-11-30`).
+    pub key: String,
+    /// USD of priced responses.
+    pub usd: f64,
+    /// True when some responses were on models with no price (the cost is then a floor).
+    pub unknown: bool,
+    /// Model responses.
+    pub turns: u64,
+    /// Tokens.
+    pub tokens: u64,
+    /// Runs.
+    pub runs: u64,
+}
+
+/// `GET /api/v1/spend`: the workspace's spend by agent, model and day.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpendReport {
+    /// From when (RFC 3339).
+    pub since: String,
+    /// The workspace's monthly cap, USD.
+    pub cap_usd: Option<f64>,
+    /// What this calendar month's runs cost, USD.
+    pub month_usd: f64,
+    /// By agent, dearest first.
+    pub by_agent: Vec<SpendRowView>,
+    /// By model, most tokens first.
+    pub by_model: Vec<SpendRowView>,
+    /// By day, oldest first.
+    pub by_day: Vec<SpendRowView>,
 }
 
 /// A task as shown.

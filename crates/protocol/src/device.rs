@@ -169,6 +169,12 @@ pub struct ModelUsage {
     pub tokens: drover_core::spend::Tokens,
     /// Its responses.
     pub turns: u64,
+    /// What its priced responses cost (nano-dollars).
+    #[serde(default)]
+    pub cost: drover_core::spend::Cost,
+    /// Its responses with no price.
+    #[serde(default)]
+    pub unpriced_turns: u64,
 }
 
 /// A model switch in a session (`/model`).

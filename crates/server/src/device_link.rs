@@ -209,6 +209,8 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
                 let json = serde_json::to_string(&usage).expect("a usage report serialises");
                 if let Err(e) = state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
                     tracing::warn!(%session, "recording usage: {e}");
+                } else if let Err(e) = crate::spend::enforce(state, session).await {
+                    tracing::warn!(%session, "checking spend caps: {e}");
                 }
             }
         }

@@ -174,9 +174,13 @@ pub async fn end_session(
         Some(why) => drover_core::outcome::on_completed_end(row.outcome, &report.end, why),
         None => on_end(row.outcome, &report.end),
     };
-    let Ok(ending) = ending else {
+    let Ok(mut ending) = ending else {
         return Ok(());
     };
+    // A stop asked for by a rule (a spend cap), not a person, ends with the rule's reason.
+    if let (true, Some(reason)) = (ending.killed, &row.stop_reason) {
+        ending.reason = reason.clone();
+    }
     let actor = match (&ending.killed, &row.stop_requested_by) {
         (true, Some(by)) => by.clone(),
         _ => format!("device {device_name}"),

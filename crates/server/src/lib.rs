@@ -17,6 +17,7 @@ mod passwords;
 mod render;
 mod retention;
 pub mod scheduler;
+mod spend;
 mod state;
 mod tasks;
 mod viewer;

@@ -114,6 +114,8 @@ pub struct SessionRow {
     pub pruned_at: Option<String>,
     /// Its model usage as last reported (JSON), if any was.
     pub usage: Option<String>,
+    /// Why a stop was requested when not by a person (e.g. "spend cap: …").
+    pub stop_reason: Option<String>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -154,6 +156,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),
         pruned_at: r.get("pruned_at"),
         usage: r.get("usage"),
+        stop_reason: r.get("stop_reason"),
     })
 }
 

@@ -28,7 +28,15 @@ interface Delivery {
   delivered_at: string | null;
 }
 
-const EVENT_TYPES = ["session.started", "session.ended", "session.lost", "task.stage_advanced", "task.input_requested", "task.finished"];
+const EVENT_TYPES = [
+  "session.started",
+  "session.ended",
+  "session.lost",
+  "task.stage_advanced",
+  "task.input_requested",
+  "task.finished",
+  "spend.cap_reached",
+];
 
 const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 

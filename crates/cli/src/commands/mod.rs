@@ -4,6 +4,7 @@ mod audit;
 mod device;
 mod member;
 mod session;
+mod spend;
 mod task;
 mod webhook;
 
@@ -39,6 +40,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Webhook(cmd) => webhook::webhook(cmd, cli.json).await?,
         Command::Audit(cmd) => audit::audit(cmd).await?,
         Command::Login(args) => member::login(args, cli.json).await?,
+        Command::Spend(args) => spend::spend(args, cli.json).await?,
         Command::Password => member::password(cli.json).await?,
         Command::Token(cmd) => member::token(cmd, cli.json).await?,
         Command::Member(cmd) => member::member(cmd, cli.json).await?,

@@ -99,8 +99,9 @@ fn print_task(t: &TaskView) {
 pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
-        TaskCmd::Create { repo, title, body, kind, agent, workflow: w } => {
-            let req = CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&client, w).await?, agent };
+        TaskCmd::Create { repo, title, body, kind, agent, spend_cap, workflow: w } => {
+            let req =
+                CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&client, w).await?, agent, spend_cap_usd: spend_cap };
             let t: TaskView = client.post("/api/v1/tasks", &req).await?;
             if json {
                 return print_json(&t);

@@ -117,17 +117,15 @@ impl Ledger {
         &self.changes
     }
 
-    /// Tokens and responses per model, in first-seen order.
-    pub fn by_model(&self) -> Vec<(String, Tokens, u64)> {
-        let mut out: Vec<(String, Tokens, u64)> = Vec::new();
+    /// Spend per model (each response priced at its own tier), in first-seen order.
+    pub fn by_model(&self) -> Vec<(String, Spend)> {
+        let mut out: Vec<(String, Spend)> = Vec::new();
         for key in &self.order {
             let (model, t) = &self.turns[key];
-            match out.iter_mut().find(|(m, _, _)| m == model) {
-                Some((_, sum, n)) => {
-                    *sum = sum.plus(*t);
-                    *n += 1;
-                }
-                None => out.push((model.clone(), *t, 1)),
+            let s = Spend::turn(&self.prices, model, *t);
+            match out.iter_mut().find(|(m, _)| m == model) {
+                Some((_, sum)) => *sum = sum.plus(s),
+                None => out.push((model.clone(), s)),
             }
         }
         out
@@ -240,12 +238,15 @@ mod tests {
         l.record(turn("b", "claude-opus-4-5", 1, false));
         assert_eq!(l.turns(), 3);
         let by = l.by_model();
-        assert_eq!(by[0], ("claude-sonnet-4-5".to_string(), Tokens { input: 10, output: 50, ..Tokens::default() }, 1));
+        assert_eq!(
+            (by[0].0.as_str(), by[0].1.tokens, by[0].1.turns),
+            ("claude-sonnet-4-5", Tokens { input: 10, output: 50, ..Tokens::default() }, 1)
+        );
         assert_eq!(l.route_changes().len(), 1, "a sub-agent's model is not a route change");
         assert_eq!((l.route_changes()[0].from.as_str(), l.route_changes()[0].to.as_str()), ("claude-sonnet-4-5", "claude-opus-4-5"));
         assert_eq!(l.model(), Some("claude-opus-4-5"));
         // The running spend is what pricing every kept response afresh gives.
-        let fresh = l.by_model().iter().fold(Spend::default(), |s, (m, t, _)| s.plus(Spend::turn(&PriceTable::default(), m, *t)));
+        let fresh = l.by_model().iter().fold(Spend::default(), |s, (_, m)| s.plus(*m));
         assert_eq!(l.spend(), fresh);
     }
 }

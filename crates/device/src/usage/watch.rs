@@ -159,7 +159,12 @@ impl Watch {
             cost: spend.cost,
             unpriced_turns: spend.unpriced_turns,
             model: self.ledger.model().map(str::to_string),
-            models: self.ledger.by_model().into_iter().map(|(model, tokens, turns)| ModelUsage { model, tokens, turns }).collect(),
+            models: self
+                .ledger
+                .by_model()
+                .into_iter()
+                .map(|(model, s)| ModelUsage { model, tokens: s.tokens, turns: s.turns, cost: s.cost, unpriced_turns: s.unpriced_turns })
+                .collect(),
             route_changes: self
                 .ledger
                 .route_changes()

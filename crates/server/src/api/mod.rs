@@ -5,6 +5,7 @@ pub mod devices;
 pub mod events;
 pub mod members;
 pub mod sessions;
+pub mod spend;
 pub mod stream;
 pub mod tasks;
 pub mod web;
@@ -75,6 +76,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/tasks/{id}/mark-done", post(tasks::mark_done))
         .route("/api/v1/tasks/{id}/abandon", post(tasks::abandon))
         .route("/api/v1/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/api/v1/tasks/{id}/spend-cap", put(spend::set_task_cap))
+        .route("/api/v1/spend", get(spend::report))
+        .route("/api/v1/spend/cap", put(spend::set_cap))
         .route("/api/v1/notes/{id}", get(tasks::note))
         .route("/api/v1/notes/{id}/answer", post(tasks::answer))
         .route("/api/v1/notes/{id}/resolve", post(tasks::resolve))

@@ -273,7 +273,14 @@ pub async fn create(
     };
     let workflow = stage_specs(&state, ws, stages, req.agent.as_deref()).await?;
     let new = NewTask { workspace: ws, kind, title: req.title, body: req.body, repo, workflow, created_by: who };
+    let spend_cap = match req.spend_cap_usd {
+        Some(u) => Some(drover_core::spend::nano_from_usd(u).ok_or_else(|| bad("a spend cap is an amount in USD, 0 or more"))?),
+        None => None,
+    };
     let id = state.store.create_task(&new).await?;
+    if spend_cap.is_some() {
+        state.store.set_task_spend_cap(id, spend_cap).await?;
+    }
     state.scheduler.notify_one();
     let t = state.store.task(id).await?.expect("just created");
     Ok((StatusCode::CREATED, Json(task_view(&t, None))))

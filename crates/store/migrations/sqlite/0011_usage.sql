@@ -9,3 +9,10 @@ ALTER TABLE sessions ADD COLUMN cost_unpriced INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN route_changes INTEGER NOT NULL DEFAULT 0;
 -- A sandbox's runs, for its cost.
 CREATE INDEX sessions_sandbox ON sessions (sandbox_id);
+
+-- Spend caps (nano-dollars): a task's over its lifetime, a workspace's per calendar
+-- month (UTC). Reaching one stops the spending run (released, reason "spend cap").
+ALTER TABLE tasks ADD COLUMN spend_cap INTEGER;
+ALTER TABLE workspaces ADD COLUMN spend_cap INTEGER;
+-- Why a stop was requested, when not by a person (e.g. "spend cap: …").
+ALTER TABLE sessions ADD COLUMN stop_reason TEXT;

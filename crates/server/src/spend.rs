@@ -1,0 +1,46 @@
+//! Spend caps: after each usage report, the run's task and workspace are checked against
+//! their caps; a run whose spending reached one is stopped (it ends `released` with the
+//! reason "spend cap: …"), recorded as "spend cap reached" (and webhooked).
+
+use drover_core::spend::cap_crossed;
+use drover_protocol::device::ServerMessage;
+
+use crate::AppState;
+
+/// Who a cap's stop is recorded as.
+pub const CAP_ACTOR: &str = "spend cap";
+
+/// Stops `session` if its spending reached its task's or its workspace's cap.
+pub async fn enforce(state: &AppState, session: drover_core::SessionId) -> Result<(), drover_store::StoreError> {
+    let Some(row) = state.store.session(session).await? else { return Ok(()) };
+    if !row.outcome.is_live() {
+        return Ok(());
+    }
+    let check = state.store.cap_check(session).await?;
+    let Some(crossed) = cap_crossed(check.task, check.workspace) else { return Ok(()) };
+    let reason = crossed.reason();
+    if !state.store.mark_stop_for(session, CAP_ACTOR, &reason).await? {
+        return Ok(()); // already being stopped
+    }
+    let (cap, spent, scope) = match crossed {
+        drover_core::spend::CapCrossed::Task { cap, spent } => (cap, spent, "task"),
+        drover_core::spend::CapCrossed::Workspace { cap, spent } => (cap, spent, "workspace"),
+    };
+    let event = drover_store::NewEvent {
+        workspace: row.workspace,
+        session: Some(session),
+        task: row.task,
+        kind: drover_core::activity::EventKind::SpendCapReached,
+        actor: CAP_ACTOR.into(),
+        detail: serde_json::json!({
+            "scope": scope,
+            "cap_usd": drover_core::spend::usd(cap),
+            "spent_usd": drover_core::spend::usd(spent),
+            "reason": reason,
+        }),
+    };
+    state.store.record_event(&event).await?;
+    let grace_ms = state.config.stop_grace.as_millis() as u64;
+    let _ = state.devices.send(row.device, &ServerMessage::Stop { session, grace_ms }).await;
+    Ok(())
+}
