@@ -176,6 +176,6 @@ mod tests {
     #[test]
     fn months_start_on_the_first() {
         assert_eq!(month_start("2026-11-30T13:00:00.000000Z"), "2026-11-01T00:00:00.000000Z");
-        assert!(month_start("2026-11-30T13:00:00.000000Z") <= *"2026-11-01T00:00:00.000001Z");
+        assert!(month_start("2026-11-30T13:00:00.000000Z").as_str() <= "2026-11-01T00:00:00.000001Z");
     }
 }
