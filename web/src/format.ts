@@ -38,9 +38,14 @@ export function usd(v: number | null | undefined, unknown = false): string {
   return v < 0.01 && v > 0 ? "<$0.01" : `$${v.toFixed(2)}`;
 }
 
-/** A precise amount for a run's Cost row ($0.0216). */
-export function usdExact(v: number): string {
-  return v >= 1 ? `$${v.toFixed(2)}` : `$${v.toFixed(4)}`;
+/** A precise amount for a run's Cost row, from whole nano-dollars, rounded half up
+ * in integers ($0.0098 for 9,750,000): to the cent from $1, else to 1/100 cent. */
+export function usdExact(nano: number): string {
+  const unit = nano >= 1e9 ? 1e7 : 1e5; // nano-dollars per shown digit
+  const digits = unit === 1e7 ? 2 : 4;
+  const n = Math.floor((nano + unit / 2) / unit);
+  const scale = 10 ** digits;
+  return `$${Math.floor(n / scale)}.${String(n % scale).padStart(digits, "0")}`;
 }
 
 export function bytes(n: number): string {

@@ -15,6 +15,7 @@ import { ActivityPage } from "./pages/activity";
 import { TaskPage, TasksPage } from "./pages/tasks";
 import { WebhooksPage } from "./pages/webhooks";
 import { InvitePage, MembersPage, SignInForm } from "./pages/members";
+import { SpendPage } from "./pages/spend";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
@@ -59,6 +60,7 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
         {item("/tasks", "Tasks")}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
+        {item("/spend", "Spend")}
         {item("/members", "Members")}
         {me && (me.role === "owner" || me.role === "admin") && item("/webhooks", "Webhooks")}
       </div>
@@ -93,6 +95,7 @@ function route(path: string, me: Me | null) {
   if (path === "/activity") return <ActivityPage />;
   if (path === "/webhooks") return <WebhooksPage />;
   if (path === "/members") return <MembersPage me={me} />;
+  if (path === "/spend") return <SpendPage me={me} />;
   return <NotFound />;
 }
 

@@ -95,6 +95,9 @@ export interface Spend {
   total_usd: number | null;
   generation_usd: number;
   cache_read_usd: number;
+  total_nano: number | null;
+  generation_nano: number;
+  cache_read_nano: number;
   turns: number;
   cache_hit_pct: number | null;
   tokens: Tokens;

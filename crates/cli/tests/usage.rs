@@ -93,7 +93,10 @@ fn reaching_the_workspace_cap_stops_the_spending_run_as_released() {
     // Two responses cost $0.021: over the $0.02 cap, so the run is stopped.
     let ended = d.wait_ended(&id, secs(30));
     assert_eq!(ended["outcome"], "released", "{ended}");
-    assert!(ended["reason"].as_str().unwrap().starts_with("spend cap: the workspace has spent $0.02"), "{ended}");
+    assert!(
+        ended["reason"].as_str().unwrap().starts_with("spend cap: the workspace has spent $0.0210 this month of its $0.0200 cap"),
+        "{ended}"
+    );
     let log = d.ok(&["audit", "export", "--since", "2000-01-01"]);
     let capped: Value =
         log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|e| e["kind"] == "spend_cap_reached").expect("recorded");

@@ -116,6 +116,15 @@ pub fn usd(nano: u64) -> f64 {
     nano as f64 / 1e9
 }
 
+/// Nano-dollars for people, rounded half up in integers: to the cent from $1
+/// (`$5.01`), else to a hundredth of a cent (`$0.0098`).
+pub fn format_usd(nano: u64) -> String {
+    let (unit, digits) = if nano >= 1_000_000_000 { (10_000_000, 2) } else { (100_000, 4) };
+    let n = (nano + unit / 2) / unit;
+    let scale = 10u64.pow(digits);
+    format!("${}.{:0width$}", n / scale, n % scale, width = digits as usize)
+}
+
 impl Price {
     /// The cost of one turn with `t` tokens.
     pub fn turn(&self, t: &Tokens) -> Cost {
@@ -266,9 +275,11 @@ impl CapCrossed {
     /// The run's reason for ending ("spend cap: …").
     pub fn reason(&self) -> String {
         match self {
-            CapCrossed::Task { cap, spent } => format!("spend cap: the task has cost ${:.2} of its ${:.2} cap", usd(*spent), usd(*cap)),
+            CapCrossed::Task { cap, spent } => {
+                format!("spend cap: the task has cost {} of its {} cap", format_usd(*spent), format_usd(*cap))
+            }
             CapCrossed::Workspace { cap, spent } => {
-                format!("spend cap: the workspace has spent ${:.2} this month of its ${:.2} cap", usd(*spent), usd(*cap))
+                format!("spend cap: the workspace has spent {} this month of its {} cap", format_usd(*spent), format_usd(*cap))
             }
         }
     }
@@ -303,6 +314,11 @@ mod tests {
             CapCrossed::Task { cap: 5_000_000_000, spent: 5_010_000_000 }.reason(),
             "spend cap: the task has cost $5.01 of its $5.00 cap"
         );
+        assert_eq!(
+            CapCrossed::Workspace { cap: 25_000_000, spent: 33_250_000 }.reason(),
+            "spend cap: the workspace has spent $0.0333 this month of its $0.0250 cap"
+        );
+        assert_eq!((format_usd(9_750_000), format_usd(0), format_usd(1_234_567_890)), ("$0.0098".into(), "$0.0000".into(), "$1.23".into()));
         assert_eq!(nano_from_usd(0.5), Some(500_000_000));
         assert_eq!(nano_from_usd(-1.0), None);
         assert_eq!(nano_from_usd(f64::NAN), None);

@@ -826,6 +826,12 @@ pub struct SpendView {
     pub generation_usd: f64,
     /// Cache reads, USD (priced responses).
     pub cache_read_usd: f64,
+    /// The same three amounts exactly, in nano-dollars.
+    pub total_nano: Option<u64>,
+    /// Generation, nano-dollars.
+    pub generation_nano: u64,
+    /// Cache reads, nano-dollars.
+    pub cache_read_nano: u64,
     /// Model responses.
     pub turns: u64,
     /// Cache reads ÷ all prompt tokens, percent.

@@ -357,9 +357,9 @@ export function CostText({ s }: { s: Session }) {
   const turns = `${sp.turns} turn${sp.turns === 1 ? "" : "s"}`;
   return (
     <span data-testid="cost" title={sp.models.map((m) => `${m.model}: ${m.turns} turns`).join("\n")}>
-      {sp.total_usd == null
+      {sp.total_nano == null
         ? `unknown (a model with no price) · ${turns}${hit}`
-        : `${usdExact(sp.total_usd)} (generation ${usdExact(sp.generation_usd)} + cache reads ${usdExact(sp.cache_read_usd)}) · ${turns}${hit}`}
+        : `${usdExact(sp.total_nano)} (generation ${usdExact(sp.generation_nano)} + cache reads ${usdExact(sp.cache_read_nano)}) · ${turns}${hit}`}
       {sp.model && <> · {sp.model}</>}
     </span>
   );
