@@ -1,7 +1,8 @@
-//! Watching one session's harness records: Claude Code's transcripts for the session's
-//! directory (its sandbox's worktree, so other sandboxes' records are never read) and
-//! Codex's rollouts whose `session_meta` names that directory, counting only responses
-//! from the run's start on (earlier runs in the same sandbox have their own sessions).
+//! Watching one session's harness records: Claude Code's transcripts and Gemini CLI's
+//! chats for the session's directory (its sandbox's worktree, so other sandboxes'
+//! records are never read) and Codex's rollouts whose `session_meta` names that
+//! directory, counting only responses from the run's start on (earlier runs in the same
+//! sandbox have their own sessions).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,26 +27,34 @@ pub struct Watch {
     codex_home: Option<PathBuf>,
     claude: HashMap<PathBuf, Tail>,
     codex: HashMap<PathBuf, Rollout>,
+    gemini_home: Option<PathBuf>,
+    /// Gemini chats are rewritten whole: each is read again when its size or time changes.
+    gemini: HashMap<PathBuf, (u64, std::time::SystemTime)>,
     ledger: Ledger,
     prices: PriceTable,
 }
 
-/// Where the harnesses keep their records, from the daemon's environment.
-fn homes() -> (Vec<PathBuf>, Option<PathBuf>) {
+/// Where the harnesses keep their records, from the daemon's environment: Claude Code's
+/// config folders, Codex's home, Gemini CLI's home.
+fn homes() -> (Vec<PathBuf>, Option<PathBuf>, Option<PathBuf>) {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let claude = match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|v| !v.is_empty()) {
         Some(d) => vec![PathBuf::from(d)],
         None => home.iter().flat_map(|h| [h.join(".claude"), h.join(".config/claude")]).collect(),
     };
-    let codex = std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.map(|h| h.join(".codex")));
-    (claude, codex)
+    let codex =
+        std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let gemini = std::env::var_os("GEMINI_DIR").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.map(|h| h.join(".gemini")));
+    (claude, codex, gemini)
 }
 
 impl Watch {
     /// A watch of the records of a run in `cwd` that started at `since` (RFC 3339, UTC).
     pub fn new(cwd: &Path, since: &str, prices: PriceTable) -> Watch {
-        let (claude_dirs, codex_home) = homes();
-        Watch::with_homes(cwd, since, prices, claude_dirs, codex_home)
+        let (claude_dirs, codex_home, gemini_home) = homes();
+        let mut w = Watch::with_homes(cwd, since, prices, claude_dirs, codex_home);
+        w.gemini_home = gemini_home;
+        w
     }
 
     /// [`Watch::new`] with the harnesses' record folders given.
@@ -57,6 +66,8 @@ impl Watch {
             codex_home,
             claude: HashMap::new(),
             codex: HashMap::new(),
+            gemini_home: None,
+            gemini: HashMap::new(),
             ledger: Ledger::new(prices.clone()),
             prices,
         }
@@ -67,6 +78,7 @@ impl Watch {
         let before = (self.ledger.spend(), self.ledger.route_changes().len());
         self.poll_claude();
         self.poll_codex();
+        self.poll_gemini();
         before != (self.ledger.spend(), self.ledger.route_changes().len())
     }
 
@@ -106,6 +118,35 @@ impl Watch {
             r.tail = Tail::new(&t_path(&r.tail));
             r.reader = codex::Reader::default();
         }
+        self.gemini.clear();
+    }
+
+    fn poll_gemini(&mut self) {
+        let Some(home) = &self.gemini_home else { return };
+        let Ok(entries) = std::fs::read_dir(super::gemini::chats_dir(home, &self.cwd)) else { return };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            let stamp = (meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH));
+            if path.extension().is_none_or(|x| x != "json") || self.gemini.get(&path) == Some(&stamp) {
+                continue;
+            }
+            let Ok(doc) = std::fs::read(&path) else { continue };
+            let turns = super::gemini::turns(&doc);
+            if turns.is_empty() && !doc.is_empty() && serde_json::from_slice::<serde_json::Value>(&doc).is_err() {
+                continue; // half written: read it again next time
+            }
+            self.gemini.insert(path, stamp);
+            for t in turns.into_iter().filter(|t| t.at.as_deref().is_none_or(|at| at >= self.since.as_str())) {
+                self.ledger.record(t);
+            }
+        }
+    }
+
+    /// Sets where Gemini CLI's chats are (tests).
+    pub fn with_gemini(mut self, home: PathBuf) -> Watch {
+        self.gemini_home = Some(home);
+        self
     }
 
     fn poll_codex(&mut self) {
@@ -213,6 +254,26 @@ mod tests {
         let r = w.report();
         assert_eq!((r.turns, r.tokens.output, r.route_changes.len()), (2, 12, 1));
         assert_eq!(r.model.as_deref(), Some("claude-opus-4-5"));
+    }
+
+    #[test]
+    fn gemini_chats_are_read_again_when_rewritten() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = super::super::gemini::chats_dir(home.path(), Path::new("/w/g"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let msg = |id: &str, out: u64| {
+            format!(
+                r#"{{"id":"{id}","timestamp":"2026-11-30T10:00:05Z","type":"gemini","tokens":{{"input":100,"output":{out},"cached":0,"thoughts":0}},"model":"gemini-2.5-pro"}}"#
+            )
+        };
+        std::fs::write(dir.join("session-1.json"), format!(r#"{{"messages":[{}]}}"#, msg("a", 5))).unwrap();
+        let mut w = Watch::with_homes(Path::new("/w/g"), "2026-11-30T10:00:00Z", PriceTable::default(), vec![], None)
+            .with_gemini(home.path().to_path_buf());
+        assert!(w.poll());
+        std::fs::write(dir.join("session-1.json"), format!(r#"{{"messages":[{},{}]}}"#, msg("a", 5), msg("b", 7))).unwrap();
+        assert!(w.poll());
+        let r = w.report();
+        assert_eq!((r.turns, r.tokens.output, r.unpriced_turns), (2, 12, 2));
     }
 
     #[test]
