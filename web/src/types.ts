@@ -161,6 +161,10 @@ export interface Task {
   live_session: string | null;
   /** Whether you may drop in to its live run. */
   can_drop_in: boolean;
+  /** Lifetime spend of all its runs, USD; null without usage or when unknown. */
+  cost_usd?: number | null;
+  cost_unknown?: boolean;
+  spend_cap_usd?: number | null;
   created_by: string;
   created_at: string;
 }

@@ -115,3 +115,38 @@ fn usd(s: &Value, field: &str) -> f64 {
     let v = s["spend"][field].as_f64().unwrap_or_else(|| panic!("no spend.{field} in {s}"));
     (v * 1e9).round() / 1e9
 }
+
+#[test]
+fn a_tasks_cap_stops_its_run_and_its_lifetime_spend_is_shown() {
+    let claude = tempfile::tempdir().unwrap();
+    // SAFETY: nextest runs each test in its own process, and nothing else runs yet.
+    unsafe { std::env::set_var("CLAUDE_CONFIG_DIR", claude.path()) };
+    let d = Drover::up();
+    let repo = tempfile::tempdir().unwrap();
+    let path = support::git_repo(repo.path());
+    d.ok(&["repo", "add", "app", "--device", &d.device, "--path", path.to_str().unwrap()]);
+    // The stand-in agent writes a transcript for its own worktree, wherever that is.
+    let agent = repo.path().join("spender.sh");
+    let l = |n: u32, out: u32| line(n, "claude-sonnet-4-5-20250929", out);
+    let body = format!(
+        "#!/bin/bash\ndir=\"$CLAUDE_CONFIG_DIR/projects/$(pwd | tr '/.' '--')\"\nmkdir -p \"$dir\"\necho '{}' >> \"$dir/t.jsonl\"\nsleep 1\necho '{}' >> \"$dir/t.jsonl\"\nsleep 600\n",
+        l(1, 200),
+        l(2, 300)
+    );
+    support::executable(&agent, &body);
+    d.ok(&["agent", "create", "spender", "--harness", "custom", "--", agent.to_str().unwrap(), "{prompt}"]);
+    let t = d.json(&["task", "create", "--repo", "app", "--title", "spend it", "--agent", "spender", "--spend-cap", "0.015"]);
+    let id = t["id"].as_str().unwrap().to_string();
+    // Response 1 costs $0.00975, response 2 brings the task to $0.021: over its $0.015 cap.
+    let shown = support::wait_until("the task's run stopped at its cap", secs(40), || {
+        let t = d.json(&["task", "show", &id]);
+        let run = t["sessions"].as_array()?.first()?.clone();
+        (run["outcome"] == "released").then_some(t)
+    });
+    let run = &shown["sessions"][0];
+    assert!(run["reason"].as_str().unwrap().starts_with("spend cap: the task has cost $0.0210 of its $0.0150 cap"), "{run}");
+    assert!((shown["task"]["cost_usd"].as_f64().unwrap() - 0.021).abs() < 1e-12, "{shown}");
+    assert_eq!(shown["task"]["spend_cap_usd"], 0.015);
+    // No new run until the cap is raised.
+    assert!(d.fails(&["task", "launch", &id]).contains("spend cap: the task has cost $0.0210 of its $0.0150 cap"));
+}

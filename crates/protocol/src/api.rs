@@ -562,6 +562,15 @@ pub struct TaskView {
     /// Whether the caller may drop in to its live run.
     #[serde(default)]
     pub can_drop_in: bool,
+    /// Its lifetime spend (all runs, every sandbox), USD; null without usage or unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// True when a run used a model with no price.
+    #[serde(default)]
+    pub cost_unknown: bool,
+    /// Its lifetime spend cap, USD.
+    #[serde(default)]
+    pub spend_cap_usd: Option<f64>,
     /// Who filed it.
     pub created_by: String,
     /// When.

@@ -73,6 +73,11 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     if state.store.live_task_session(task.id).await?.is_some() {
         return Ok(None);
     }
+    // A task at its spend cap gets no new run until someone raises the cap.
+    if let Some(why) = crate::spend::over_cap(state, task).await? {
+        state.store.flag_task(task.id, &why, "spend cap").await?;
+        return Ok(None);
+    }
     let Some(agent) = state.store.agent_by_name(task.workspace, agent_name).await? else {
         state.store.flag_task(task.id, &format!("no agent named `{agent_name}` to staff the {} stage", stage.stage), "scheduler").await?;
         return Ok(None);

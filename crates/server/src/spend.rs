@@ -10,6 +10,16 @@ use crate::AppState;
 /// Who a cap's stop is recorded as.
 pub const CAP_ACTOR: &str = "spend cap";
 
+/// Why `task` may not get a new run, if its spending reached its cap or the workspace's.
+pub async fn over_cap(state: &AppState, task: &drover_store::TaskRow) -> Result<Option<String>, drover_store::StoreError> {
+    let task_cap = task.spend_cap.map(|c| (c, task.cost.flatten().unwrap_or(0)));
+    let workspace = match state.store.workspace_spend_cap(task.workspace).await? {
+        Some(cap) => Some((cap, state.store.month_spend(task.workspace).await?)),
+        None => None,
+    };
+    Ok(cap_crossed(task_cap, workspace).map(|c| format!("{}: raise the cap to run it again", c.reason())))
+}
+
 /// Stops `session` if its spending reached its task's or its workspace's cap.
 pub async fn enforce(state: &AppState, session: drover_core::SessionId) -> Result<(), drover_store::StoreError> {
     let Some(row) = state.store.session(session).await? else { return Ok(()) };

@@ -62,7 +62,7 @@ pub struct SandboxItem {
 }
 
 /// A cost sum from `[runs with usage, nano-dollars, unpriced responses]`.
-fn cost_sum(json: Option<String>) -> Option<Option<u64>> {
+pub(crate) fn cost_sum(json: Option<String>) -> Option<Option<u64>> {
     let v: [i64; 3] = serde_json::from_str(&json?).ok()?;
     (v[0] > 0).then_some((v[2] == 0).then_some(v[1].max(0) as u64))
 }

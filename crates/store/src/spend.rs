@@ -97,6 +97,18 @@ impl Store {
         })
     }
 
+    /// What the workspace's runs cost this calendar month (nano-dollars, priced responses).
+    pub async fn month_spend(&self, workspace: WorkspaceId) -> Result<u64> {
+        let v: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(cost_generation + cost_cache_read), 0) FROM sessions WHERE workspace_id = ? AND created_at >= ?",
+        )
+        .bind(workspace.to_string())
+        .bind(month_start(&now()))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(v.max(0) as u64)
+    }
+
     /// Asks for a run to be stopped for `reason` (not by a person): it ends `released`
     /// with that reason.
     pub async fn mark_stop_for(&self, id: SessionId, by: &str, reason: &str) -> Result<bool> {

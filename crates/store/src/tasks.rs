@@ -86,6 +86,11 @@ pub struct TaskRow {
     pub created_by: String,
     /// When.
     pub created_at: String,
+    /// What its runs cost, in every sandbox (nano-dollars): None without usage,
+    /// Some(None) when unknown (a model with no price).
+    pub cost: Option<Option<u64>>,
+    /// Its lifetime spend cap (nano-dollars).
+    pub spend_cap: Option<u64>,
 }
 
 impl TaskRow {
@@ -166,7 +171,9 @@ pub struct NewTaskSession {
     pub resumed: bool,
 }
 
-const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state
+const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state,
+    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
+       FROM sessions x WHERE x.task_id = t.id) AS t_cost
     FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
 
 fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
@@ -193,6 +200,8 @@ fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
         sandbox_state: r.get::<Option<String>, _>("sandbox_state").as_deref().and_then(SandboxState::parse),
         created_by: r.get("created_by"),
         created_at: r.get("created_at"),
+        cost: crate::sandboxes::cost_sum(r.get("t_cost")),
+        spend_cap: r.get::<Option<i64>, _>("spend_cap").filter(|c| *c >= 0).map(|c| c as u64),
     })
 }
 

@@ -4,7 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, enc } from "../api";
 import { LiveDot, OutcomeBadge } from "../badges";
-import { ago, cap, when } from "../format";
+import { ago, cap, usd, when } from "../format";
 import { subscribe } from "../live";
 import { navigate } from "../router";
 import type { Agent, Repo, Stage, Task, TaskDetail } from "../types";
@@ -351,7 +351,11 @@ export function TaskPage({ id }: { id: string }) {
             · branch <code>{t.branch}</code>
           </>
         )}{" "}
-        · filed by {t.created_by} {ago(t.created_at)}
+        · filed by {t.created_by} {ago(t.created_at)} ·{" "}
+        <span data-testid="task-spend">
+          spend {usd(t.cost_usd, t.cost_unknown)}
+          {t.spend_cap_usd != null && ` of a ${usd(t.spend_cap_usd)} cap`}
+        </span>
       </p>
       {t.flagged && <div class="banner bad">Needs a human: {t.flagged}</div>}
       {t.body && <p class="task-body">{t.body}</p>}

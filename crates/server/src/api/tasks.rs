@@ -102,6 +102,9 @@ fn task_view(t: &TaskRow, live: Option<(drover_core::SessionId, bool)>) -> TaskV
         sandbox_state: t.sandbox_state.map(|s| s.as_str().to_string()),
         live_session: live.map(|(id, _)| id),
         can_drop_in: live.is_some_and(|(_, may)| may),
+        cost_usd: t.cost.flatten().map(drover_core::spend::usd),
+        cost_unknown: matches!(t.cost, Some(None)),
+        spend_cap_usd: t.spend_cap.map(drover_core::spend::usd),
         created_by: t.created_by.clone(),
         created_at: t.created_at.clone(),
     }
@@ -567,6 +570,9 @@ pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Pat
     }
     if let Some(live) = state.store.live_task_session(t.id).await? {
         return Err(ApiError::Conflict(format!("the task already has a live run: {}", live.id)));
+    }
+    if let Some(why) = crate::spend::over_cap(&state, &t).await? {
+        return Err(ApiError::Conflict(why));
     }
     state.store.relaunch_task(t.id).await?;
     state.scheduler.notify_one();
