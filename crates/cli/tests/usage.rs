@@ -147,6 +147,10 @@ fn a_tasks_cap_stops_its_run_and_its_lifetime_spend_is_shown() {
     assert!(run["reason"].as_str().unwrap().starts_with("spend cap: the task has cost $0.0210 of its $0.0150 cap"), "{run}");
     assert!((shown["task"]["cost_usd"].as_f64().unwrap() - 0.021).abs() < 1e-12, "{shown}");
     assert_eq!(shown["task"]["spend_cap_usd"], 0.015);
+    // The run's execution route was recorded when it started.
+    let log = d.ok(&["audit", "export", "--since", "2000-01-01"]);
+    let started: Value = log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|e| e["kind"] == "session_started").unwrap();
+    assert_eq!(started["detail"]["route"]["harness"], "custom", "{started}");
     // No new run until the cap is raised.
     assert!(d.fails(&["task", "launch", &id]).contains("spend cap: the task has cost $0.0210 of its $0.0150 cap"));
 }

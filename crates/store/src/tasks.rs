@@ -708,8 +708,23 @@ impl Store {
             .bind(task.id.to_string())
             .execute(&mut *tx)
             .await?;
-        let detail =
-            serde_json::json!({ "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts, "resumed": n.resumed });
+        // The execution route the run starts on (seed 002), from its agent.
+        let route = sqlx::query("SELECT harness, provider, account, model, effort FROM agents WHERE id = ?")
+            .bind(n.agent.to_string())
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| {
+                serde_json::json!({
+                    "harness": r.get::<String, _>("harness"),
+                    "provider": r.get::<Option<String>, _>("provider"),
+                    "account": r.get::<Option<String>, _>("account"),
+                    "model": r.get::<Option<String>, _>("model"),
+                    "effort": r.get::<Option<String>, _>("effort"),
+                })
+            });
+        let detail = serde_json::json!({
+            "command": n.command, "cwd": n.cwd, "stage": stage, "attempt": task.attempts, "resumed": n.resumed, "route": route,
+        });
         let e = NewEvent {
             workspace: task.workspace,
             session: Some(id),
