@@ -35,6 +35,9 @@ pub enum Command {
     Ui,
     /// The workspace's model spend by agent, model and day; set its monthly cap.
     Spend(SpendArgs),
+    /// The price table: the shipped prices and the workspace's own (owners and admins set them).
+    #[command(subcommand)]
+    Prices(PricesCmd),
     /// Sign in with your name and password; saves a personal API token for the CLI.
     Login(LoginArgs),
     /// Set or change your password (for `drover login` and the web sign-in form).
@@ -73,6 +76,36 @@ pub enum Command {
     Shim {
         /// The session directory.
         dir: PathBuf,
+    },
+}
+
+/// `drover prices …`.
+#[derive(Debug, Subcommand)]
+pub enum PricesCmd {
+    /// The shipped prices and the workspace's own, USD per million tokens.
+    List,
+    /// Price a model for this workspace (wins over the shipped price); running sessions are re-priced.
+    Set {
+        /// The model id (or the start of dated ids).
+        model: String,
+        /// Uncached input, USD per million tokens.
+        input: f64,
+        /// Output, USD per million tokens.
+        output: f64,
+        /// Cache writes (5-minute), USD per million tokens (default: the input price).
+        #[arg(long)]
+        cache_write: Option<f64>,
+        /// Cache writes (1-hour), USD per million tokens (default: the 5-minute price).
+        #[arg(long)]
+        cache_write_1h: Option<f64>,
+        /// Cache reads, USD per million tokens (default: the input price).
+        #[arg(long)]
+        cache_read: Option<f64>,
+    },
+    /// Drop the workspace's own price of a model (the shipped one, if any, applies again).
+    Unset {
+        /// The model id.
+        model: String,
     },
 }
 

@@ -197,6 +197,8 @@ const MATRIX: &[Row] = &[
     r("POST",   "/api/v1/repos",                                   r#"{"name":"extra","device":"{device}","path":"{repo_path}"}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/workflow",                                r#"{"stages":[{"stage":"plan"},{"stage":"code"},{"stage":"review"},{"stage":"merge"},{"stage":"verify"}]}"#, [A, A, D, D, D, U, U]),
     r("GET",    "/api/v1/spend",                                   "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/prices",                                  "", [A, A, A, A, D, U, U]),
+    r("PUT",    "/api/v1/prices",                                  r#"{"overrides":[]}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/spend/cap",                               r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/tasks/{other_task}/spend-cap",            r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
     r("GET",    "/api/v1/webhooks",                                "", [A, A, D, D, D, U, U]),

@@ -154,3 +154,28 @@ fn a_tasks_cap_stops_its_run_and_its_lifetime_spend_is_shown() {
     // No new run until the cap is raised.
     assert!(d.fails(&["task", "launch", &id]).contains("spend cap: the task has cost $0.0210 of its $0.0150 cap"));
 }
+
+#[test]
+fn a_workspace_price_makes_an_unknown_cost_known_and_reprices_running_sessions() {
+    let claude = tempfile::tempdir().unwrap();
+    // SAFETY: nextest runs each test in its own process, and nothing else runs yet.
+    unsafe { std::env::set_var("CLAUDE_CONFIG_DIR", claude.path()) };
+    let d = Drover::up();
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap().to_string();
+    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let dir = claude.path().join("projects").join(project);
+    let script = format!("mkdir -p '{0}' && echo '{1}' >> '{0}/t.jsonl' && sleep 600", dir.display(), line(1, "in-house-model", 1000));
+    let id = d.ok(&["session", "start", "--device", &d.device, "--cwd", &cwd, "--", "bash", "-c", &script]).trim().to_string();
+    let shown = d.wait_for(&id, secs(20), |s| s["spend"]["turns"] == 1);
+    assert!(shown["spend"]["total_usd"].is_null(), "no price: unknown, never guessed: {shown}");
+    // $1/M input, $2/M output, $0.5/M cache writes, $0.1/M reads:
+    // 100 × 1000 + 1000 × 2000 + 1000 × 500 = 2,600,000 generation; 9000 × 100 = 900,000 reads.
+    d.ok(&["prices", "set", "in-house-model", "1", "2", "--cache-write", "0.5", "--cache-read", "0.1"]);
+    let shown = d.wait_for(&id, secs(20), |s| s["spend"]["total_nano"] == 3_500_000);
+    assert_eq!((shown["spend"]["generation_nano"].as_u64(), shown["spend"]["cache_read_nano"].as_u64()), (Some(2_600_000), Some(900_000)));
+    let listed = d.json(&["prices", "list"]);
+    assert_eq!(listed["overrides"][0]["model"], "in-house-model");
+    assert!(listed["shipped"].as_array().unwrap().iter().any(|p| p["model"] == "claude-sonnet-4-5"));
+    d.ok(&["session", "stop", &id]);
+}

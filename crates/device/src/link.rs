@@ -233,6 +233,10 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             });
             return;
         }
+        ServerMessage::Prices { overrides } => {
+            crate::usage::set_prices(drover_core::spend::PriceTable { overrides });
+            return;
+        }
         ServerMessage::SendText { session, req, text } => (session, SessionCmd::Shim(ShimRequest::SendText { req, text })),
         ServerMessage::Resize { session, cols, rows } => (session, SessionCmd::Shim(ShimRequest::Resize { cols, rows })),
         ServerMessage::Stop { session, grace_ms } => (session, SessionCmd::Shim(ShimRequest::Stop { grace_ms })),

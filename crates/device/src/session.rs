@@ -394,8 +394,10 @@ impl SessionTask {
     async fn check_usage(&mut self) {
         let (Some(since), false) = (self.started_at.clone(), self.cwd.is_empty()) else { return };
         let cwd = std::path::PathBuf::from(&self.cwd);
-        let mut watch =
-            self.usage.take().unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, drover_core::spend::PriceTable::default()));
+        let mut watch = self
+            .usage
+            .take()
+            .unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, crate::usage::prices().1).follow_shared_prices());
         let Ok((watch, changed)) = tokio::task::spawn_blocking(move || {
             let changed = watch.poll();
             (watch, changed)

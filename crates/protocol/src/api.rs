@@ -492,6 +492,39 @@ pub struct SpendCap {
     pub usd: Option<f64>,
 }
 
+/// A model's price in USD per million tokens, as people write prices.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PriceView {
+    /// The model id (or the start of dated ids: `claude-sonnet-4-5` prices `claude-sonnet-4-5-20250929`).
+    pub model: String,
+    /// Uncached input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Cache writes, 5-minute (default: the input price).
+    pub cache_write_5m: Option<f64>,
+    /// Cache writes, 1-hour (default: the 5-minute price).
+    pub cache_write_1h: Option<f64>,
+    /// Cache reads (default: the input price).
+    pub cache_read: Option<f64>,
+    /// Above this many prompt tokens in one response, `long` prices apply to all of it.
+    #[serde(default)]
+    pub long_context_above: Option<u64>,
+    /// The long-context prices: [input, output, cache write 5 m, cache write 1 h, cache read].
+    #[serde(default)]
+    pub long: Option<[f64; 5]>,
+}
+
+/// `GET /api/v1/prices` and `PUT /api/v1/prices`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Prices {
+    /// The workspace's own prices (they win over the shipped ones).
+    pub overrides: Vec<PriceView>,
+    /// The shipped table (read-only).
+    #[serde(default)]
+    pub shipped: Vec<PriceView>,
+}
+
 /// One row of the spend view.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpendRowView {

@@ -230,6 +230,12 @@ pub enum ServerMessage {
         /// Bytes stored.
         offset: u64,
     },
+    /// The workspace's own prices (they win over the shipped table); sent after the
+    /// welcome and whenever they change. The device prices usage with them.
+    Prices {
+        /// Model name → price.
+        overrides: Vec<(String, drover_core::spend::Price)>,
+    },
     /// Start a session.
     Start {
         /// What to run.

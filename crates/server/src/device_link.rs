@@ -93,6 +93,10 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
     let epoch = state.devices.connect(device, down_tx);
     tracing::info!(device = %name, "device connected");
+    // The workspace's own prices, for the usage the device reads.
+    if let Ok(overrides) = state.store.workspace_prices(workspace).await {
+        let _ = state.devices.send(device, &ServerMessage::Prices { overrides }).await;
+    }
     // A run marked lost while this handshake was under way was resumed above: its lease
     // is gone, so it is stopped now that messages can reach the device.
     for (session, _) in &welcome_resumed {

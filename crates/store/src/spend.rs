@@ -97,6 +97,20 @@ impl Store {
         })
     }
 
+    /// The workspace's own prices (model → price), which win over the shipped table.
+    pub async fn workspace_prices(&self, workspace: WorkspaceId) -> Result<Vec<(String, drover_core::spend::Price)>> {
+        let row = sqlx::query("SELECT prices FROM workspaces WHERE id = ?").bind(workspace.to_string()).fetch_optional(&self.pool).await?;
+        let Some(json) = row.and_then(|r| r.get::<Option<String>, _>("prices")) else { return Ok(Vec::new()) };
+        serde_json::from_str(&json).map_err(|e| crate::StoreError::Corrupt(format!("workspace prices: {e}")))
+    }
+
+    /// Replaces the workspace's own prices.
+    pub async fn set_workspace_prices(&self, workspace: WorkspaceId, prices: &[(String, drover_core::spend::Price)]) -> Result<()> {
+        let json = (!prices.is_empty()).then(|| serde_json::to_string(prices).expect("prices serialise"));
+        sqlx::query("UPDATE workspaces SET prices = ? WHERE id = ?").bind(json).bind(workspace.to_string()).execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// What the workspace's runs cost this calendar month (nano-dollars, priced responses).
     pub async fn month_spend(&self, workspace: WorkspaceId) -> Result<u64> {
         let v: i64 = sqlx::query_scalar(

@@ -41,6 +41,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Audit(cmd) => audit::audit(cmd).await?,
         Command::Login(args) => member::login(args, cli.json).await?,
         Command::Spend(args) => spend::spend(args, cli.json).await?,
+        Command::Prices(cmd) => spend::prices(cmd, cli.json).await?,
         Command::Password => member::password(cli.json).await?,
         Command::Token(cmd) => member::token(cmd, cli.json).await?,
         Command::Member(cmd) => member::member(cmd, cli.json).await?,

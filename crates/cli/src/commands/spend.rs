@@ -43,3 +43,66 @@ pub async fn spend(args: SpendArgs, json: bool) -> Result<()> {
     print("\nby day", &r.by_day);
     Ok(())
 }
+
+fn price_rows(list: &[drover_protocol::api::PriceView]) -> Vec<Vec<String>> {
+    let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_else(|| "-".into());
+    list.iter()
+        .map(|p| {
+            let long = match (p.long_context_above, p.long) {
+                (Some(a), Some(l)) => format!("above {a}: {}/{}", l[0], l[1]),
+                _ => "-".into(),
+            };
+            vec![
+                p.model.clone(),
+                format!("{}", p.input),
+                format!("{}", p.output),
+                f(p.cache_write_5m),
+                f(p.cache_write_1h),
+                f(p.cache_read),
+                long,
+            ]
+        })
+        .collect()
+}
+
+/// Runs `drover prices …`.
+pub async fn prices(cmd: crate::args::PricesCmd, json: bool) -> Result<()> {
+    use crate::args::PricesCmd;
+    use drover_protocol::api::{PriceView, Prices};
+    let client = Client::from_env()?;
+    let mut current: Prices = client.get("/api/v1/prices").await?;
+    match cmd {
+        PricesCmd::List => {}
+        PricesCmd::Set { model, input, output, cache_write, cache_write_1h, cache_read } => {
+            current.overrides.retain(|p| p.model != model);
+            current.overrides.push(PriceView {
+                model,
+                input,
+                output,
+                cache_write_5m: cache_write,
+                cache_write_1h,
+                cache_read,
+                long_context_above: None,
+                long: None,
+            });
+            current = client.put("/api/v1/prices", &Prices { overrides: current.overrides, shipped: Vec::new() }).await?;
+        }
+        PricesCmd::Unset { model } => {
+            let before = current.overrides.len();
+            current.overrides.retain(|p| p.model != model);
+            if current.overrides.len() == before {
+                bail!("the workspace has no price of its own for `{model}` (`drover prices list` shows them)");
+            }
+            current = client.put("/api/v1/prices", &Prices { overrides: current.overrides, shipped: Vec::new() }).await?;
+        }
+    }
+    if json {
+        return print_json(&current);
+    }
+    let headers = ["MODEL", "INPUT", "OUTPUT", "CACHE WRITE", "1H WRITE", "CACHE READ", "LONG CONTEXT"];
+    println!("the workspace's own prices (USD per million tokens; they win over the shipped ones)");
+    table::print(&headers, &price_rows(&current.overrides));
+    println!("\nshipped");
+    table::print(&headers, &price_rows(&current.shipped));
+    Ok(())
+}

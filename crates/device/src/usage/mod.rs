@@ -16,6 +16,24 @@ use std::path::{Path, PathBuf};
 
 use drover_core::spend::{Cost, Price, PriceTable, Spend, Tokens};
 
+/// The prices usage is counted with: the shipped table plus the workspace's overrides,
+/// which the server sends; a version counter lets watches notice a change.
+static PRICES: std::sync::RwLock<(u64, Option<PriceTable>)> = std::sync::RwLock::new((0, None));
+
+/// Replaces the workspace's price overrides (from the server).
+pub fn set_prices(table: PriceTable) {
+    let mut p = PRICES.write().expect("prices lock");
+    if p.1.as_ref() != Some(&table) {
+        *p = (p.0 + 1, Some(table));
+    }
+}
+
+/// The current prices and their version.
+pub fn prices() -> (u64, PriceTable) {
+    let p = PRICES.read().expect("prices lock");
+    (p.0, p.1.clone().unwrap_or_default())
+}
+
 /// One model response's usage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -59,6 +77,18 @@ impl Ledger {
     /// An empty ledger pricing with `prices`.
     pub fn new(prices: PriceTable) -> Ledger {
         Ledger { prices, ..Ledger::default() }
+    }
+
+    /// Prices every response again with `prices` (the workspace's prices changed).
+    pub fn reprice(&mut self, prices: PriceTable) {
+        self.prices = prices;
+        self.known.clear();
+        let turns: Vec<(String, Tokens)> = self.order.iter().map(|k| self.turns[k].clone()).collect();
+        self.spend = Spend::default();
+        for (model, t) in turns {
+            let s = self.priced(&model, t);
+            self.spend = self.spend.plus(s);
+        }
     }
 
     /// One response's spend (each model's price looked up once).
@@ -250,5 +280,11 @@ mod tests {
         // The running spend is what pricing every kept response afresh gives.
         let fresh = l.by_model().iter().fold(Spend::default(), |s, (_, m)| s.plus(*m));
         assert_eq!(l.spend(), fresh);
+        // New prices reprice every response.
+        let before = l.spend();
+        let opus = PriceTable::default().price("claude-opus-4-5").unwrap();
+        l.reprice(PriceTable { overrides: vec![("claude-sonnet-4-5".into(), opus)] });
+        assert!(l.spend().cost.total() > before.cost.total());
+        assert_eq!(l.spend().tokens, before.tokens);
     }
 }

@@ -32,6 +32,8 @@ pub struct Watch {
     gemini: HashMap<PathBuf, (u64, std::time::SystemTime)>,
     ledger: Ledger,
     prices: PriceTable,
+    /// The version of the shared prices the ledger was priced with.
+    prices_version: u64,
 }
 
 /// Where the harnesses keep their records, from the daemon's environment: Claude Code's
@@ -70,12 +72,28 @@ impl Watch {
             gemini: HashMap::new(),
             ledger: Ledger::new(prices.clone()),
             prices,
+            prices_version: 0,
         }
+    }
+
+    /// Prices with the shared table from now on (the workspace's prices, from the server),
+    /// repricing what was read whenever it changes.
+    pub fn follow_shared_prices(mut self) -> Watch {
+        self.prices_version = u64::MAX;
+        self
     }
 
     /// Reads what was added since the last poll; true if the usage changed.
     pub fn poll(&mut self) -> bool {
         let before = (self.ledger.spend(), self.ledger.route_changes().len());
+        if self.prices_version != 0 {
+            let (version, table) = super::prices();
+            if version != self.prices_version {
+                self.prices_version = version;
+                self.prices = table.clone();
+                self.ledger.reprice(table);
+            }
+        }
         self.poll_claude();
         self.poll_codex();
         self.poll_gemini();

@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod events;
 pub mod members;
+pub mod prices;
 pub mod sessions;
 pub mod spend;
 pub mod stream;
@@ -79,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/tasks/{id}/spend-cap", put(spend::set_task_cap))
         .route("/api/v1/spend", get(spend::report))
         .route("/api/v1/spend/cap", put(spend::set_cap))
+        .route("/api/v1/prices", get(prices::get).put(prices::set))
         .route("/api/v1/notes/{id}", get(tasks::note))
         .route("/api/v1/notes/{id}/answer", post(tasks::answer))
         .route("/api/v1/notes/{id}/resolve", post(tasks::resolve))

@@ -16,3 +16,6 @@ ALTER TABLE tasks ADD COLUMN spend_cap INTEGER;
 ALTER TABLE workspaces ADD COLUMN spend_cap INTEGER;
 -- Why a stop was requested, when not by a person (e.g. "spend cap: …").
 ALTER TABLE sessions ADD COLUMN stop_reason TEXT;
+-- The workspace's own prices (JSON: [[model, price], …]; nano-dollars per token), which
+-- win over the shipped table.
+ALTER TABLE workspaces ADD COLUMN prices TEXT;
