@@ -162,6 +162,9 @@ fn devices_enroll_once_with_their_token_and_keep_their_own_credential() {
         (devices[0]["connected"] == false).then_some(())
     });
     s.cli.ok(&["session", "stop", &id]);
+    // Each enrollment is on the record.
+    let audit = s.cli.ok(&["audit", "export", "--since", "2000-01-01"]);
+    assert_eq!(audit.lines().filter(|l| l.contains("\"device_enrolled\"")).count(), 2, "{audit}");
 }
 
 #[test]

@@ -71,11 +71,13 @@ pub enum EventKind {
     RouteChanged,
     /// A task's or the workspace's spend cap was reached; the spending run is stopped.
     SpendCapReached,
+    /// A device traded its one-time enrollment token for its own credential.
+    DeviceEnrolled,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 32] = [
+    pub const ALL: [EventKind; 33] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -108,6 +110,7 @@ impl EventKind {
         EventKind::TokenRevoked,
         EventKind::RouteChanged,
         EventKind::SpendCapReached,
+        EventKind::DeviceEnrolled,
     ];
 
     /// The identifier used in the API and storage.
@@ -145,6 +148,7 @@ impl EventKind {
             EventKind::TokenRevoked => "token_revoked",
             EventKind::RouteChanged => "route_changed",
             EventKind::SpendCapReached => "spend_cap_reached",
+            EventKind::DeviceEnrolled => "device_enrolled",
         }
     }
 
@@ -188,6 +192,7 @@ impl EventKind {
             EventKind::TokenRevoked => "API token revoked",
             EventKind::RouteChanged => "route changed",
             EventKind::SpendCapReached => "spend cap reached",
+            EventKind::DeviceEnrolled => "device enrolled",
         }
     }
 }

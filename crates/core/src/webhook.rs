@@ -86,7 +86,8 @@ impl WebhookEvent {
             | EventKind::PasswordChanged
             | EventKind::TokenIssued
             | EventKind::TokenRevoked
-            | EventKind::RouteChanged => None,
+            | EventKind::RouteChanged
+            | EventKind::DeviceEnrolled => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }

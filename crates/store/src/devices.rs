@@ -121,7 +121,8 @@ impl Store {
 
     /// Uses an enrollment token for the device named `name`: if it is unused, unexpired
     /// and for that device, marks it used, revokes the device's older credentials and
-    /// stores the new one (`credential_digest`), all at once. Returns the device, or None.
+    /// stores the new one (`credential_digest`), all at once, recorded as "device
+    /// enrolled". Returns the device, or None.
     pub async fn enroll_device(&self, digest: &str, name: &str, credential_digest: &str) -> Result<Option<DeviceId>> {
         let mut tx = self.write().await?;
         let at = now();
@@ -152,6 +153,17 @@ impl Store {
         .bind(device.to_string())
         .execute(&mut *tx)
         .await?;
+        let ws: String =
+            sqlx::query_scalar("SELECT workspace_id FROM devices WHERE id = ?").bind(device.to_string()).fetch_one(&mut *tx).await?;
+        let e = crate::NewEvent {
+            workspace: parse_id(&ws)?,
+            session: None,
+            task: None,
+            kind: drover_core::activity::EventKind::DeviceEnrolled,
+            actor: format!("device {name}"),
+            detail: serde_json::json!({ "device": name }),
+        };
+        crate::events::insert(&mut tx, &e).await?;
         tx.commit().await?;
         Ok(Some(device))
     }
