@@ -88,6 +88,8 @@ export interface Session {
   can_drop_in: boolean;
   /** Its model spend, read from its harness's records. */
   spend?: Spend | null;
+  /** Which of the workspace's skills reached it (task runs). */
+  skills?: { name: string; outcome: "installed" | "unsupported" | "failed"; detail: string }[] | null;
 }
 
 export interface Tokens { input: number; output: number; cache_write_5m: number; cache_write_1h: number; cache_read: number }

@@ -35,6 +35,9 @@ pub enum Command {
     Ui,
     /// The workspace's model spend by agent, model and day; set its monthly cap.
     Spend(SpendArgs),
+    /// Skills: folders of instructions installed into each task run's sandbox.
+    #[command(subcommand)]
+    Skill(SkillCmd),
     /// The price table: the shipped prices and the workspace's own (owners and admins set them).
     #[command(subcommand)]
     Prices(PricesCmd),
@@ -76,6 +79,25 @@ pub enum Command {
     Shim {
         /// The session directory.
         dir: PathBuf,
+    },
+}
+
+/// `drover skill …`.
+#[derive(Debug, Subcommand)]
+pub enum SkillCmd {
+    /// List the workspace's skills.
+    List,
+    /// Add or replace a skill from a folder holding a SKILL.md (owners and admins).
+    Add {
+        /// The skill's name.
+        name: String,
+        /// The folder (text files only; at most 64 files, 256 KB).
+        dir: PathBuf,
+    },
+    /// Remove a skill (owners and admins); runs started later no longer get it.
+    Remove {
+        /// The skill's name.
+        name: String,
     },
 }
 

@@ -198,6 +198,9 @@ const MATRIX: &[Row] = &[
     r("PUT",    "/api/v1/workflow",                                r#"{"stages":[{"stage":"plan"},{"stage":"code"},{"stage":"review"},{"stage":"merge"},{"stage":"verify"}]}"#, [A, A, D, D, D, U, U]),
     r("GET",    "/api/v1/spend",                                   "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/prices",                                  "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/skills",                                  "", [A, A, A, A, D, U, U]),
+    r("PUT",    "/api/v1/skills/{fresh_name}",                     r#"{"files":[{"path":"SKILL.md","content":"be kind"}]}"#, [A, A, D, D, D, U, U]),
+    r("DELETE", "/api/v1/skills/{fresh_skill}",                    "", [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/prices",                                  r#"{"overrides":[]}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/spend/cap",                               r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/tasks/{other_task}/spend-cap",            r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
@@ -479,6 +482,11 @@ impl World {
         match name {
             "fresh_name" => format!("n{row}-{}", key(who)),
             "fresh_invite" => text(&self.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["code"]),
+            "fresh_skill" => {
+                let name = format!("skill-{}", self.next());
+                self.must(Who::Owner, "PUT", &format!("/api/v1/skills/{name}"), json!({"files": [{"path": "SKILL.md", "content": "x"}]}));
+                name
+            }
             "fresh_invite_id" => text(&self.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["id"]),
             "fresh_login_code" => {
                 let link = self.must(Who::Owner, "POST", "/api/v1/login-links", Value::Null);

@@ -73,11 +73,13 @@ pub enum EventKind {
     SpendCapReached,
     /// A device traded its one-time enrollment token for its own credential.
     DeviceEnrolled,
+    /// A skill was added, changed or removed.
+    SkillChanged,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 33] = [
+    pub const ALL: [EventKind; 34] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -111,6 +113,7 @@ impl EventKind {
         EventKind::RouteChanged,
         EventKind::SpendCapReached,
         EventKind::DeviceEnrolled,
+        EventKind::SkillChanged,
     ];
 
     /// The identifier used in the API and storage.
@@ -149,6 +152,7 @@ impl EventKind {
             EventKind::RouteChanged => "route_changed",
             EventKind::SpendCapReached => "spend_cap_reached",
             EventKind::DeviceEnrolled => "device_enrolled",
+            EventKind::SkillChanged => "skill_changed",
         }
     }
 
@@ -193,6 +197,7 @@ impl EventKind {
             EventKind::RouteChanged => "route changed",
             EventKind::SpendCapReached => "spend cap reached",
             EventKind::DeviceEnrolled => "device enrolled",
+            EventKind::SkillChanged => "skill changed",
         }
     }
 }

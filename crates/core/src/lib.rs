@@ -15,6 +15,7 @@ pub mod outcome;
 pub mod permissions;
 pub mod sandbox;
 pub mod schedule;
+pub mod skill;
 pub mod spend;
 pub mod task;
 pub mod webhook;

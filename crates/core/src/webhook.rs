@@ -87,7 +87,8 @@ impl WebhookEvent {
             | EventKind::TokenIssued
             | EventKind::TokenRevoked
             | EventKind::RouteChanged
-            | EventKind::DeviceEnrolled => None,
+            | EventKind::DeviceEnrolled
+            | EventKind::SkillChanged => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }

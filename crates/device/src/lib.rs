@@ -7,6 +7,7 @@ mod config;
 mod link;
 mod merge;
 mod session;
+mod skills;
 mod spawn;
 pub mod usage;
 mod worktree;

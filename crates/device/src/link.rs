@@ -196,12 +196,12 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
     let (session, cmd) = match msg {
         // A checkout can take seconds: it runs on its own so every other session's
         // input, stops and snapshots go on; a Stop for the run meanwhile is kept.
-        ServerMessage::Start { spec, worktree: Some(worktree) } => {
+        ServerMessage::Start { spec, worktree: Some(worktree), skills } => {
             let id = spec.session;
             preparing.lock().expect("preparing lock").insert(id, false);
             let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
             tokio::spawn(async move {
-                start_session(&config, &registry, &up, spec, Some(worktree)).await;
+                start_session(&config, &registry, &up, spec, Some(worktree), skills).await;
                 let stop = preparing.lock().expect("preparing lock").remove(&id).unwrap_or(false);
                 if let (true, Some(h)) = (stop, handle(&registry, id)) {
                     let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
@@ -209,8 +209,8 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             });
             return;
         }
-        ServerMessage::Start { spec, worktree: None } => {
-            start_session(config, registry, up, spec, None).await;
+        ServerMessage::Start { spec, worktree: None, skills } => {
+            start_session(config, registry, up, spec, None, skills).await;
             return;
         }
         ServerMessage::RemoveWorktree { worktree, force } => {
@@ -272,7 +272,14 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
     }
 }
 
-async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, mut spec: SessionSpec, worktree: Option<Worktree>) {
+async fn start_session(
+    config: &DeviceConfig,
+    registry: &Registry,
+    up: &Uplink,
+    mut spec: SessionSpec,
+    worktree: Option<Worktree>,
+    skills: Vec<drover_protocol::device::SkillBundle>,
+) {
     let id = spec.session;
     if handle(registry, id).is_some() {
         return;
@@ -290,7 +297,14 @@ async fn start_session(config: &DeviceConfig, registry: &Registry, up: &Uplink, 
         }
         let root = config.worktrees_dir();
         match tokio::task::spawn_blocking(move || crate::worktree::ensure(&root, &w)).await {
-            Ok(Ok(path)) => spec.cwd = path.display().to_string(),
+            Ok(Ok(path)) => {
+                spec.cwd = path.display().to_string();
+                if !skills.is_empty() {
+                    let sandbox = path.clone();
+                    let report = tokio::task::spawn_blocking(move || crate::skills::install(&sandbox, &skills)).await.unwrap_or_default();
+                    send(up, &DeviceMessage::Skills { session: id, skills: report }).await;
+                }
+            }
             Ok(Err(e)) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
             Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
         }

@@ -120,6 +120,9 @@ pub struct SessionView {
     /// Its model spend, read from its harness's records (null until any was reported).
     #[serde(default)]
     pub spend: Option<SpendView>,
+    /// Which of the workspace's skills reached it (task runs; null before any report).
+    #[serde(default)]
+    pub skills: Option<Vec<crate::device::SkillReport>>,
 }
 
 /// One piece of evidence that a run moved its work on.
@@ -523,6 +526,37 @@ pub struct Prices {
     /// The shipped table (read-only).
     #[serde(default)]
     pub shipped: Vec<PriceView>,
+}
+
+/// A skill's file, as sent to and from the API (text: skills are instructions).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SkillFile {
+    /// Its path inside the skill's folder (`SKILL.md`, `refs/style.md`).
+    pub path: String,
+    /// Its text.
+    pub content: String,
+}
+
+/// `PUT /api/v1/skills/{name}`: a skill's files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PutSkill {
+    /// Its files; one is `SKILL.md`.
+    pub files: Vec<SkillFile>,
+}
+
+/// `GET /api/v1/skills`: one enabled skill.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SkillView {
+    /// Its name.
+    pub name: String,
+    /// Its files' paths.
+    pub files: Vec<String>,
+    /// Its size, bytes.
+    pub bytes: usize,
+    /// Who added or last changed it.
+    pub created_by: String,
+    /// When.
+    pub updated_at: String,
 }
 
 /// One row of the spend view.

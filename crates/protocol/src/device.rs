@@ -131,6 +131,13 @@ pub enum DeviceMessage {
         /// What it used.
         usage: UsageReport,
     },
+    /// Which of the workspace's skills reached a run, before it started.
+    Skills {
+        /// The session.
+        session: SessionId,
+        /// One report per skill.
+        skills: Vec<SkillReport>,
+    },
     /// The answer to [`ServerMessage::Merge`].
     Merged {
         /// The request id.
@@ -188,6 +195,29 @@ pub struct RouteChangeReport {
     pub at: Option<String>,
 }
 
+/// A skill to install: its name, where the run's harness looks for skills (relative to
+/// the sandbox; None when it has no such folder), and its files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillBundle {
+    /// The skill's name (its folder's name).
+    pub name: String,
+    /// The harness's skills folder, relative to the sandbox.
+    pub folder: Option<String>,
+    /// (relative path, content).
+    pub files: Vec<(String, String)>,
+}
+
+/// Whether a skill reached a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillReport {
+    /// The skill.
+    pub name: String,
+    /// `installed`, `unsupported` (the harness has no skills folder) or `failed`.
+    pub outcome: String,
+    /// Where it was installed, or why not.
+    pub detail: String,
+}
+
 /// What a merge of a task's branch into its base branch came to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
@@ -238,6 +268,9 @@ pub enum ServerMessage {
     },
     /// Start a session.
     Start {
+        /// Skills to install into the sandbox before the run starts (task runs).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skills: Vec<SkillBundle>,
         /// What to run.
         spec: SessionSpec,
         /// For a task's run: the git worktree to run it in (created if missing); the

@@ -201,6 +201,15 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         DeviceMessage::Heartbeat => {
             let _ = state.store.touch_device(device).await;
         }
+        DeviceMessage::Skills { session, skills } => {
+            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
+            if row.is_some() {
+                let json = serde_json::to_string(&skills).expect("skill reports serialise");
+                if let Err(e) = state.store.set_session_skills(session, &json).await {
+                    tracing::warn!(%session, "recording skills: {e}");
+                }
+            }
+        }
         DeviceMessage::Usage { session, usage } => {
             // Spend is a fact even for a run whose lease is gone: it is recorded.
             let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);

@@ -153,7 +153,16 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         ("DROVER_STAGE".to_string(), stage.stage.clone()),
     ];
     let spec = SessionSpec { session, command, cwd: String::new(), env, cols, rows };
-    if state.devices.send(device, &ServerMessage::Start { spec, worktree: Some(worktree) }).await.is_err() {
+    // The workspace's skills, for where this run's harness looks for them.
+    let folder = Harness::parse(&agent.harness).ok().and_then(drover_core::skill::folder).map(str::to_string);
+    let skills = state
+        .store
+        .skills(task.workspace)
+        .await?
+        .into_iter()
+        .map(|s| drover_protocol::device::SkillBundle { name: s.name, folder: folder.clone(), files: s.files })
+        .collect();
+    if state.devices.send(device, &ServerMessage::Start { spec, worktree: Some(worktree), skills }).await.is_err() {
         let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
         return Ok(None);

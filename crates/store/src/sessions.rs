@@ -116,6 +116,8 @@ pub struct SessionRow {
     pub usage: Option<String>,
     /// Why a stop was requested when not by a person (e.g. "spend cap: …").
     pub stop_reason: Option<String>,
+    /// Which skills reached it (JSON), as its device reported.
+    pub skills: Option<String>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -157,6 +159,7 @@ pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
         pruned_at: r.get("pruned_at"),
         usage: r.get("usage"),
         stop_reason: r.get("stop_reason"),
+        skills: r.get("skills"),
     })
 }
 

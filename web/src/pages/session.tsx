@@ -365,6 +365,34 @@ export function CostText({ s }: { s: Session }) {
   );
 }
 
+const SKILL_OUTCOME: Record<string, string> = {
+  installed: "reached this session",
+  unsupported: "did not reach it: its harness has no skills folder",
+  failed: "did not reach it: installing failed",
+};
+
+/** Seed 001's Skills section: whether each enabled skill reached this task session. */
+function Skills({ s }: { s: Session }) {
+  if (!s.task) return null;
+  return (
+    <section aria-labelledby="skills-h">
+      <h2 id="skills-h">Skills</h2>
+      {!s.skills || s.skills.length === 0 ? (
+        <p class="muted">No skills were enabled for the workspace when this session started.</p>
+      ) : (
+        <ul class="skills" data-testid="skills">
+          {s.skills.map((k) => (
+            <li key={k.name}>
+              <strong>{k.name}</strong> — <span class={k.outcome === "installed" ? "ok-text" : "error"}>{SKILL_OUTCOME[k.outcome] ?? k.outcome}</span>{" "}
+              <span class="muted">({k.detail})</span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
 function Summary({ s }: { s: Session }) {
   const lost = s.outcome === "lost";
   const rows: [string, preact.ComponentChildren][] = [
@@ -472,6 +500,7 @@ export function SessionPage({ id }: { id: string }) {
     <section class="page session-page">
       {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} />}
       {liveAtOpen && finished && <Summary s={session} />}
+      <Skills s={session} />
       <Activity id={id} version={version} />
       {finished && !session.pruned_at && session.can_drop_in && <FinalScreen id={id} />}
       {finished && !session.pruned_at && session.can_drop_in && <Recording id={id} />}

@@ -4,6 +4,7 @@ mod audit;
 mod device;
 mod member;
 mod session;
+mod skill;
 mod spend;
 mod task;
 mod webhook;
@@ -42,6 +43,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Login(args) => member::login(args, cli.json).await?,
         Command::Spend(args) => spend::spend(args, cli.json).await?,
         Command::Prices(cmd) => spend::prices(cmd, cli.json).await?,
+        Command::Skill(cmd) => skill::skill(cmd, cli.json).await?,
         Command::Password => member::password(cli.json).await?,
         Command::Token(cmd) => member::token(cmd, cli.json).await?,
         Command::Member(cmd) => member::member(cmd, cli.json).await?,

@@ -1,4 +1,5 @@
-//! `drover spend`: the workspace's model spend by agent, model and day, and its cap.
+//! `drover spend` and `drover prices`: the workspace's model spend by agent, model and
+//! day, its cap, and the price table.
 
 use anyhow::{bail, Result};
 use drover_protocol::api::{SpendCap, SpendReport, SpendRowView};

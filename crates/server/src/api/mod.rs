@@ -6,6 +6,7 @@ pub mod events;
 pub mod members;
 pub mod prices;
 pub mod sessions;
+pub mod skills;
 pub mod spend;
 pub mod stream;
 pub mod tasks;
@@ -81,6 +82,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/spend", get(spend::report))
         .route("/api/v1/spend/cap", put(spend::set_cap))
         .route("/api/v1/prices", get(prices::get).put(prices::set))
+        .route("/api/v1/skills", get(skills::list))
+        .route("/api/v1/skills/{name}", put(skills::put).delete(skills::remove))
         .route("/api/v1/notes/{id}", get(tasks::note))
         .route("/api/v1/notes/{id}/answer", post(tasks::answer))
         .route("/api/v1/notes/{id}/resolve", post(tasks::resolve))

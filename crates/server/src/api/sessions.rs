@@ -91,6 +91,7 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
         final_offset: r.final_offset,
         can_drop_in,
         spend: r.usage.as_deref().and_then(spend_view),
+        skills: r.skills.as_deref().and_then(|s| serde_json::from_str(s).ok()),
     }
 }
 
@@ -203,7 +204,7 @@ pub async fn start(
     };
     let id = state.store.create_session(&new).await?;
     let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
-    if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None }).await.is_err() {
+    if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None, skills: Vec::new() }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
         crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
     }

@@ -19,3 +19,16 @@ ALTER TABLE sessions ADD COLUMN stop_reason TEXT;
 -- The workspace's own prices (JSON: [[model, price], …]; nano-dollars per token), which
 -- win over the shipped table.
 ALTER TABLE workspaces ADD COLUMN prices TEXT;
+
+-- Skills a workspace enabled: folders of instructions installed into each task run's
+-- sandbox (files: JSON [[relative path, content], …]).
+CREATE TABLE skills (
+    workspace_id  TEXT NOT NULL REFERENCES workspaces(id),
+    name          TEXT NOT NULL,
+    files         TEXT NOT NULL,
+    created_by    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, name)
+);
+-- Which skills reached each run (JSON [{name, outcome, detail}]), as its device reported.
+ALTER TABLE sessions ADD COLUMN skills TEXT;
