@@ -398,7 +398,7 @@ impl SessionTask {
             .usage
             .take()
             .unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, crate::usage::prices().1).follow_shared_prices());
-        let Ok((watch, changed)) = tokio::task::spawn_blocking(move || {
+        let Ok((mut watch, mut changed)) = tokio::task::spawn_blocking(move || {
             let changed = watch.poll();
             (watch, changed)
         })
@@ -406,6 +406,13 @@ impl SessionTask {
         else {
             return;
         };
+        // OpenCode keeps its records in a SQLite store, read asynchronously.
+        if let Some(db) = crate::usage::opencode::database() {
+            let (dir, since_ms) = watch.scope();
+            let before = watch.report();
+            watch.record(crate::usage::opencode::turns(&db, &dir, since_ms).await);
+            changed |= watch.report() != before;
+        }
         if changed {
             self.send(DeviceMessage::Usage { session: self.id, usage: watch.report() }).await;
         }

@@ -1,5 +1,5 @@
 //! Reading a session's model usage from the harness's own records (Claude Code, Codex,
-//! Gemini CLI), incrementally: a
+//! Gemini CLI, OpenCode), incrementally: a
 //! [`Tail`] reads only what was appended since last time (keeping a partly written last
 //! line for later), a harness-specific reader turns lines into [`Turn`]s, and a
 //! [`Ledger`] keeps one entry per model response (a response written on several lines
@@ -8,6 +8,7 @@
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+pub mod opencode;
 pub mod watch;
 
 use std::collections::HashMap;

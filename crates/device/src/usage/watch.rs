@@ -209,6 +209,20 @@ impl Watch {
         }
     }
 
+    /// Records responses read elsewhere (OpenCode's store, read asynchronously); those
+    /// from before the run's start are left out.
+    pub fn record(&mut self, turns: Vec<super::Turn>) {
+        for t in turns.into_iter().filter(|t| t.at.as_deref().is_none_or(|at| at >= self.since.as_str())) {
+            self.ledger.record(t);
+        }
+    }
+
+    /// The run's directory and start (Unix ms), for readers outside [`Watch::poll`].
+    pub fn scope(&self) -> (PathBuf, i64) {
+        let since = chrono::DateTime::parse_from_rfc3339(&self.since).map(|t| t.timestamp_millis()).unwrap_or(0);
+        (self.cwd.clone(), since)
+    }
+
     /// The usage so far, as reported to the server.
     pub fn report(&self) -> UsageReport {
         let spend = self.ledger.spend();
