@@ -31,7 +31,7 @@ const line = (n, model, output) =>
 test("a run's cost updates live and it stops at the spend cap", async () => {
   await d.cli("spend", "--cap", "0.025");
   const cwd = mkdtempSync(join(tmpdir(), "drover-work-"));
-  const dir = join(claude, "projects", cwd.replace(/[/.]/g, "-"));
+  const dir = join(claude, "projects", cwd.replace(/[^A-Za-z0-9]/g, "-"));
   const f = join(dir, "t.jsonl");
   const sonnet = "claude-sonnet-4-5-20250929";
   // Response 1 at once; response 2 after 4 s (the page shows $0.0098 first, then

@@ -12,7 +12,7 @@ fn an_enabled_skill_reaches_a_claude_run_and_is_reported() {
     let bin = tempfile::tempdir().unwrap();
     support::executable(
         &bin.path().join("claude"),
-        "#!/bin/sh\necho skills-here:; ls .claude/skills; cat .claude/skills/review/SKILL.md; echo; echo git-sees:; git status --porcelain; echo end-of-status; sleep 600\n",
+        "#!/bin/sh\necho skills-here:; ls .claude/skills; cat .claude/skills/drover-review/SKILL.md; echo; echo git-sees:; git status --porcelain; echo end-of-status; sleep 600\n",
     );
     let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
     // SAFETY: nextest runs each test in its own process, and nothing else runs yet.
@@ -46,7 +46,7 @@ fn an_enabled_skill_reaches_a_claude_run_and_is_reported() {
     let shown = d.show(&run);
     assert_eq!(shown["skills"][0]["name"], "review", "{shown}");
     assert_eq!(shown["skills"][0]["outcome"], "installed");
-    assert_eq!(shown["skills"][0]["detail"], ".claude/skills/review");
+    assert_eq!(shown["skills"][0]["detail"], ".claude/skills/drover-review");
     d.ok(&["session", "stop", &run]);
 
     // A custom agent's harness has no skills folder: the skill cannot reach it, and says so.

@@ -64,7 +64,7 @@ fn a_runs_spend_follows_its_transcript_as_it_grows() {
 /// runs: an early copy of response 1 (fewer output tokens), its final copy, response 2,
 /// then a `/model` switch to Opus whose line is written in two halves.
 fn writer(claude: &std::path::Path, cwd: &str) -> String {
-    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let project: String = cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let dir = claude.join("projects").join(project);
     let file = dir.join("conversation.jsonl");
     let last = line(3, "claude-opus-4-5-20251101", 40);
@@ -129,7 +129,7 @@ fn a_tasks_cap_stops_its_run_and_its_lifetime_spend_is_shown() {
     let agent = repo.path().join("spender.sh");
     let l = |n: u32, out: u32| line(n, "claude-sonnet-4-5-20250929", out);
     let body = format!(
-        "#!/bin/bash\ndir=\"$CLAUDE_CONFIG_DIR/projects/$(pwd | tr '/.' '--')\"\nmkdir -p \"$dir\"\necho '{}' >> \"$dir/t.jsonl\"\nsleep 1\necho '{}' >> \"$dir/t.jsonl\"\nsleep 600\n",
+        "#!/bin/bash\ndir=\"$CLAUDE_CONFIG_DIR/projects/$(pwd | tr -c 'A-Za-z0-9\\n' '-' | tr -d '\\n')\"\nmkdir -p \"$dir\"\necho '{}' >> \"$dir/t.jsonl\"\nsleep 1\necho '{}' >> \"$dir/t.jsonl\"\nsleep 600\n",
         l(1, 200),
         l(2, 300)
     );
@@ -163,7 +163,7 @@ fn a_workspace_price_makes_an_unknown_cost_known_and_reprices_running_sessions()
     let d = Drover::up();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().to_str().unwrap().to_string();
-    let project: String = cwd.chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let project: String = cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let dir = claude.path().join("projects").join(project);
     let script = format!("mkdir -p '{0}' && echo '{1}' >> '{0}/t.jsonl' && sleep 600", dir.display(), line(1, "in-house-model", 1000));
     let id = d.ok(&["session", "start", "--device", &d.device, "--cwd", &cwd, "--", "bash", "-c", &script]).trim().to_string();

@@ -23,22 +23,22 @@ pub struct Tokens {
 impl Tokens {
     /// All prompt tokens: uncached, written to a cache, read from one.
     pub fn prompt(&self) -> u64 {
-        self.input + self.cache_write_5m + self.cache_write_1h + self.cache_read
+        self.input.saturating_add(self.cache_write_5m).saturating_add(self.cache_write_1h).saturating_add(self.cache_read)
     }
 
     /// Every token.
     pub fn total(&self) -> u64 {
-        self.prompt() + self.output
+        self.prompt().saturating_add(self.output)
     }
 
     /// The sum of two counts.
     pub fn plus(self, o: Tokens) -> Tokens {
         Tokens {
-            input: self.input + o.input,
-            output: self.output + o.output,
-            cache_write_5m: self.cache_write_5m + o.cache_write_5m,
-            cache_write_1h: self.cache_write_1h + o.cache_write_1h,
-            cache_read: self.cache_read + o.cache_read,
+            input: self.input.saturating_add(o.input),
+            output: self.output.saturating_add(o.output),
+            cache_write_5m: self.cache_write_5m.saturating_add(o.cache_write_5m),
+            cache_write_1h: self.cache_write_1h.saturating_add(o.cache_write_1h),
+            cache_read: self.cache_read.saturating_add(o.cache_read),
         }
     }
 
@@ -97,12 +97,12 @@ pub struct Cost {
 impl Cost {
     /// Both parts.
     pub fn total(&self) -> u64 {
-        self.generation + self.cache_read
+        self.generation.saturating_add(self.cache_read)
     }
 
     /// The sum of two costs.
     pub fn plus(self, o: Cost) -> Cost {
-        Cost { generation: self.generation + o.generation, cache_read: self.cache_read + o.cache_read }
+        Cost { generation: self.generation.saturating_add(o.generation), cache_read: self.cache_read.saturating_add(o.cache_read) }
     }
 
     /// `self` less `o`.
@@ -132,11 +132,16 @@ impl Price {
             Some((threshold, long)) if t.prompt() > threshold => long,
             _ => self.base,
         };
-        let generation = t.input * rates.input
-            + t.output * rates.output
-            + t.cache_write_5m * rates.cache_write_5m.unwrap_or(rates.input)
-            + t.cache_write_1h * rates.cache_write_1h.or(rates.cache_write_5m).unwrap_or(rates.input);
-        Cost { generation, cache_read: t.cache_read * rates.cache_read.unwrap_or(rates.input) }
+        // Saturating: counts come from files anyone could write.
+        let generation = [
+            t.input.saturating_mul(rates.input),
+            t.output.saturating_mul(rates.output),
+            t.cache_write_5m.saturating_mul(rates.cache_write_5m.unwrap_or(rates.input)),
+            t.cache_write_1h.saturating_mul(rates.cache_write_1h.or(rates.cache_write_5m).unwrap_or(rates.input)),
+        ]
+        .into_iter()
+        .fold(0u64, u64::saturating_add);
+        Cost { generation, cache_read: t.cache_read.saturating_mul(rates.cache_read.unwrap_or(rates.input)) }
     }
 }
 
@@ -159,8 +164,9 @@ const GPT5: Price = Price { base: openai(1_250, 10_000, 125), long_context: None
 const GPT5_MINI: Price = Price { base: openai(250, 2_000, 25), long_context: None };
 
 /// The price table the project ships (HARNESSES.md, from LiteLLM's public list, 2026).
-/// A name matches a model id equal to it or starting with it and a `-` (dated ids such as
-/// `claude-sonnet-4-5-20250929`); the longest match wins.
+/// A name matches a model id equal to it, or it followed by a date or `-latest`
+/// (`claude-sonnet-4-5-20250929`, `gpt-5-2025-08-07`): never another model that merely
+/// starts the same (`gpt-5-nano` is not `gpt-5`).
 pub const SHIPPED: &[(&str, Price)] = &[
     ("claude-sonnet-4-5", SONNET),
     ("claude-sonnet-4-6", SONNET),
@@ -184,7 +190,15 @@ pub struct PriceTable {
 }
 
 fn matches(name: &str, model: &str) -> bool {
-    model == name || model.strip_prefix(name).is_some_and(|rest| rest.starts_with('-'))
+    let Some(rest) = model.strip_prefix(name) else { return false };
+    let dated = |d: &str| {
+        (d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()))
+            || (d.len() == 10 && d.split('-').map(str::len).eq([4, 2, 2]) && d.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+    };
+    match rest.strip_prefix('-') {
+        None => rest.is_empty(),
+        Some(suffix) => suffix == "latest" || dated(suffix),
+    }
 }
 
 /// The model id without a provider prefix (`anthropic/claude-…`, `openai/gpt-5`).
@@ -196,11 +210,10 @@ impl PriceTable {
     /// The price of `model`, if the table knows it.
     pub fn price(&self, model: &str) -> Option<Price> {
         let model = bare(model.trim());
-        let own = self.overrides.iter().map(|(n, p)| (n.as_str(), *p));
-        let best = |it: &mut dyn Iterator<Item = (&str, Price)>| {
-            it.filter(|(n, _)| matches(n, model)).max_by_key(|(n, _)| n.len()).map(|(_, p)| p)
-        };
-        best(&mut own.into_iter()).or_else(|| best(&mut SHIPPED.iter().map(|(n, p)| (*n, *p))))
+        // A workspace's price wins over a shipped one of the same name.
+        let own = self.overrides.iter().map(|(n, p)| (n.as_str(), *p, 1));
+        let shipped = SHIPPED.iter().map(|(n, p)| (*n, *p, 0));
+        own.chain(shipped).filter(|(n, _, _)| matches(n, model)).max_by_key(|(n, _, own)| (n.len(), *own)).map(|(_, p, _)| p)
     }
 }
 
@@ -230,9 +243,9 @@ impl Spend {
     pub fn plus(self, o: Spend) -> Spend {
         Spend {
             tokens: self.tokens.plus(o.tokens),
-            turns: self.turns + o.turns,
+            turns: self.turns.saturating_add(o.turns),
             cost: self.cost.plus(o.cost),
-            unpriced_turns: self.unpriced_turns + o.unpriced_turns,
+            unpriced_turns: self.unpriced_turns.saturating_add(o.unpriced_turns),
         }
     }
 
@@ -374,8 +387,23 @@ mod tests {
         assert_eq!(table.price("gpt-5.1-codex-mini").unwrap().base.input, 250);
         assert!(table.price("gpt-50").is_none());
         assert!(table.price("claude-sonnet-4").is_none());
+        for other in ["gpt-5-nano", "gpt-5-pro", "gpt-5-codex-mini"] {
+            assert!(table.price(other).is_none(), "{other} is another model, not gpt-5's: unknown, not mispriced");
+        }
+        assert_eq!(table.price("gpt-5-2025-08-07").unwrap().base.input, 1_250);
+        assert_eq!(table.price("claude-haiku-4-5-latest").unwrap().base.input, 1_000);
+        let own_gpt5 = PriceTable { overrides: vec![("gpt-5".into(), HAIKU)] };
+        assert_eq!(own_gpt5.price("gpt-5-mini").unwrap().base.input, 250, "an override of gpt-5 does not reprice gpt-5-mini");
         let own = PriceTable { overrides: vec![("claude-haiku-4-5".into(), SONNET)] };
         assert_eq!(own.price("claude-haiku-4-5-20251001"), Some(SONNET), "a workspace's price wins");
+    }
+
+    #[test]
+    fn absurd_counts_saturate_instead_of_overflowing() {
+        let huge = t(u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX);
+        let s = Spend::turn(&PriceTable::default(), "claude-opus-4-1", huge);
+        assert_eq!((s.tokens.total(), s.cost.total()), (u64::MAX, u64::MAX));
+        assert_eq!(s.plus(s).cost.total(), u64::MAX);
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         head,
         resubscribing: false,
         usage: None,
+        usage_sent: None,
     };
     tokio::spawn(async move {
         task.run(shim, rx).await;
@@ -146,6 +147,8 @@ struct SessionTask {
     resubscribing: bool,
     /// The run's usage, read from its harness's records once it has started.
     usage: Option<crate::usage::watch::Watch>,
+    /// The last usage report the server got (a report lost with the link is sent again).
+    usage_sent: Option<drover_protocol::device::UsageReport>,
 }
 
 /// File in a session's directory holding its worktree's HEAD from before the run.
@@ -398,9 +401,9 @@ impl SessionTask {
             .usage
             .take()
             .unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, crate::usage::prices().1).follow_shared_prices());
-        let Ok((mut watch, mut changed)) = tokio::task::spawn_blocking(move || {
-            let changed = watch.poll();
-            (watch, changed)
+        let Ok(mut watch) = tokio::task::spawn_blocking(move || {
+            watch.poll();
+            watch
         })
         .await
         else {
@@ -409,12 +412,15 @@ impl SessionTask {
         // OpenCode keeps its records in a SQLite store, read asynchronously.
         if let Some(db) = crate::usage::opencode::database() {
             let (dir, since_ms) = watch.scope();
-            let before = watch.report();
             watch.record(crate::usage::opencode::turns(&db, &dir, since_ms).await);
-            changed |= watch.report() != before;
         }
-        if changed {
-            self.send(DeviceMessage::Usage { session: self.id, usage: watch.report() }).await;
+        let report = watch.report();
+        let unsent = self.usage_sent.as_ref() != Some(&report) && (report.turns > 0 || self.usage_sent.is_some());
+        if unsent && self.uplink.is_some() {
+            self.send(DeviceMessage::Usage { session: self.id, usage: report.clone() }).await;
+            if self.uplink.is_some() {
+                self.usage_sent = Some(report);
+            }
         }
         self.usage = Some(watch);
     }

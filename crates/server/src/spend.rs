@@ -12,7 +12,11 @@ pub const CAP_ACTOR: &str = "spend cap";
 
 /// Why `task` may not get a new run, if its spending reached its cap or the workspace's.
 pub async fn over_cap(state: &AppState, task: &drover_store::TaskRow) -> Result<Option<String>, drover_store::StoreError> {
-    let task_cap = task.spend_cap.map(|c| (c, task.cost.flatten().unwrap_or(0)));
+    // The priced part of the spend (a cap is never crossed, or missed, by a guess).
+    let task_cap = match task.spend_cap {
+        Some(cap) => Some((cap, state.store.task_spend(task.id).await?)),
+        None => None,
+    };
     let workspace = match state.store.workspace_spend_cap(task.workspace).await? {
         Some(cap) => Some((cap, state.store.month_spend(task.workspace).await?)),
         None => None,
@@ -29,8 +33,13 @@ pub async fn enforce(state: &AppState, session: drover_core::SessionId) -> Resul
     let check = state.store.cap_check(session).await?;
     let Some(crossed) = cap_crossed(check.task, check.workspace) else { return Ok(()) };
     let reason = crossed.reason();
+    let grace_ms = state.config.stop_grace.as_millis() as u64;
     if !state.store.mark_stop_for(session, CAP_ACTOR, &reason).await? {
-        return Ok(()); // already being stopped
+        // Already being stopped; a cap's stop may have been lost with the link: again.
+        if row.stop_reason.is_some() {
+            let _ = state.devices.send(row.device, &ServerMessage::Stop { session, grace_ms }).await;
+        }
+        return Ok(());
     }
     let (cap, spent, scope) = match crossed {
         drover_core::spend::CapCrossed::Task { cap, spent } => (cap, spent, "task"),
@@ -50,7 +59,6 @@ pub async fn enforce(state: &AppState, session: drover_core::SessionId) -> Resul
         }),
     };
     state.store.record_event(&event).await?;
-    let grace_ms = state.config.stop_grace.as_millis() as u64;
     let _ = state.devices.send(row.device, &ServerMessage::Stop { session, grace_ms }).await;
     Ok(())
 }

@@ -75,8 +75,25 @@ impl Store {
         Ok(row.and_then(|r| cap(r.get("spend_cap"))))
     }
 
-    /// What `session`'s task and workspace have spent against their caps.
+    /// What a task's runs cost (nano-dollars, priced responses).
+    pub async fn task_spend(&self, task: TaskId) -> Result<u64> {
+        let v: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(cost_generation + cost_cache_read), 0) FROM sessions WHERE task_id = ?")
+            .bind(task.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(v.max(0) as u64)
+    }
+
+    /// What `session`'s task and workspace have spent against their caps (the sums only
+    /// when there is a cap to hold them to).
     pub async fn cap_check(&self, session: SessionId) -> Result<CapCheck> {
+        let caps = sqlx::query("SELECT t.spend_cap AS task_cap, w.spend_cap AS ws_cap FROM sessions s JOIN workspaces w ON w.id = s.workspace_id LEFT JOIN tasks t ON t.id = s.task_id WHERE s.id = ?")
+            .bind(session.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        if caps.as_ref().is_none_or(|r| r.get::<Option<i64>, _>("task_cap").is_none() && r.get::<Option<i64>, _>("ws_cap").is_none()) {
+            return Ok(CapCheck { task: None, workspace: None });
+        }
         let month = month_start(&now());
         let row = sqlx::query(
             "SELECT t.spend_cap AS task_cap, w.spend_cap AS ws_cap,

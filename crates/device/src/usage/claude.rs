@@ -69,12 +69,13 @@ pub fn turn(line: &[u8]) -> Option<Turn> {
         }
         _ => (u.cache_creation_input_tokens, 0),
     };
+    let c = |n: u64| n.min(super::MAX_TOKENS);
     let tokens = Tokens {
-        input: u.input_tokens,
-        output: u.output_tokens,
-        cache_write_5m: w5,
-        cache_write_1h: w1,
-        cache_read: u.cache_read_input_tokens,
+        input: c(u.input_tokens),
+        output: c(u.output_tokens),
+        cache_write_5m: c(w5),
+        cache_write_1h: c(w1),
+        cache_read: c(u.cache_read_input_tokens),
     };
     let key = format!("{}|{}", m.id.as_deref().unwrap_or(""), l.request_id.as_deref().unwrap_or(""));
     Some(Turn { key, model: m.model.unwrap_or_else(|| "unknown".into()), tokens, at: l.timestamp, sidechain: l.sidechain })
@@ -85,9 +86,10 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The folder Claude Code keeps `cwd`'s transcripts in, under its config dir
-/// (`$CLAUDE_CONFIG_DIR`, else `~/.claude`).
+/// (`$CLAUDE_CONFIG_DIR`, else `~/.claude`): the path with every character other than
+/// an ASCII letter or digit made `-`.
 pub fn project_dir(config_dir: &Path, cwd: &Path) -> PathBuf {
-    let name: String = cwd.to_string_lossy().chars().map(|c| if c == '/' || c == '.' { '-' } else { c }).collect();
+    let name: String = cwd.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     config_dir.join("projects").join(name)
 }
 
@@ -164,5 +166,9 @@ mod tests {
     #[test]
     fn project_dirs_follow_claude_codes_naming() {
         assert_eq!(project_dir(Path::new("/h/.claude"), Path::new("/w/my.app/wt")), Path::new("/h/.claude/projects/-w-my-app-wt"));
+        assert_eq!(
+            project_dir(Path::new("/h"), Path::new("/home/a_b/Application Support/x")),
+            Path::new("/h/projects/-home-a-b-Application-Support-x")
+        );
     }
 }

@@ -43,12 +43,19 @@ struct Usage {
 /// Reads one rollout: keeps the current model and the last running total.
 #[derive(Debug, Default)]
 pub struct Reader {
+    file: String,
     model: Option<String>,
     total: (u64, u64, u64),
     turns: u64,
 }
 
 impl Reader {
+    /// A reader of the rollout `file` (its turns' keys name it, so two rollouts of one
+    /// run never take each other's turns for copies).
+    pub fn for_file(file: &str) -> Reader {
+        Reader { file: file.to_string(), ..Reader::default() }
+    }
+
     /// The response a rollout line records, if it records new usage.
     pub fn turn(&mut self, line: &[u8]) -> Option<Turn> {
         let context = contains(line, b"\"turn_context\"");
@@ -67,7 +74,7 @@ impl Reader {
             return None;
         }
         let u = p.info?.total_token_usage?;
-        let now = (u.input_tokens, u.cached_input_tokens, u.output_tokens);
+        let now = (clamp(u.input_tokens), clamp(u.cached_input_tokens), clamp(u.output_tokens));
         if now.0 < self.total.0 || now.2 < self.total.2 {
             // A new running total (a resumed rollout starts over): take it from here.
             self.total = (0, 0, 0);
@@ -80,7 +87,7 @@ impl Reader {
         self.turns += 1;
         let cached = cached.min(input);
         Some(Turn {
-            key: format!("codex-{}", self.turns),
+            key: format!("codex-{}-{}", self.file, self.turns),
             model: self.model.clone().unwrap_or_else(|| "unknown".into()),
             tokens: Tokens { input: input - cached, output, cache_read: cached, ..Tokens::default() },
             at: l.timestamp,
@@ -103,6 +110,11 @@ pub fn rollout_cwd(line: &[u8]) -> Option<String> {
     }
     let m: Meta = serde_json::from_slice(line).ok()?;
     (m.kind == "session_meta").then_some(m.payload.cwd).flatten()
+}
+
+/// Token counts from a file anyone could write are held to a sane bound (no overflow).
+fn clamp(n: u64) -> u64 {
+    n.min(super::MAX_TOKENS)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -52,12 +52,14 @@ pub fn turns(doc: &[u8]) -> Vec<Turn> {
         .filter(|m| m.kind.as_deref() == Some("gemini"))
         .filter_map(|m| {
             let u = m.tokens?;
-            let cached = u.cached.min(u.input);
+            let c = |n: u64| n.min(super::MAX_TOKENS);
+            let (input, cached, output, thoughts) = (c(u.input), c(u.cached), c(u.output), c(u.thoughts));
+            let cached = cached.min(input);
             Some(Turn {
                 key: format!("gemini-{}", m.id?),
                 model: m.model.unwrap_or_else(|| "unknown".into()),
                 // Thinking is billed as output.
-                tokens: Tokens { input: u.input - cached, output: u.output + u.thoughts, cache_read: cached, ..Tokens::default() },
+                tokens: Tokens { input: input - cached, output: output + thoughts, cache_read: cached, ..Tokens::default() },
                 at: m.timestamp,
                 sidechain: false,
             })

@@ -35,6 +35,10 @@ pub fn prices() -> (u64, PriceTable) {
     (p.0, p.1.clone().unwrap_or_default())
 }
 
+/// Most tokens one count read from a harness's records may hold (files anyone on the
+/// machine can write: larger numbers are clamped, so sums cannot overflow).
+pub const MAX_TOKENS: u64 = 1_000_000_000_000;
+
 /// One model response's usage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -165,6 +169,9 @@ impl Ledger {
     }
 }
 
+/// Longest line kept waiting for its end.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
 /// Most bytes read from a record file in one go (bounded memory on a huge backlog).
 const CHUNK: usize = 4 * 1024 * 1024;
 
@@ -227,6 +234,11 @@ impl Tail {
                 rest = &rest[i + 1..];
             }
             self.partial.extend_from_slice(rest);
+            if self.partial.len() > MAX_LINE {
+                // No record is this long: drop it (its tail parses as nothing) rather
+                // than hold an unending line in memory.
+                self.partial.clear();
+            }
         }
         Ok(restarted)
     }

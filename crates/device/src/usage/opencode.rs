@@ -54,16 +54,17 @@ pub fn database() -> Option<PathBuf> {
 pub fn turn(id: &str, created_ms: i64, data: &str) -> Option<Turn> {
     let d: Data = serde_json::from_str(data).ok()?;
     let u = d.tokens?;
+    let c = |n: u64| n.min(super::MAX_TOKENS);
     let at = chrono::DateTime::from_timestamp_millis(created_ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     Some(Turn {
         key: format!("opencode-{id}"),
         model: d.model.unwrap_or_else(|| "unknown".into()),
         // Reasoning is billed as output.
         tokens: Tokens {
-            input: u.input,
-            output: u.output + u.reasoning,
-            cache_write_5m: u.cache.write,
-            cache_read: u.cache.read,
+            input: c(u.input),
+            output: c(u.output) + c(u.reasoning),
+            cache_write_5m: c(u.cache.write),
+            cache_read: c(u.cache.read),
             ..Tokens::default()
         },
         at,

@@ -32,8 +32,10 @@ pub struct Watch {
     gemini: HashMap<PathBuf, (u64, std::time::SystemTime)>,
     ledger: Ledger,
     prices: PriceTable,
+    /// Whether it prices with the shared table (the workspace's prices from the server).
+    follow: bool,
     /// The version of the shared prices the ledger was priced with.
-    prices_version: u64,
+    prices_version: Option<u64>,
 }
 
 /// Where the harnesses keep their records, from the daemon's environment: Claude Code's
@@ -72,24 +74,25 @@ impl Watch {
             gemini: HashMap::new(),
             ledger: Ledger::new(prices.clone()),
             prices,
-            prices_version: 0,
+            follow: false,
+            prices_version: None,
         }
     }
 
     /// Prices with the shared table from now on (the workspace's prices, from the server),
     /// repricing what was read whenever it changes.
     pub fn follow_shared_prices(mut self) -> Watch {
-        self.prices_version = u64::MAX;
+        self.follow = true;
         self
     }
 
     /// Reads what was added since the last poll; true if the usage changed.
     pub fn poll(&mut self) -> bool {
         let before = (self.ledger.spend(), self.ledger.route_changes().len());
-        if self.prices_version != 0 {
+        if self.follow {
             let (version, table) = super::prices();
-            if version != self.prices_version {
-                self.prices_version = version;
+            if Some(version) != self.prices_version {
+                self.prices_version = Some(version);
                 self.prices = table.clone();
                 self.ledger.reprice(table);
             }
@@ -103,40 +106,22 @@ impl Watch {
     fn poll_claude(&mut self) {
         for base in &self.claude_dirs {
             let dir = claude::project_dir(base, &self.cwd);
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for e in entries.flatten() {
-                let path = e.path();
-                if path.extension().is_some_and(|x| x == "jsonl") {
-                    self.claude.entry(path.clone()).or_insert_with(|| Tail::new(&path));
-                }
+            // The conversations, and their sub-agents' (`<session>/subagents/*.jsonl`).
+            for path in jsonl_files(&dir, 2) {
+                self.claude.entry(path.clone()).or_insert_with(|| Tail::new(&path));
             }
         }
         let (ledger, since) = (&mut self.ledger, self.since.as_str());
-        let mut restarted = false;
         for tail in self.claude.values_mut() {
-            let r = tail.read(|l| {
+            // A rewritten or truncated transcript is read again from its start: responses
+            // already counted count once (by their ids), and none is ever taken back, so
+            // spend never goes down.
+            let _ = tail.read(|l| {
                 if let Some(t) = claude::turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
                     ledger.record(t);
                 }
             });
-            restarted |= matches!(r, Ok(true));
         }
-        if restarted {
-            // A transcript was rewritten: count every file afresh.
-            self.reset();
-        }
-    }
-
-    fn reset(&mut self) {
-        self.ledger = Ledger::new(self.prices.clone());
-        for t in self.claude.values_mut() {
-            *t = Tail::new(&t_path(t));
-        }
-        for r in self.codex.values_mut() {
-            r.tail = Tail::new(&t_path(&r.tail));
-            r.reader = codex::Reader::default();
-        }
-        self.gemini.clear();
     }
 
     fn poll_gemini(&mut self) {
@@ -169,12 +154,14 @@ impl Watch {
 
     fn poll_codex(&mut self) {
         let Some(home) = &self.codex_home else { return };
-        // Rollouts are filed by day: look in the run's first day's folder through today's.
+        // Rollouts are filed by the machine's local day: look from the day before the run's
+        // start (UTC) through the day after today, and let each rollout's own directory
+        // and timestamps decide.
         let start =
             chrono::DateTime::parse_from_rfc3339(&self.since).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_else(|_| chrono::Utc::now());
-        let mut day = start.date_naive();
-        let today = chrono::Utc::now().date_naive();
-        while day <= today {
+        let mut day = start.date_naive() - chrono::Days::new(1);
+        let last = chrono::Utc::now().date_naive() + chrono::Days::new(1);
+        while day <= last {
             let dir = home.join("sessions").join(day.format("%Y/%m/%d").to_string());
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 for e in entries.flatten() {
@@ -182,28 +169,32 @@ impl Watch {
                     if path.extension().is_some_and(|x| x == "jsonl") {
                         self.codex.entry(path.clone()).or_insert_with(|| Rollout {
                             tail: Tail::new(&path),
-                            reader: codex::Reader::default(),
+                            reader: codex::Reader::for_file(&path.file_name().unwrap_or_default().to_string_lossy()),
                             ours: None,
                         });
                     }
                 }
             }
-            day = day.succ_opt().unwrap_or(today + chrono::Days::new(1));
+            day = day.succ_opt().unwrap_or(last + chrono::Days::new(1));
         }
         let (ledger, since, cwd) = (&mut self.ledger, self.since.as_str(), self.cwd.as_path());
         for r in self.codex.values_mut() {
-            if r.ours == Some(false) {
+            if r.ours.is_none() {
+                // Whose it is is in its first line: read just that (other sandboxes'
+                // rollouts are never read further).
+                r.ours = first_line(r.tail.path()).map(|l| codex::rollout_cwd(&l).is_some_and(|c| Path::new(&c) == cwd));
+            }
+            if r.ours != Some(true) {
                 continue;
             }
-            let (reader, ours) = (&mut r.reader, &mut r.ours);
+            if std::fs::metadata(r.tail.path()).is_ok_and(|m| m.len() < r.tail.offset()) {
+                // Rewritten from its start: read again, its running totals from zero.
+                r.reader = codex::Reader::for_file(&r.tail.path().file_name().unwrap_or_default().to_string_lossy());
+            }
+            let reader = &mut r.reader;
             let _ = r.tail.read(|l| {
-                if ours.is_none() {
-                    *ours = Some(codex::rollout_cwd(l).is_some_and(|c| Path::new(&c) == cwd));
-                }
-                if *ours == Some(true) {
-                    if let Some(t) = reader.turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
-                        ledger.record(t);
-                    }
+                if let Some(t) = reader.turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
+                    ledger.record(t);
                 }
             });
         }
@@ -248,8 +239,29 @@ impl Watch {
     }
 }
 
-fn t_path(t: &Tail) -> PathBuf {
-    t.path().to_path_buf()
+/// The first line of `path`, once it is complete (at most 64 KiB read).
+fn first_line(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    let end = buf[..n].iter().position(|b| *b == b'\n')?;
+    buf.truncate(end);
+    Some(buf)
+}
+
+/// The `.jsonl` files in `dir` and in its folders up to `depth` levels down.
+fn jsonl_files(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        let path = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() && depth > 0 => out.extend(jsonl_files(&path, depth - 1)),
+            Ok(t) if t.is_file() && path.extension().is_some_and(|x| x == "jsonl") => out.push(path),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -306,6 +318,48 @@ mod tests {
         assert!(w.poll());
         let r = w.report();
         assert_eq!((r.turns, r.tokens.output, r.unpriced_turns), (2, 12, 2));
+    }
+
+    #[test]
+    fn truncating_or_deleting_a_transcript_never_lowers_spend() {
+        let home = tempfile::tempdir().unwrap();
+        let claude = home.path().join(".claude");
+        let cwd = Path::new("/w/t");
+        let dir = claude::project_dir(&claude, cwd);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.jsonl"),
+            line("1", "2026-11-30T10:00:01Z", "claude-sonnet-4-5", 5) + &line("2", "2026-11-30T10:00:02Z", "claude-sonnet-4-5", 6),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.join("s1/subagents")).unwrap();
+        std::fs::write(dir.join("s1/subagents/agent-x.jsonl"), line("3", "2026-11-30T10:00:03Z", "claude-haiku-4-5", 7)).unwrap();
+        let mut w = Watch::with_homes(cwd, "2026-11-30T10:00:00Z", PriceTable::default(), vec![claude.clone()], None);
+        w.poll();
+        let before = w.report();
+        assert_eq!(before.turns, 3, "sub-agents' transcripts count too");
+        std::fs::write(dir.join("a.jsonl"), line("1", "2026-11-30T10:00:01Z", "claude-sonnet-4-5", 5)).unwrap();
+        std::fs::remove_file(dir.join("s1/subagents/agent-x.jsonl")).unwrap();
+        w.poll();
+        assert_eq!(w.report(), before, "what was counted stays counted");
+    }
+
+    #[test]
+    fn two_codex_rollouts_of_one_run_both_count() {
+        let home = tempfile::tempdir().unwrap();
+        let day = home.path().join(format!("sessions/{}", chrono::Utc::now().format("%Y/%m/%d")));
+        std::fs::create_dir_all(&day).unwrap();
+        let rollout = |total: u64| {
+            format!(
+                "{{\"type\":\"session_meta\",\"payload\":{{\"cwd\":\"/w/c\"}}}}\n{{\"type\":\"turn_context\",\"payload\":{{\"model\":\"gpt-5-codex\"}}}}\n{{\"timestamp\":\"2099-01-01T00:00:00Z\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"token_count\",\"info\":{{\"total_token_usage\":{{\"input_tokens\":{total},\"cached_input_tokens\":0,\"output_tokens\":1}}}}}}}}\n"
+            )
+        };
+        std::fs::write(day.join("rollout-1.jsonl"), rollout(3000)).unwrap();
+        std::fs::write(day.join("rollout-2.jsonl"), rollout(500)).unwrap();
+        let since = chrono::Utc::now().to_rfc3339();
+        let mut w = Watch::with_homes(Path::new("/w/c"), &since, PriceTable::default(), vec![], Some(home.path().to_path_buf()));
+        w.poll();
+        assert_eq!((w.report().turns, w.report().tokens.input), (2, 3500));
     }
 
     #[test]

@@ -32,3 +32,5 @@ CREATE TABLE skills (
 );
 -- Which skills reached each run (JSON [{name, outcome, detail}]), as its device reported.
 ALTER TABLE sessions ADD COLUMN skills TEXT;
+-- The workspace's spend this month, summed from the index alone.
+CREATE INDEX sessions_cost ON sessions (workspace_id, created_at, cost_generation, cost_cache_read);
