@@ -54,7 +54,7 @@ struct CacheCreation {
 pub fn turn(line: &[u8]) -> Option<Turn> {
     // Most of a transcript is prompts and tool output: skip lines that cannot be usage
     // before parsing them.
-    if !contains(line, b"\"usage\"") || !contains(line, b"\"assistant\"") {
+    if !super::contains(line, b"\"usage\"") || !super::contains(line, b"\"assistant\"") {
         return None;
     }
     let l: Line = serde_json::from_slice(line).ok()?;
@@ -79,10 +79,6 @@ pub fn turn(line: &[u8]) -> Option<Turn> {
     };
     let key = format!("{}|{}", m.id.as_deref().unwrap_or(""), l.request_id.as_deref().unwrap_or(""));
     Some(Turn { key, model: m.model.unwrap_or_else(|| "unknown".into()), tokens, at: l.timestamp, sidechain: l.sidechain })
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(hay, needle).is_some()
 }
 
 /// The folder Claude Code keeps `cwd`'s transcripts in, under its config dir

@@ -58,8 +58,8 @@ impl Reader {
 
     /// The response a rollout line records, if it records new usage.
     pub fn turn(&mut self, line: &[u8]) -> Option<Turn> {
-        let context = contains(line, b"\"turn_context\"");
-        if !context && !contains(line, b"\"token_count\"") {
+        let context = super::contains(line, b"\"turn_context\"");
+        if !context && !super::contains(line, b"\"token_count\"") {
             return None;
         }
         let l: Line = serde_json::from_slice(line).ok()?;
@@ -115,10 +115,6 @@ pub fn rollout_cwd(line: &[u8]) -> Option<String> {
 /// Token counts from a file anyone could write are held to a sane bound (no overflow).
 fn clamp(n: u64) -> u64 {
     n.min(super::MAX_TOKENS)
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(hay, needle).is_some()
 }
 
 #[cfg(test)]

@@ -39,6 +39,11 @@ pub fn prices() -> (u64, PriceTable) {
 /// machine can write: larger numbers are clamped, so sums cannot overflow).
 pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 
+/// Whether `needle` occurs in `hay` (a fast check before parsing a line).
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(hay, needle).is_some()
+}
+
 /// One model response's usage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
