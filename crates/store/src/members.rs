@@ -143,12 +143,20 @@ impl Store {
     }
 
     /// Stores a member's new password hash ("password changed").
-    pub async fn set_password(&self, member: MemberId, hash: &str) -> Result<()> {
+    /// Every other browser sign-in of the member ends with it (all but the one whose
+    /// cookie digest is `keep`, the browser that made the change).
+    pub async fn set_password(&self, member: MemberId, hash: &str, keep: Option<&str>) -> Result<()> {
         let mut tx = self.write().await?;
         let row = sqlx::query("UPDATE members SET password_hash = ? WHERE id = ? RETURNING workspace_id, name")
             .bind(hash)
             .bind(member.to_string())
             .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE web_sessions SET revoked_at = ? WHERE member_id = ? AND revoked_at IS NULL AND hash IS NOT ?")
+            .bind(now())
+            .bind(member.to_string())
+            .bind(keep)
+            .execute(&mut *tx)
             .await?;
         let (ws, name): (String, String) = (row.get("workspace_id"), row.get("name"));
         insert(&mut tx, &event(parse_id(&ws)?, EventKind::PasswordChanged, &name, serde_json::json!({ "member": name }))).await?;
@@ -459,6 +467,12 @@ mod tests {
         let (s, _d) = store().await;
         let (ws, owner) = s.bootstrap("default", "alice").await.unwrap();
         let alice = s.member(owner).await.unwrap().unwrap();
+        // A new password ends the member's other browser sign-ins, not the one changing it.
+        s.open_web_session(owner, "here", chrono::Duration::hours(1)).await.unwrap();
+        s.open_web_session(owner, "elsewhere", chrono::Duration::hours(1)).await.unwrap();
+        s.set_password(owner, "$argon2id$x", Some("here")).await.unwrap();
+        assert!(s.web_principal("here").await.unwrap().is_ok());
+        assert!(s.web_principal("elsewhere").await.unwrap().is_err());
         let id = s.issue_member_token(&alice, "d1", "laptop").await.unwrap();
         assert!(s.principal_for("d1").await.unwrap().is_some());
         s.create_invite(ws, Role::Admin, owner, "alice", "c", chrono::Duration::hours(1)).await.unwrap();

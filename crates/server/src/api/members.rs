@@ -307,6 +307,11 @@ pub async fn set_password(
     }
     check_password(&req.password).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let hash = passwords::hash(req.password).await?;
-    state.store.set_password(member.id, &hash).await?;
+    // Other browsers signed in as this member are signed out; this one stays.
+    let keep = match &caller.1 {
+        auth::Credential::Cookie(digest) => Some(digest.as_str()),
+        auth::Credential::Token(_) => None,
+    };
+    state.store.set_password(member.id, &hash, keep).await?;
     Ok(StatusCode::NO_CONTENT)
 }
