@@ -44,3 +44,6 @@ function notifySignedOut(code: string) {
 }
 
 export const enc = encodeURIComponent;
+
+/** What to show a person for a failed call: the server's message, or the error's. */
+export const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));

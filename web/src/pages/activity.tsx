@@ -1,7 +1,7 @@
 // The workspace's activity feed, newest first, growing live.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError } from "../api";
+import { api, errorText } from "../api";
 import { when } from "../format";
 import { subscribe } from "../live";
 import type { ActivityEvent } from "../types";
@@ -19,7 +19,7 @@ export function ActivityPage() {
       setEvents((old) => (before != null ? [...old, ...page] : page));
       setMore(page.length === 100);
     } catch (e) {
-      setError(e instanceof ApiError ? e.message : String(e));
+      setError(errorText(e));
     }
   };
   useEffect(() => {

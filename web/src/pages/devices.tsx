@@ -1,7 +1,7 @@
 // Devices: the list, and one device's page with its sessions.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, enc } from "../api";
+import { api, enc, errorText } from "../api";
 import { LiveDot, OutcomeBadge } from "../badges";
 import { ago, duration, when } from "../format";
 import { subscribe } from "../live";
@@ -24,7 +24,7 @@ export function DevicesPage() {
   const [devices, setDevices] = useState<Device[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    const load = () => api<Device[]>("/api/v1/devices").then(setDevices, (e) => setError(e instanceof ApiError ? e.message : String(e)));
+    const load = () => api<Device[]>("/api/v1/devices").then(setDevices, (e) => setError(errorText(e)));
     load();
     return subscribe(() => load());
   }, []);
@@ -85,7 +85,7 @@ export function DevicePage({ name }: { name: string }) {
       setMore(list.sessions.length === 50);
       setError(null);
     } catch (e) {
-      setError(e instanceof ApiError ? e.message : String(e));
+      setError(errorText(e));
     }
   };
   useEffect(() => {

@@ -3,13 +3,12 @@
 // personal API tokens (`drover login` issues them), which you can revoke.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, enc } from "../api";
+import { api, enc, errorText } from "../api";
 import { ago, when } from "../format";
 import { subscribe } from "../live";
 import type { Invite, Me, Member, Token } from "../types";
 
 const ROLES = ["member", "admin", "owner"] as const;
-const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
 
 function InviteForm({ onInvited }: { onInvited: () => void }) {

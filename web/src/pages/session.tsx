@@ -3,7 +3,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
-import { api, ApiError, enc } from "../api";
+import { api, ApiError, enc, errorText } from "../api";
 import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
 import { duration, ago, cap, when, bytes, usdExact } from "../format";
 import { subscribe } from "../live";
@@ -65,7 +65,7 @@ function SendBox({ id }: { id: string }) {
       setStatus({ ok: true, message: `Sent and recorded in the activity feed (${r.event}).` });
       setText("");
     } catch (e) {
-      setStatus({ ok: false, message: e instanceof ApiError ? e.message : String(e) });
+      setStatus({ ok: false, message: errorText(e) });
     } finally {
       setBusy(false);
     }
@@ -207,7 +207,7 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
     try {
       await api(`/api/v1/sessions/${enc(session.id)}/stop`, { method: "POST", json: {} });
     } catch (e) {
-      setStopError(e instanceof ApiError ? e.message : String(e));
+      setStopError(errorText(e));
       setStopping(false);
     }
   };

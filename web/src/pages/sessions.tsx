@@ -2,7 +2,7 @@
 // sandbox list, loaded in batches as you scroll and kept current by the live stream.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, enc } from "../api";
+import { api, enc, errorText } from "../api";
 import { LiveDot, OutcomeBadge, StateBadge, TypeBadges } from "../badges";
 import { ago, usd } from "../format";
 import { subscribe } from "../live";
@@ -160,7 +160,7 @@ export function SessionsPage() {
       setDone(list.next_cursor === null);
       setError(null);
     } catch (e) {
-      if (gen === generation.current) setError(e instanceof ApiError ? e.message : String(e));
+      if (gen === generation.current) setError(errorText(e));
     } finally {
       if (gen === generation.current) setLoading(false);
     }

@@ -3,7 +3,7 @@
 // by model. "unknown" marks spend on models with no price: the figure shown is then a floor.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError } from "../api";
+import { api, errorText } from "../api";
 import { subscribe } from "../live";
 import type { Me } from "../types";
 
@@ -25,7 +25,6 @@ function allDays(since: string, rows: Row[]): Row[] {
   return out;
 }
 const amount = (r: Row) => `${money(r.usd)}${r.unknown ? " + unknown" : ""}`;
-const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 
 /** Spend per day as bars (an SVG the page draws itself; no chart library). */
 function DayChart({ since, rows }: { since: string; rows: Row[] }) {

@@ -2,7 +2,7 @@
 // Workflow view, the Sessions panel's controls, blockers and questions, and its Activity.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, enc } from "../api";
+import { api, enc, errorText } from "../api";
 import { LiveDot, OutcomeBadge } from "../badges";
 import { ago, cap, usd, when } from "../format";
 import { subscribe } from "../live";
@@ -22,7 +22,6 @@ function TaskState({ t }: { t: Task }) {
 
 const TASK_TYPES = ["story", "bug", "chore", "spike"];
 
-const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 
 /** "plan → code → merge (merges)": a workflow in one line. */
 function stagesLine(stages: Stage[]): string {
@@ -228,7 +227,7 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
       setMessage({ ok: true, text: done });
       reload();
     } catch (e) {
-      setMessage({ ok: false, text: e instanceof ApiError ? e.message : String(e) });
+      setMessage({ ok: false, text: errorText(e) });
     } finally {
       setBusy(false);
     }
@@ -281,7 +280,7 @@ function Notes({ d, reload }: { d: TaskDetail; reload: () => void }) {
       else await api(`/api/v1/notes/${enc(id)}/resolve`, { method: "POST", json: {} });
       reload();
     } catch (e) {
-      setError(e instanceof ApiError ? e.message : String(e));
+      setError(errorText(e));
     }
   };
   return (
@@ -328,7 +327,7 @@ function Notes({ d, reload }: { d: TaskDetail; reload: () => void }) {
 export function TaskPage({ id }: { id: string }) {
   const [d, setD] = useState<TaskDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const load = () => api<TaskDetail>(`/api/v1/tasks/${enc(id)}`).then(setD, (e) => setError(e instanceof ApiError ? e.message : String(e)));
+  const load = () => api<TaskDetail>(`/api/v1/tasks/${enc(id)}`).then(setD, (e) => setError(errorText(e)));
   useEffect(() => {
     load();
     return subscribe(() => load());

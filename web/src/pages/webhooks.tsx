@@ -3,7 +3,7 @@
 // each endpoint's delivery log with Redeliver.
 
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, enc } from "../api";
+import { api, enc, errorText } from "../api";
 import { ago, when } from "../format";
 
 interface Webhook {
@@ -38,7 +38,6 @@ const EVENT_TYPES = [
   "spend.cap_reached",
 ];
 
-const errorText = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 
 function Deliveries({ hook }: { hook: Webhook }) {
   const [list, setList] = useState<Delivery[] | null>(null);
