@@ -2,6 +2,18 @@
 //! server; today it runs on SQLite (WAL, `synchronous=FULL`: a commit is on disk before
 //! anything is acknowledged), and the same surface is what a PostgreSQL backend implements.
 
+/// A subquery giving `[runs with usage, nano-dollars of priced responses, unpriced
+/// responses]` over the sessions `x` that `$filter` selects (read with `cost_sum`).
+macro_rules! cost_json {
+    ($filter:literal) => {
+        concat!(
+            "(SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0)) FROM sessions x WHERE ",
+            $filter,
+            ")"
+        )
+    };
+}
+
 mod credentials;
 mod devices;
 mod events;

@@ -169,22 +169,22 @@ impl Store {
         cursor: Option<&SandboxCursor>,
         limit: i64,
     ) -> Result<Vec<SandboxItem>> {
-        let mut sql = String::from(
+        let mut sql = String::from(concat!(
             "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
                     s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
                     s.stage AS s_stage, a.name AS agent_name,
-                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index,
-                    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
-                       FROM sessions x WHERE x.sandbox_id = b.id) AS b_cost,
-                    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
-                       FROM sessions x WHERE x.task_id = b.task_id) AS t_cost
+                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
+            cost_json!("x.sandbox_id = b.id"),
+            " AS b_cost, ",
+            cost_json!("x.task_id = b.task_id"),
+            " AS t_cost
              FROM sandboxes b
              JOIN devices d ON d.id = b.device_id
              LEFT JOIN sessions s ON s.id = b.last_session_id
              LEFT JOIN agents a ON a.id = s.agent_id
              LEFT JOIN tasks t ON t.id = b.task_id
              WHERE b.workspace_id = ?",
-        );
+        ));
         match filter {
             SandboxFilter::Live => sql.push_str(" AND b.live = 1"),
             SandboxFilter::Open => sql.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),

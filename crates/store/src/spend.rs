@@ -4,7 +4,7 @@
 use drover_core::{SessionId, TaskId, WorkspaceId};
 use sqlx::Row;
 
-use crate::{now, Result, Store};
+use crate::{now, parse_id, Result, Store};
 
 /// What a run's task and workspace have spent against their caps (nano-dollars).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,42 @@ pub struct SpendRow {
     pub tokens: u64,
     /// Runs.
     pub runs: u64,
+}
+
+/// The SQL sum of every token of the usage report (or model share) in JSON column `$col`.
+macro_rules! token_sum {
+    ($col:literal) => {
+        concat!(
+            "SUM(json_extract(",
+            $col,
+            ", '$.tokens.input') + json_extract(",
+            $col,
+            ", '$.tokens.output') + json_extract(",
+            $col,
+            ", '$.tokens.cache_write_5m') + json_extract(",
+            $col,
+            ", '$.tokens.cache_write_1h') + json_extract(",
+            $col,
+            ", '$.tokens.cache_read'))"
+        )
+    };
+}
+
+/// The spend view's query over whole runs, grouped by the key expression `$key`.
+macro_rules! by_run {
+    ($key:literal, $from:literal, $order:literal) => {
+        concat!(
+            "SELECT ",
+            $key,
+            " AS k, SUM(s.cost_generation + s.cost_cache_read) AS cost, SUM(s.cost_unpriced) AS unpriced,
+                    SUM(json_extract(s.usage, '$.turns')) AS turns, ",
+            token_sum!("s.usage"),
+            " AS tokens, COUNT(*) AS runs FROM ",
+            $from,
+            " WHERE s.workspace_id = ? AND s.created_at >= ? AND s.usage IS NOT NULL GROUP BY k ORDER BY ",
+            $order
+        )
+    };
 }
 
 /// The first instant of the month `at` (stored time format) falls in.
@@ -84,34 +120,26 @@ impl Store {
         Ok(v.max(0) as u64)
     }
 
-    /// What `session`'s task and workspace have spent against their caps (the sums only
-    /// when there is a cap to hold them to).
+    /// What `session`'s task and workspace have spent against their caps (each sum only
+    /// when there is a cap to hold it to).
     pub async fn cap_check(&self, session: SessionId) -> Result<CapCheck> {
-        let caps = sqlx::query("SELECT t.spend_cap AS task_cap, w.spend_cap AS ws_cap FROM sessions s JOIN workspaces w ON w.id = s.workspace_id LEFT JOIN tasks t ON t.id = s.task_id WHERE s.id = ?")
-            .bind(session.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        if caps.as_ref().is_none_or(|r| r.get::<Option<i64>, _>("task_cap").is_none() && r.get::<Option<i64>, _>("ws_cap").is_none()) {
-            return Ok(CapCheck { task: None, workspace: None });
-        }
-        let month = month_start(&now());
         let row = sqlx::query(
-            "SELECT t.spend_cap AS task_cap, w.spend_cap AS ws_cap,
-                    (SELECT COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0) FROM sessions x WHERE x.task_id = s.task_id) AS task_spent,
-                    (SELECT COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0) FROM sessions x
-                       WHERE x.workspace_id = s.workspace_id AND x.created_at >= ?) AS ws_spent
+            "SELECT s.task_id, s.workspace_id, t.spend_cap AS task_cap, w.spend_cap AS ws_cap
              FROM sessions s JOIN workspaces w ON w.id = s.workspace_id LEFT JOIN tasks t ON t.id = s.task_id WHERE s.id = ?",
         )
-        .bind(&month)
         .bind(session.to_string())
         .fetch_optional(&self.pool)
         .await?;
         let Some(r) = row else { return Ok(CapCheck { task: None, workspace: None }) };
-        let spent = |k: &str| r.get::<i64, _>(k).max(0) as u64;
-        Ok(CapCheck {
-            task: cap(r.get("task_cap")).map(|c| (c, spent("task_spent"))),
-            workspace: cap(r.get("ws_cap")).map(|c| (c, spent("ws_spent"))),
-        })
+        let task = match (cap(r.get("task_cap")), r.get::<Option<String>, _>("task_id")) {
+            (Some(c), Some(task)) => Some((c, self.task_spend(parse_id(&task)?).await?)),
+            _ => None,
+        };
+        let workspace = match cap(r.get("ws_cap")) {
+            Some(c) => Some((c, self.month_spend(parse_id(r.get("workspace_id"))?).await?)),
+            None => None,
+        };
+        Ok(CapCheck { task, workspace })
     }
 
     /// The workspace's own prices (model → price), which win over the shipped table.
@@ -156,31 +184,20 @@ impl Store {
     /// The workspace's spend since `since` (stored time), by `by`: `agent`, `model` or `day`.
     pub async fn spend_by(&self, workspace: WorkspaceId, since: &str, by: SpendKey) -> Result<Vec<SpendRow>> {
         let sql = match by {
-            SpendKey::Agent => {
-                "SELECT COALESCE(a.name, '(no agent)') AS k, SUM(s.cost_generation + s.cost_cache_read) AS cost, SUM(s.cost_unpriced) AS unpriced,
-                        SUM(json_extract(s.usage, '$.turns')) AS turns,
-                        SUM(json_extract(s.usage, '$.tokens.input') + json_extract(s.usage, '$.tokens.output') + json_extract(s.usage, '$.tokens.cache_write_5m')
-                            + json_extract(s.usage, '$.tokens.cache_write_1h') + json_extract(s.usage, '$.tokens.cache_read')) AS tokens, COUNT(*) AS runs
-                 FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id
-                 WHERE s.workspace_id = ? AND s.created_at >= ? AND s.usage IS NOT NULL GROUP BY k ORDER BY cost DESC"
-            }
-            SpendKey::Day => {
-                "SELECT substr(s.created_at, 1, 10) AS k, SUM(s.cost_generation + s.cost_cache_read) AS cost, SUM(s.cost_unpriced) AS unpriced,
-                        SUM(json_extract(s.usage, '$.turns')) AS turns,
-                        SUM(json_extract(s.usage, '$.tokens.input') + json_extract(s.usage, '$.tokens.output') + json_extract(s.usage, '$.tokens.cache_write_5m')
-                            + json_extract(s.usage, '$.tokens.cache_write_1h') + json_extract(s.usage, '$.tokens.cache_read')) AS tokens, COUNT(*) AS runs
-                 FROM sessions s WHERE s.workspace_id = ? AND s.created_at >= ? AND s.usage IS NOT NULL GROUP BY k ORDER BY k"
-            }
+            SpendKey::Agent => by_run!("COALESCE(a.name, '(no agent)')", "sessions s LEFT JOIN agents a ON a.id = s.agent_id", "cost DESC"),
+            SpendKey::Day => by_run!("substr(s.created_at, 1, 10)", "sessions s", "k"),
             SpendKey::Model => {
                 // Each run's report splits its spend by model.
-                "SELECT json_extract(m.value, '$.model') AS k,
+                concat!(
+                    "SELECT json_extract(m.value, '$.model') AS k,
                         SUM(json_extract(m.value, '$.cost.generation') + json_extract(m.value, '$.cost.cache_read')) AS cost,
                         SUM(json_extract(m.value, '$.unpriced_turns')) AS unpriced,
-                        SUM(json_extract(m.value, '$.turns')) AS turns,
-                        SUM(json_extract(m.value, '$.tokens.input') + json_extract(m.value, '$.tokens.output') + json_extract(m.value, '$.tokens.cache_write_5m')
-                            + json_extract(m.value, '$.tokens.cache_write_1h') + json_extract(m.value, '$.tokens.cache_read')) AS tokens, COUNT(*) AS runs
+                        SUM(json_extract(m.value, '$.turns')) AS turns, ",
+                    token_sum!("m.value"),
+                    " AS tokens, COUNT(*) AS runs
                  FROM sessions s, json_each(s.usage, '$.models') m
                  WHERE s.workspace_id = ? AND s.created_at >= ? AND s.usage IS NOT NULL GROUP BY k ORDER BY tokens DESC"
+                )
             }
         };
         let rows = sqlx::query(sql).bind(workspace.to_string()).bind(since).fetch_all(&self.pool).await?;

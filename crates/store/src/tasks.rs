@@ -171,10 +171,11 @@ pub struct NewTaskSession {
     pub resumed: bool,
 }
 
-const TASK_SELECT: &str = "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state,
-    (SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0))
-       FROM sessions x WHERE x.task_id = t.id) AS t_cost
-    FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id";
+const TASK_SELECT: &str = concat!(
+    "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
+    cost_json!("x.task_id = t.id"),
+    " AS t_cost FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id"
+);
 
 fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
     let status: String = r.get("status");
