@@ -411,8 +411,7 @@ impl SessionTask {
         };
         // OpenCode keeps its records in a SQLite store, read asynchronously.
         if let Some(db) = crate::usage::opencode::database() {
-            let (dir, since_ms) = watch.scope();
-            watch.record(crate::usage::opencode::turns(&db, &dir, since_ms).await);
+            watch.poll_opencode(&db).await;
         }
         let report = watch.report();
         let unsent = self.usage_sent.as_ref() != Some(&report) && (report.turns > 0 || self.usage_sent.is_some());

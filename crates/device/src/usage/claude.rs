@@ -69,7 +69,7 @@ pub fn turn(line: &[u8]) -> Option<Turn> {
         }
         _ => (u.cache_creation_input_tokens, 0),
     };
-    let c = |n: u64| n.min(super::MAX_TOKENS);
+    let c = super::clamp;
     let tokens = Tokens {
         input: c(u.input_tokens),
         output: c(u.output_tokens),

@@ -50,10 +50,10 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// A reader of the rollout `file` (its turns' keys name it, so two rollouts of one
-    /// run never take each other's turns for copies).
-    pub fn for_file(file: &str) -> Reader {
-        Reader { file: file.to_string(), ..Reader::default() }
+    /// A reader of the rollout at `path` (its turns' keys name the file, so two rollouts
+    /// of one run never take each other's turns for copies).
+    pub fn for_file(path: &std::path::Path) -> Reader {
+        Reader { file: path.file_name().unwrap_or_default().to_string_lossy().into_owned(), ..Reader::default() }
     }
 
     /// The response a rollout line records, if it records new usage.
@@ -74,6 +74,7 @@ impl Reader {
             return None;
         }
         let u = p.info?.total_token_usage?;
+        let clamp = super::clamp;
         let now = (clamp(u.input_tokens), clamp(u.cached_input_tokens), clamp(u.output_tokens));
         if now.0 < self.total.0 || now.2 < self.total.2 {
             // A new running total (a resumed rollout starts over): take it from here.
@@ -110,11 +111,6 @@ pub fn rollout_cwd(line: &[u8]) -> Option<String> {
     }
     let m: Meta = serde_json::from_slice(line).ok()?;
     (m.kind == "session_meta").then_some(m.payload.cwd).flatten()
-}
-
-/// Token counts from a file anyone could write are held to a sane bound (no overflow).
-fn clamp(n: u64) -> u64 {
-    n.min(super::MAX_TOKENS)
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ pub fn turns(doc: &[u8]) -> Vec<Turn> {
         .filter(|m| m.kind.as_deref() == Some("gemini"))
         .filter_map(|m| {
             let u = m.tokens?;
-            let c = |n: u64| n.min(super::MAX_TOKENS);
+            let c = super::clamp;
             let (input, cached, output, thoughts) = (c(u.input), c(u.cached), c(u.output), c(u.thoughts));
             let cached = cached.min(input);
             Some(Turn {

@@ -39,6 +39,11 @@ pub fn prices() -> (u64, PriceTable) {
 /// machine can write: larger numbers are clamped, so sums cannot overflow).
 pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 
+/// A token count read from a harness's records, held to [`MAX_TOKENS`].
+fn clamp(n: u64) -> u64 {
+    n.min(MAX_TOKENS)
+}
+
 /// Whether `needle` occurs in `hay` (a fast check before parsing a line).
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
@@ -57,6 +62,14 @@ pub struct Turn {
     pub at: Option<String>,
     /// Whether a sub-agent (sidechain) produced it: spend, but not the session's route.
     pub sidechain: bool,
+}
+
+impl Turn {
+    /// Whether it was written at or after `since` (RFC 3339, UTC): part of the run that
+    /// started then. A response without a time counts.
+    pub fn in_run(&self, since: &str) -> bool {
+        self.at.as_deref().is_none_or(|at| at >= since)
+    }
 }
 
 /// The session's model changed between two responses.

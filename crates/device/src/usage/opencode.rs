@@ -54,7 +54,7 @@ pub fn database() -> Option<PathBuf> {
 pub fn turn(id: &str, created_ms: i64, data: &str) -> Option<Turn> {
     let d: Data = serde_json::from_str(data).ok()?;
     let u = d.tokens?;
-    let c = |n: u64| n.min(super::MAX_TOKENS);
+    let c = super::clamp;
     let at = chrono::DateTime::from_timestamp_millis(created_ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     Some(Turn {
         key: format!("opencode-{id}"),
@@ -72,27 +72,34 @@ pub fn turn(id: &str, created_ms: i64, data: &str) -> Option<Turn> {
     })
 }
 
-/// The responses of OpenCode sessions that ran in `cwd`, from `since_ms` (Unix ms) on.
-/// An absent or unreadable store has none.
-pub async fn turns(db: &Path, cwd: &Path, since_ms: i64) -> Vec<Turn> {
+/// The responses of OpenCode sessions that ran in `cwd`, from `since_ms` (Unix ms) on,
+/// written after `updated_after` (Unix ms; a message is rewritten as its response
+/// streams), with the latest such time: the cursor for the next read, so each message is
+/// read again only when it changed. An absent or unreadable store has none.
+pub async fn turns(db: &Path, cwd: &Path, since_ms: i64, updated_after: i64) -> (Vec<Turn>, i64) {
     if !db.exists() {
-        return Vec::new();
+        return (Vec::new(), updated_after);
     }
     let opts = SqliteConnectOptions::new().filename(db).read_only(true).busy_timeout(std::time::Duration::from_secs(1));
-    let Ok(mut conn) = opts.connect().await else { return Vec::new() };
+    let Ok(mut conn) = opts.connect().await else { return (Vec::new(), updated_after) };
     let rows = sqlx::query(
-        "SELECT m.id, m.time_created, m.data FROM message m JOIN session s ON s.id = m.session_id
-         WHERE s.directory = ? AND m.time_created >= ? AND json_extract(m.data, '$.role') = 'assistant' ORDER BY m.time_created",
+        "SELECT m.id, m.time_created, m.time_updated, m.data FROM message m JOIN session s ON s.id = m.session_id
+         WHERE s.directory = ? AND m.time_created >= ? AND m.time_updated > ? AND json_extract(m.data, '$.role') = 'assistant'
+         ORDER BY m.time_updated",
     )
     .bind(cwd.to_string_lossy().into_owned())
     .bind(since_ms)
+    .bind(updated_after)
     .fetch_all(&mut conn)
     .await
     .unwrap_or_default();
-    rows.iter()
+    let latest = rows.iter().map(|r| r.get::<i64, _>("time_updated")).max().unwrap_or(updated_after).max(updated_after);
+    let turns = rows
+        .iter()
         .filter_map(|r| turn(&r.get::<String, _>("id"), r.get::<i64, _>("time_created"), &r.get::<String, _>("data")))
         .filter(|t| t.tokens.total() > 0)
-        .collect()
+        .collect();
+    (turns, latest)
 }
 
 #[cfg(test)]
@@ -127,13 +134,16 @@ mod tests {
         let db = dir.path().join("opencode.db");
         store(&db).await;
         let mut ledger = Ledger::new(PriceTable::default());
-        for t in turns(&db, Path::new("/w/mine"), 1000).await {
+        let (read, cursor) = turns(&db, Path::new("/w/mine"), 1000, 0).await;
+        for t in read {
             ledger.record(t);
         }
+        assert_eq!(cursor, 3500);
+        assert!(turns(&db, Path::new("/w/mine"), 1000, cursor).await.0.is_empty(), "nothing changed since");
         let s = ledger.spend();
         assert_eq!(s.turns, 1, "only msg_1: another folder's and an earlier run's are not this run's");
         // 200 × 3000 + 150 out × 15000 + 1000 writes × 3750 = 600,000 + 2,250,000 + 3,750,000; 5000 reads × 300.
         assert_eq!(s.known_cost(), Some(Cost { generation: 6_600_000, cache_read: 1_500_000 }));
-        assert!(turns(&dir.path().join("missing.db"), Path::new("/w/mine"), 0).await.is_empty());
+        assert!(turns(&dir.path().join("missing.db"), Path::new("/w/mine"), 0, 0).await.0.is_empty());
     }
 }

@@ -32,6 +32,8 @@ pub struct Watch {
     gemini: HashMap<PathBuf, (u64, std::time::SystemTime)>,
     ledger: Ledger,
     prices: PriceTable,
+    /// How far OpenCode's store was read (its messages' latest update, Unix ms).
+    opencode_cursor: i64,
     /// Whether it prices with the shared table (the workspace's prices from the server).
     follow: bool,
     /// The version of the shared prices the ledger was priced with.
@@ -74,6 +76,7 @@ impl Watch {
             gemini: HashMap::new(),
             ledger: Ledger::new(prices.clone()),
             prices,
+            opencode_cursor: 0,
             follow: false,
             prices_version: None,
         }
@@ -117,7 +120,7 @@ impl Watch {
             // already counted count once (by their ids), and none is ever taken back, so
             // spend never goes down.
             let _ = tail.read(|l| {
-                if let Some(t) = claude::turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
+                if let Some(t) = claude::turn(l).filter(|t| t.in_run(since)) {
                     ledger.record(t);
                 }
             });
@@ -140,7 +143,7 @@ impl Watch {
                 continue; // half written: read it again next time
             }
             self.gemini.insert(path, stamp);
-            for t in turns.into_iter().filter(|t| t.at.as_deref().is_none_or(|at| at >= self.since.as_str())) {
+            for t in turns.into_iter().filter(|t| t.in_run(&self.since)) {
                 self.ledger.record(t);
             }
         }
@@ -169,7 +172,7 @@ impl Watch {
                     if path.extension().is_some_and(|x| x == "jsonl") {
                         self.codex.entry(path.clone()).or_insert_with(|| Rollout {
                             tail: Tail::new(&path),
-                            reader: codex::Reader::for_file(&path.file_name().unwrap_or_default().to_string_lossy()),
+                            reader: codex::Reader::for_file(&path),
                             ours: None,
                         });
                     }
@@ -189,11 +192,11 @@ impl Watch {
             }
             if std::fs::metadata(r.tail.path()).is_ok_and(|m| m.len() < r.tail.offset()) {
                 // Rewritten from its start: read again, its running totals from zero.
-                r.reader = codex::Reader::for_file(&r.tail.path().file_name().unwrap_or_default().to_string_lossy());
+                r.reader = codex::Reader::for_file(r.tail.path());
             }
             let reader = &mut r.reader;
             let _ = r.tail.read(|l| {
-                if let Some(t) = reader.turn(l).filter(|t| t.at.as_deref().is_none_or(|at| at >= since)) {
+                if let Some(t) = reader.turn(l).filter(|t| t.in_run(since)) {
                     ledger.record(t);
                 }
             });
@@ -203,15 +206,18 @@ impl Watch {
     /// Records responses read elsewhere (OpenCode's store, read asynchronously); those
     /// from before the run's start are left out.
     pub fn record(&mut self, turns: Vec<super::Turn>) {
-        for t in turns.into_iter().filter(|t| t.at.as_deref().is_none_or(|at| at >= self.since.as_str())) {
+        for t in turns.into_iter().filter(|t| t.in_run(&self.since)) {
             self.ledger.record(t);
         }
     }
 
-    /// The run's directory and start (Unix ms), for readers outside [`Watch::poll`].
-    pub fn scope(&self) -> (PathBuf, i64) {
+    /// Reads OpenCode's store (SQLite, so asynchronously) for what changed since the
+    /// last read.
+    pub async fn poll_opencode(&mut self, db: &Path) {
         let since = chrono::DateTime::parse_from_rfc3339(&self.since).map(|t| t.timestamp_millis()).unwrap_or(0);
-        (self.cwd.clone(), since)
+        let (turns, cursor) = super::opencode::turns(db, &self.cwd, since, self.opencode_cursor).await;
+        self.opencode_cursor = cursor;
+        self.record(turns);
     }
 
     /// The usage so far, as reported to the server.
