@@ -90,6 +90,19 @@ impl LoginLimiter {
     }
 }
 
+/// Counts a sign-in attempt (a password, an invitation code, an enrollment token) from
+/// `addr`, and for `name` if it is a valid member name, before anything is checked; 429
+/// when one of them is at its limit.
+pub(crate) fn count_attempt(state: &crate::AppState, addr: std::net::SocketAddr, name: Option<&str>) -> Result<Attempt, crate::ApiError> {
+    let ip = format!("ip:{}", addr.ip());
+    let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
+    let mut keys = vec![(ip.as_str(), state.logins.per_address())];
+    if let Some(n) = &name {
+        keys.push((n.as_str(), state.logins.per_name()));
+    }
+    state.logins.attempt(&keys, Instant::now()).map_err(|wait| crate::ApiError::TooManyRequests(wait.as_secs().max(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

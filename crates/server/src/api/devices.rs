@@ -90,11 +90,7 @@ pub async fn enroll(
     axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<std::net::SocketAddr>,
     super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
 ) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
-    let key = format!("ip:{}", addr.ip());
-    let attempt = state
-        .logins
-        .attempt(&[(&key, state.logins.per_address())], std::time::Instant::now())
-        .map_err(|wait| ApiError::TooManyRequests(wait.as_secs().max(1)))?;
+    let attempt = crate::limits::count_attempt(&state, addr, None)?;
     let well_formed = req.token.len() <= 128 && req.token.starts_with(crate::auth::ENROLLMENT_TOKEN_PREFIX) && req.name.len() <= 63;
     let credential = crate::auth::new_token(crate::auth::DEVICE_TOKEN_PREFIX);
     let enrolled = if well_formed {

@@ -3,7 +3,6 @@
 //! are rate-limited per client address and per name; every change is audited.
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -77,21 +76,9 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Counts a sign-in attempt from `addr` (and for `name`, if it is a valid member name)
-/// before anything is checked; 429 when one of them is at its limit.
-fn count_attempt(state: &AppState, addr: SocketAddr, name: Option<&str>) -> Result<crate::limits::Attempt, ApiError> {
-    let ip = format!("ip:{}", addr.ip());
-    let name = name.filter(|n| check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
-    let mut keys = vec![(ip.as_str(), state.logins.per_address())];
-    if let Some(n) = &name {
-        keys.push((n.as_str(), state.logins.per_name()));
-    }
-    state.logins.attempt(&keys, Instant::now()).map_err(|wait| ApiError::TooManyRequests(wait.as_secs().max(1)))
-}
-
 /// Checks a name and password against the store, under the rate limit; the member on success.
 async fn authenticate(state: &AppState, addr: SocketAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
-    let attempt = count_attempt(state, addr, Some(name))?;
+    let attempt = crate::limits::count_attempt(state, addr, Some(name))?;
     let member = if check_member_name(name).is_ok() { state.store.member_by_name(state.workspace, name).await? } else { None };
     let hash = member.as_ref().and_then(|m| m.password_hash.clone());
     let bounded = password.len() <= drover_core::names::MAX_PASSWORD_BYTES;
@@ -273,7 +260,7 @@ pub async fn accept(
     ApiJson(req): ApiJson<AcceptInvite>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_origin(&headers)?;
-    let attempt = count_attempt(&state, addr, None)?;
+    let attempt = crate::limits::count_attempt(&state, addr, None)?;
     if check_code(&code).is_err() || state.store.invite_role(&auth::digest(&code)).await?.is_none() {
         return Err(refused(MemberRefused::InviteInvalid));
     }
