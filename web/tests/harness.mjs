@@ -16,11 +16,22 @@ export const DROVER =
 export const SHOTS = resolve(import.meta.dirname, "../test-results");
 mkdirSync(SHOTS, { recursive: true });
 
+/**
+ * The database for a server in `home`: with DROVER_TEST_DATABASE naming a PostgreSQL
+ * server (see scripts/postgres), a new database on it; otherwise SQLite in the home.
+ */
+function databaseEnv(home) {
+  const server = process.env.DROVER_TEST_DATABASE;
+  if (!server) return {};
+  const name = "drover_e2e_" + home.replace(/[^A-Za-z0-9]/g, "").slice(-12).toLowerCase() + "_" + process.pid;
+  return { DROVER_DATABASE: `${server.replace(/\/$/, "")}/${name}` };
+}
+
 /** Starts `drover up`; resolves once it printed its URL and sign-in link. */
 export async function startDrover(extra = []) {
   const home = mkdtempSync(join(tmpdir(), "drover-e2e-"));
   const child = spawn(DROVER, ["up", "--listen", "127.0.0.1:0", "--name", "e2e", "--slots", "16", "--stop-grace", "1", ...extra], {
-    env: { ...process.env, DROVER_HOME: home, RUST_LOG: "warn" },
+    env: { ...process.env, ...databaseEnv(home), DROVER_HOME: home, RUST_LOG: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout });

@@ -212,6 +212,11 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7070", env = "DROVER_LISTEN")]
     pub listen: SocketAddr,
+    /// The database: `sqlite:PATH` (default: drover.db in $DROVER_HOME) for one server,
+    /// or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (PostgreSQL 14 or newer), which
+    /// several `drover server` replicas may share. Created if missing.
+    #[arg(long, env = "DROVER_DATABASE", value_parser = parse_database, value_name = "URL")]
+    pub database: Option<drover_store::Database>,
     /// Grace period in seconds between SIGTERM and SIGKILL when a session is stopped.
     #[arg(long, default_value_t = 5.0)]
     pub stop_grace: f64,
@@ -680,4 +685,9 @@ pub enum SandboxCmd {
         #[arg(long)]
         search: Option<String>,
     },
+}
+
+/// Parses `--database` (a clap value parser).
+fn parse_database(s: &str) -> Result<drover_store::Database, String> {
+    drover_store::Database::parse(s).map_err(|e| e.to_string())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use drover_device::DeviceConfig;
 use drover_server::{auth, AppState, ServerConfig};
-use drover_store::Store;
+use drover_store::{Database, Store};
 
 use crate::args::{DeviceRunArgs, ServerArgs, UpArgs};
 use crate::home::{self, ClientConfig, DeviceCredentialFile, Running};
@@ -21,7 +21,8 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
     if !(0.0..=3600.0).contains(&args.stop_grace) {
         bail!("--stop-grace must be between 0 and 3600 seconds");
     }
-    let store = Store::open_sqlite(&home.join("drover.db")).await.with_context(|| format!("opening the database in {}", home.display()))?;
+    let database = args.database.clone().unwrap_or_else(|| Database::Sqlite(home.join("drover.db")));
+    let store = Store::open(&database).await.with_context(|| format!("opening the database {}", database.display()))?;
     // The first owner is named after the login user (made a valid member name).
     let owner = std::env::var("USER")
         .ok()

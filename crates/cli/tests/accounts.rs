@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 use serde_json::{json, Value};
-use support::{http, secs, wait_until, Drover, Split};
+use support::{database_text, http, secs, wait_until, Drover, Split};
 
 const PASSWORD: &str = "a long enough password";
 
@@ -94,11 +94,7 @@ fn invited_members_log_in_list_and_revoke_tokens_and_the_audit_trail_has_it_all(
     assert!(String::from_utf8_lossy(&as_bob(&["token", "list"]).stderr).contains("revoked"));
 
     // Secrets are stored only hashed: neither the password nor the token is in the database.
-    let mut db = std::fs::read(d.home.path().join("drover.db")).unwrap();
-    if let Ok(wal) = std::fs::read(d.home.path().join("drover.db-wal")) {
-        db.extend(wal);
-    }
-    let db = String::from_utf8_lossy(&db);
+    let db = database_text(d.home.path());
     assert!(!db.contains(PASSWORD) && !db.contains(&token), "a secret is stored in the clear");
     assert!(db.contains("$argon2id$"), "passwords are argon2id hashes");
 

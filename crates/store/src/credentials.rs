@@ -80,13 +80,13 @@ impl Store {
             return Ok((parse_id(row.get("w"))?, parse_id(row.get("m"))?));
         }
         let (ws, member, at) = (WorkspaceId::new(), MemberId::new(), now());
-        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
             .bind(ws.to_string())
             .bind(workspace_name)
             .bind(&at)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("INSERT INTO members (id, workspace_id, name, role, created_at) VALUES (?, ?, ?, 'owner', ?)")
+        sqlx::query("INSERT INTO members (id, workspace_id, name, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
             .bind(member.to_string())
             .bind(ws.to_string())
             .bind(owner_name)
@@ -105,7 +105,7 @@ impl Store {
             TokenKind::Device => ("device", None, Some(owner)),
         };
         sqlx::query(
-            "INSERT INTO tokens (id, workspace_id, kind, member_id, device_id, hash, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO tokens (id, workspace_id, kind, member_id, device_id, hash, label, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(id.to_string())
         .bind(workspace.to_string())
@@ -125,7 +125,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT t.workspace_id, t.kind, m.id AS mid, m.name AS mname, m.role, d.id AS did, d.name AS dname
              FROM tokens t LEFT JOIN members m ON m.id = t.member_id LEFT JOIN devices d ON d.id = t.device_id
-             WHERE t.hash = ? AND t.revoked_at IS NULL",
+             WHERE t.hash = $1 AND t.revoked_at IS NULL",
         )
         .bind(digest)
         .fetch_optional(&self.pool)
@@ -149,7 +149,7 @@ impl Store {
 
     /// Revokes every credential of a device (used when `up` re-issues the local one).
     pub async fn revoke_device_tokens(&self, device: DeviceId) -> Result<()> {
-        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL")
+        sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE device_id = $2 AND revoked_at IS NULL")
             .bind(now())
             .bind(device.to_string())
             .execute(&self.pool)

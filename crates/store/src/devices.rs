@@ -22,7 +22,7 @@ pub struct DeviceRow {
     pub revoked_at: Option<String>,
 }
 
-fn device_row(row: &sqlx::sqlite::SqliteRow) -> Result<DeviceRow> {
+fn device_row(row: &sqlx::any::AnyRow) -> Result<DeviceRow> {
     Ok(DeviceRow {
         id: parse_id(row.get("id"))?,
         name: row.get("name"),
@@ -41,7 +41,7 @@ impl Store {
     /// Registers the device `name` (or updates its slots) and returns it.
     pub async fn upsert_device(&self, workspace: WorkspaceId, name: &str, slots: u32) -> Result<DeviceRow> {
         sqlx::query(
-            "INSERT INTO devices (id, workspace_id, name, slots, created_at) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO devices (id, workspace_id, name, slots, created_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (workspace_id, name) DO UPDATE SET slots = excluded.slots",
         )
         .bind(DeviceId::new().to_string())
@@ -56,7 +56,7 @@ impl Store {
 
     /// The device called `name`.
     pub async fn device_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<DeviceRow>> {
-        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = ? AND d.name = ?"))
+        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = $1 AND d.name = $2"))
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&self.pool)
@@ -69,18 +69,18 @@ impl Store {
     pub async fn revoke_device(&self, id: DeviceId) -> Result<bool> {
         let mut tx = self.write().await?;
         let at = now();
-        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL")
+        sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE device_id = $2 AND revoked_at IS NULL")
             .bind(&at)
             .bind(id.to_string())
             .execute(&mut *tx)
             .await?;
         // Enrollment tokens not yet used die with the device's credential.
-        sqlx::query("UPDATE enrollments SET used_at = ? WHERE device_id = ? AND used_at IS NULL")
+        sqlx::query("UPDATE enrollments SET used_at = $1 WHERE device_id = $2 AND used_at IS NULL")
             .bind(&at)
             .bind(id.to_string())
             .execute(&mut *tx)
             .await?;
-        let n = sqlx::query("UPDATE devices SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+        let n = sqlx::query("UPDATE devices SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(&at)
             .bind(id.to_string())
             .execute(&mut *tx)
@@ -92,7 +92,7 @@ impl Store {
 
     /// Clears a device's revocation (it is being added again with a new credential).
     pub async fn unrevoke_device(&self, id: DeviceId) -> Result<()> {
-        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE id = ?").bind(id.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE id = $1").bind(id.to_string()).execute(&self.pool).await?;
         Ok(())
     }
 
@@ -102,12 +102,12 @@ impl Store {
         let at = chrono::Utc::now();
         let expires_at = crate::format_time(at + ttl);
         let mut tx = self.write().await?;
-        sqlx::query("UPDATE enrollments SET used_at = ? WHERE device_id = ? AND used_at IS NULL")
+        sqlx::query("UPDATE enrollments SET used_at = $1 WHERE device_id = $2 AND used_at IS NULL")
             .bind(crate::format_time(at))
             .bind(device.to_string())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("INSERT INTO enrollments (hash, device_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO enrollments (hash, device_id, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(digest)
             .bind(device.to_string())
             .bind(by)
@@ -127,8 +127,8 @@ impl Store {
         let mut tx = self.write().await?;
         let at = now();
         let row = sqlx::query(
-            "UPDATE enrollments SET used_at = ?1 WHERE hash = ?2 AND used_at IS NULL AND expires_at > ?1
-               AND device_id = (SELECT id FROM devices WHERE id = enrollments.device_id AND name = ?3 AND revoked_at IS NULL)
+            "UPDATE enrollments SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $1
+               AND device_id = (SELECT id FROM devices WHERE id = enrollments.device_id AND name = $3 AND revoked_at IS NULL)
              RETURNING device_id",
         )
         .bind(&at)
@@ -138,14 +138,14 @@ impl Store {
         .await?;
         let Some(row) = row else { return Ok(None) };
         let device: DeviceId = crate::parse_id(row.get("device_id"))?;
-        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL")
+        sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE device_id = $2 AND revoked_at IS NULL")
             .bind(&at)
             .bind(device.to_string())
             .execute(&mut *tx)
             .await?;
         sqlx::query(
             "INSERT INTO tokens (id, workspace_id, kind, device_id, hash, label, created_at)
-             SELECT ?, workspace_id, 'device', id, ?, 'enrolled', ? FROM devices WHERE id = ?",
+             SELECT $1, workspace_id, 'device', id, $2, 'enrolled', $3 FROM devices WHERE id = $4",
         )
         .bind(drover_core::TokenId::new().to_string())
         .bind(credential_digest)
@@ -154,7 +154,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let ws: String =
-            sqlx::query_scalar("SELECT workspace_id FROM devices WHERE id = ?").bind(device.to_string()).fetch_one(&mut *tx).await?;
+            sqlx::query_scalar("SELECT workspace_id FROM devices WHERE id = $1").bind(device.to_string()).fetch_one(&mut *tx).await?;
         let e = crate::NewEvent {
             workspace: parse_id(&ws)?,
             session: None,
@@ -170,13 +170,13 @@ impl Store {
 
     /// The device with that id.
     pub async fn device(&self, id: DeviceId) -> Result<Option<DeviceRow>> {
-        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.id = $1")).bind(id.to_string()).fetch_optional(&self.pool).await?;
         row.as_ref().map(device_row).transpose()
     }
 
     /// All devices of a workspace, by name.
     pub async fn list_devices(&self, workspace: WorkspaceId) -> Result<Vec<DeviceRow>> {
-        let rows = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = ? ORDER BY d.name"))
+        let rows = sqlx::query(&format!("{DEVICE_SELECT} WHERE d.workspace_id = $1 ORDER BY d.name"))
             .bind(workspace.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -186,7 +186,7 @@ impl Store {
     /// Records that the device reported in now (a one-column update).
     pub async fn touch_device(&self, id: DeviceId) -> Result<String> {
         let at = now();
-        sqlx::query("UPDATE devices SET last_contact_at = ? WHERE id = ?").bind(&at).bind(id.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE devices SET last_contact_at = $1 WHERE id = $2").bind(&at).bind(id.to_string()).execute(&self.pool).await?;
         Ok(at)
     }
 }

@@ -3,7 +3,7 @@
 use drover_core::activity::EventKind;
 use drover_core::webhook::WebhookEvent;
 use drover_core::{EventId, SessionId, TaskId, WorkspaceId};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::{now, Result, Store};
 
@@ -47,12 +47,12 @@ pub struct EventRow {
 
 /// Inserts an event inside an open transaction; returns its id. The webhook deliveries
 /// it fires are written in the same transaction, before anything is sent.
-pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<EventId> {
+pub(crate) async fn insert(conn: &mut AnyConnection, e: &NewEvent) -> Result<EventId> {
     let id = EventId::new();
     let at = now();
     let r = sqlx::query(
         "INSERT INTO events (id, workspace_id, session_id, task_id, kind, actor, detail, at)
-         VALUES (?1, ?2, ?3, COALESCE(?4, (SELECT task_id FROM sessions WHERE id = ?3)), ?5, ?6, ?7, ?8)
+         VALUES ($1, $2, $3, COALESCE($4, (SELECT task_id FROM sessions WHERE id = $3)), $5, $6, $7, $8)
          RETURNING seq, task_id",
     )
     .bind(id.to_string())
@@ -88,7 +88,7 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, e: &NewEvent) -> Result<
 impl Store {
     /// Records `e` in `tx`, commits, then tells live views (after the commit, so
     /// nobody hears of a change that did not happen).
-    pub(crate) async fn commit_with_event(&self, mut tx: sqlx::Transaction<'static, sqlx::Sqlite>, e: &NewEvent) -> Result<()> {
+    pub(crate) async fn commit_with_event(&self, mut tx: sqlx::Transaction<'static, sqlx::Any>, e: &NewEvent) -> Result<()> {
         insert(&mut tx, e).await?;
         tx.commit().await?;
         self.changed(e.workspace, e.session);
@@ -107,7 +107,7 @@ impl Store {
     ) -> Result<Vec<EventRow>> {
         let rows = sqlx::query(
             "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
-             WHERE workspace_id = ? AND at >= ? AND (? IS NULL OR at < ?) AND seq > ? ORDER BY seq LIMIT ?",
+             WHERE workspace_id = $1 AND at >= $2 AND ($3 IS NULL OR at < $4) AND seq > $5 ORDER BY seq LIMIT $6",
         )
         .bind(workspace.to_string())
         .bind(since)
@@ -133,7 +133,7 @@ impl Store {
     /// its newest hand-off, commit, comment, blocker or question, as (kind, when).
     pub async fn last_progress(&self, session: SessionId) -> Result<Option<(String, String)>> {
         let r = sqlx::query(
-            "SELECT kind, at FROM events WHERE session_id = ?
+            "SELECT kind, at FROM events WHERE session_id = $1
              AND kind IN ('stage_advanced', 'commit', 'comment', 'blocker_filed', 'blocker_resolved', 'question_asked')
              ORDER BY seq DESC LIMIT 1",
         )
@@ -145,12 +145,13 @@ impl Store {
 
     /// A task's events (its Activity timeline), oldest first.
     pub async fn task_events(&self, task: TaskId, limit: i64) -> Result<Vec<EventRow>> {
-        let rows =
-            sqlx::query("SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events WHERE task_id = ? ORDER BY seq LIMIT ?")
-                .bind(task.to_string())
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(
+            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events WHERE task_id = $1 ORDER BY seq LIMIT $2",
+        )
+        .bind(task.to_string())
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(event_row).collect())
     }
 
@@ -158,7 +159,7 @@ impl Store {
     pub async fn list_events_before(&self, workspace: WorkspaceId, before_seq: Option<i64>, limit: i64) -> Result<Vec<EventRow>> {
         let rows = sqlx::query(
             "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
-             WHERE workspace_id = ? AND (? IS NULL OR seq < ?) ORDER BY seq DESC LIMIT ?",
+             WHERE workspace_id = $1 AND ($2 IS NULL OR seq < $3) ORDER BY seq DESC LIMIT $4",
         )
         .bind(workspace.to_string())
         .bind(before_seq)
@@ -171,7 +172,7 @@ impl Store {
 
     /// The newest event's sequence number in a workspace (0 when none).
     pub async fn latest_event_seq(&self, workspace: WorkspaceId) -> Result<i64> {
-        let seq: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE workspace_id = ?")
+        let seq: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE workspace_id = $1")
             .bind(workspace.to_string())
             .fetch_one(&self.pool)
             .await?;
@@ -188,7 +189,7 @@ impl Store {
     ) -> Result<Vec<EventRow>> {
         let rows = sqlx::query(
             "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
-             WHERE workspace_id = ? AND seq > ? AND (? IS NULL OR session_id = ?) ORDER BY seq LIMIT ?",
+             WHERE workspace_id = $1 AND seq > $2 AND ($3 IS NULL OR session_id = $4) ORDER BY seq LIMIT $5",
         )
         .bind(workspace.to_string())
         .bind(after_seq)
@@ -201,7 +202,7 @@ impl Store {
     }
 }
 
-fn event_row(r: &sqlx::sqlite::SqliteRow) -> EventRow {
+fn event_row(r: &sqlx::any::AnyRow) -> EventRow {
     EventRow {
         seq: r.get("seq"),
         id: r.get("id"),

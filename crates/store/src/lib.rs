@@ -1,13 +1,16 @@
 //! Drover's persistence. One [`Store`] type holds every query, so no SQL leaks into the
-//! server; today it runs on SQLite (WAL, `synchronous=FULL`: a commit is on disk before
-//! anything is acknowledged), and the same surface is what a PostgreSQL backend implements.
+//! server. It runs on SQLite (WAL, `synchronous=FULL`: a commit is on disk before
+//! anything is acknowledged) or on PostgreSQL ([`Database`]); the queries are written
+//! once in the SQL both share, and the few places where the two differ ask the
+//! [`Engine`] (see `dialect.rs`).
 
-/// A subquery giving `[runs with usage, nano-dollars of priced responses, unpriced
-/// responses]` over the sessions `x` that `$filter` selects (read with `cost_sum`).
-macro_rules! cost_json {
+/// A subquery giving `"runs with usage,nano-dollars of priced responses,unpriced
+/// responses"` over the sessions `x` that `$filter` selects (read with `cost_sum`);
+/// text, so SQLite and PostgreSQL give the same answer.
+macro_rules! cost_text {
     ($filter:literal) => {
         concat!(
-            "(SELECT json_array(COUNT(x.usage), COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0), COALESCE(SUM(x.cost_unpriced), 0)) FROM sessions x WHERE ",
+            "(SELECT CAST(COUNT(x.usage) AS TEXT) || ',' || CAST(COALESCE(SUM(x.cost_generation + x.cost_cache_read), 0) AS TEXT) || ',' || CAST(COALESCE(SUM(x.cost_unpriced), 0) AS TEXT) FROM sessions x WHERE ",
             $filter,
             ")"
         )
@@ -16,6 +19,7 @@ macro_rules! cost_json {
 
 mod credentials;
 mod devices;
+mod dialect;
 mod events;
 mod liveness;
 mod members;
@@ -31,14 +35,14 @@ mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Duration;
 
 use drover_core::{SessionId, WorkspaceId};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::SqlitePool;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
+pub use dialect::{Database, Engine};
 pub use events::{EventRow, NewEvent};
 pub use liveness::LiveCheck;
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
@@ -58,6 +62,9 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The database address is not one Drover can use.
+    #[error("{0}")]
+    Address(String),
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -87,8 +94,9 @@ const CHANGES_BACKLOG: usize = 1024;
 /// The database.
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
-    recordings: std::sync::Arc<output::Recordings>,
+    pool: AnyPool,
+    engine: Engine,
+    recordings: output::OutputStore,
     changes: tokio::sync::broadcast::Sender<Change>,
 }
 
@@ -96,17 +104,46 @@ impl Store {
     /// Opens (creating if needed) the SQLite database at `path` and migrates it; session
     /// recordings are kept in `recordings/` beside it.
     pub async fn open_sqlite(path: &Path) -> Result<Store> {
-        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
-        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
-        let recordings = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        Ok(Store { pool, recordings, changes: tokio::sync::broadcast::channel(CHANGES_BACKLOG).0 })
+        Store::open(&Database::Sqlite(path.to_path_buf())).await
+    }
+
+    /// Opens `database` (creating it if needed) and brings its schema up to date.
+    pub async fn open(database: &Database) -> Result<Store> {
+        sqlx::any::install_default_drivers();
+        let (pool, engine, recordings) = match database {
+            Database::Sqlite(path) => {
+                let url = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true).to_url_lossy();
+                let opts = AnyConnectOptions::from_url(&url)?;
+                let pool = AnyPoolOptions::new()
+                    .max_connections(8)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+                                .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(opts)
+                    .await?;
+                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+                let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
+                let files = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
+                (pool, Engine::Sqlite, output::OutputStore::Files(files))
+            }
+            Database::Postgres(url) => {
+                dialect::create_postgres_database(url).await?;
+                let opts = AnyConnectOptions::from_str(url)?;
+                let pool = AnyPoolOptions::new().max_connections(10).connect_with(opts).await?;
+                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                (pool, Engine::Postgres, output::OutputStore::Table)
+            }
+        };
+        Ok(Store { pool, engine, recordings, changes: tokio::sync::broadcast::channel(CHANGES_BACKLOG).0 })
+    }
+
+    /// The engine underneath.
+    pub fn engine(&self) -> Engine {
+        self.engine
     }
 
     /// Live changes (sessions created, started, ended; events recorded), sent after
@@ -115,11 +152,16 @@ impl Store {
         self.changes.subscribe()
     }
 
-    /// A write transaction that takes the write lock at once (`BEGIN IMMEDIATE`): a
-    /// deferred one that reads first cannot wait for the lock when it then writes, and
-    /// fails with "database is locked" whenever two writers meet.
-    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A write transaction that holds the write lock from its first statement, so
+    /// write transactions run one at a time, on one server or many (see
+    /// [`Engine::begin_write`]).
+    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let (begin, lock) = self.engine.begin_write();
+        let mut tx = self.pool.begin_with(begin).await?;
+        if let Some(lock) = lock {
+            tx.execute(lock).await?;
+        }
+        Ok(tx)
     }
 
     fn changed(&self, workspace: WorkspaceId, session: Option<SessionId>) {
@@ -155,11 +197,17 @@ fn parse_id<T: FromStr<Err = drover_core::IdError>>(s: &str) -> Result<T> {
 pub(crate) mod testing {
     use super::*;
 
-    /// A store in a fresh temporary directory.
+    /// A fresh store: SQLite in a temporary directory, or, when `DROVER_TEST_DATABASE`
+    /// names a PostgreSQL server (`postgres://user@host:port`), a new database on it.
     pub async fn store() -> (Store, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_sqlite(&dir.path().join("t.db")).await.unwrap();
-        (store, dir)
+        let database = match std::env::var("DROVER_TEST_DATABASE") {
+            Ok(server) if !server.is_empty() => {
+                Database::Postgres(format!("{}/drover_test_{}", server.trim_end_matches('/'), uuid::Uuid::now_v7().simple()))
+            }
+            _ => Database::Sqlite(dir.path().join("t.db")),
+        };
+        (Store::open(&database).await.unwrap(), dir)
     }
 
     /// A task-free session (`sh` in `/`) on device `box` of `workspace`.

@@ -25,7 +25,7 @@ const CHECK_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.nam
     d.last_contact_at AS device_last_contact, d.revoked_at AS device_revoked_at, b.updated_at AS sandbox_changed_at
     FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
 
-fn check_row(r: &sqlx::sqlite::SqliteRow) -> Result<LiveCheck> {
+fn check_row(r: &sqlx::any::AnyRow) -> Result<LiveCheck> {
     Ok(LiveCheck {
         session: session_row(r)?,
         last_contact_at: r.get("device_last_contact"),
@@ -45,7 +45,7 @@ impl Store {
 
     /// One live session as the monitor sees it, read now; None once it has ended.
     pub async fn live_check(&self, session: SessionId) -> Result<Option<LiveCheck>> {
-        let r = sqlx::query(&format!("{CHECK_SELECT} WHERE s.id = ? AND s.outcome IN ('starting', 'running')"))
+        let r = sqlx::query(&format!("{CHECK_SELECT} WHERE s.id = $1 AND s.outcome IN ('starting', 'running')"))
             .bind(session.to_string())
             .fetch_optional(&self.pool)
             .await?;
@@ -55,7 +55,7 @@ impl Store {
     /// The workspace's live sessions flagged stale, oldest flag first.
     pub async fn stale_sessions(&self, workspace: WorkspaceId) -> Result<Vec<LiveCheck>> {
         let rows = sqlx::query(&format!(
-            "{CHECK_SELECT} WHERE s.workspace_id = ? AND s.outcome IN ('starting', 'running') AND s.stale_flag IS NOT NULL
+            "{CHECK_SELECT} WHERE s.workspace_id = $1 AND s.outcome IN ('starting', 'running') AND s.stale_flag IS NOT NULL
              ORDER BY s.stale_since, s.id"
         ))
         .bind(workspace.to_string())
@@ -68,8 +68,8 @@ impl Store {
     /// flag was already so.
     pub async fn set_stale_flag(&self, session: SessionId, flag: Option<StaleFlag>) -> Result<bool> {
         let r = sqlx::query(
-            "UPDATE sessions SET stale_flag = ?1, stale_since = CASE WHEN ?1 IS NULL THEN NULL ELSE COALESCE(stale_since, ?2) END
-             WHERE id = ?3 AND outcome IN ('starting', 'running') AND stale_flag IS NOT ?1
+            "UPDATE sessions SET stale_flag = $1, stale_since = CASE WHEN $1 IS NULL THEN NULL ELSE COALESCE(stale_since, $2) END
+             WHERE id = $3 AND outcome IN ('starting', 'running') AND stale_flag IS DISTINCT FROM $1
              RETURNING workspace_id",
         )
         .bind(flag.map(StaleFlag::as_str))

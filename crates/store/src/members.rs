@@ -89,7 +89,7 @@ pub enum MemberRefused {
     NoSuchToken(String),
 }
 
-fn member_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemberRow> {
+fn member_row(r: &sqlx::any::AnyRow) -> Result<MemberRow> {
     let role: String = r.get("role");
     Ok(MemberRow {
         id: parse_id(r.get("id"))?,
@@ -101,7 +101,7 @@ fn member_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemberRow> {
     })
 }
 
-fn token_row(r: &sqlx::sqlite::SqliteRow) -> Result<TokenRow> {
+fn token_row(r: &sqlx::any::AnyRow) -> Result<TokenRow> {
     Ok(TokenRow {
         id: parse_id(r.get("id"))?,
         member: parse_id(r.get("member_id"))?,
@@ -119,7 +119,7 @@ fn event(workspace: WorkspaceId, kind: EventKind, actor: &str, detail: serde_jso
 impl Store {
     /// The workspace's members, oldest first.
     pub async fn members(&self, workspace: WorkspaceId) -> Result<Vec<MemberRow>> {
-        let rows = sqlx::query("SELECT * FROM members WHERE workspace_id = ? ORDER BY created_at, id")
+        let rows = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 ORDER BY created_at, id")
             .bind(workspace.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -128,7 +128,7 @@ impl Store {
 
     /// The member named `name`.
     pub async fn member_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<MemberRow>> {
-        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = ? AND name = ?")
+        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&self.pool)
@@ -138,7 +138,7 @@ impl Store {
 
     /// The member with `id`.
     pub async fn member(&self, id: MemberId) -> Result<Option<MemberRow>> {
-        let row = sqlx::query("SELECT * FROM members WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT * FROM members WHERE id = $1").bind(id.to_string()).fetch_optional(&self.pool).await?;
         row.as_ref().map(member_row).transpose()
     }
 
@@ -147,12 +147,12 @@ impl Store {
     /// cookie digest is `keep`, the browser that made the change).
     pub async fn set_password(&self, member: MemberId, hash: &str, keep: Option<&str>) -> Result<()> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("UPDATE members SET password_hash = ? WHERE id = ? RETURNING workspace_id, name")
+        let row = sqlx::query("UPDATE members SET password_hash = $1 WHERE id = $2 RETURNING workspace_id, name")
             .bind(hash)
             .bind(member.to_string())
             .fetch_one(&mut *tx)
             .await?;
-        sqlx::query("UPDATE web_sessions SET revoked_at = ? WHERE member_id = ? AND revoked_at IS NULL AND hash IS NOT ?")
+        sqlx::query("UPDATE web_sessions SET revoked_at = $1 WHERE member_id = $2 AND revoked_at IS NULL AND hash IS DISTINCT FROM $3")
             .bind(now())
             .bind(member.to_string())
             .bind(keep)
@@ -175,7 +175,7 @@ impl Store {
         by: MemberId,
     ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
         let mut tx = self.write().await?;
-        let caller = sqlx::query("SELECT * FROM members WHERE id = ? AND workspace_id = ?")
+        let caller = sqlx::query("SELECT * FROM members WHERE id = $1 AND workspace_id = $2")
             .bind(by.to_string())
             .bind(workspace.to_string())
             .fetch_optional(&mut *tx)
@@ -184,7 +184,7 @@ impl Store {
             return Ok(Err(MemberRefused::Role(RoleChangeRefused::NotOwner)));
         };
         let (caller_role, actor) = (caller.role, caller.name.as_str());
-        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = ? AND name = ?")
+        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -192,7 +192,7 @@ impl Store {
         let Some(member) = row.as_ref().map(member_row).transpose()? else {
             return Ok(Err(MemberRefused::NoSuchMember(name.to_string())));
         };
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = ? AND role = 'owner'")
+        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
             .bind(workspace.to_string())
             .fetch_one(&mut *tx)
             .await?;
@@ -200,7 +200,7 @@ impl Store {
             return Ok(Err(MemberRefused::Role(e)));
         }
         if member.role != role {
-            sqlx::query("UPDATE members SET role = ? WHERE id = ?")
+            sqlx::query("UPDATE members SET role = $1 WHERE id = $2")
                 .bind(role.as_str())
                 .bind(member.id.to_string())
                 .execute(&mut *tx)
@@ -226,16 +226,18 @@ impl Store {
         let (id, at) = (InviteId::new(), chrono::Utc::now());
         let expires_at = format_time(at + ttl);
         let mut tx = self.write().await?;
-        sqlx::query("INSERT INTO invites (hash, id, workspace_id, role, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-            .bind(digest)
-            .bind(id.to_string())
-            .bind(workspace.to_string())
-            .bind(role.as_str())
-            .bind(by.to_string())
-            .bind(format_time(at))
-            .bind(&expires_at)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO invites (hash, id, workspace_id, role, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(digest)
+        .bind(id.to_string())
+        .bind(workspace.to_string())
+        .bind(role.as_str())
+        .bind(by.to_string())
+        .bind(format_time(at))
+        .bind(&expires_at)
+        .execute(&mut *tx)
+        .await?;
         let detail = serde_json::json!({ "invite": id.to_string(), "role": role.as_str(), "expires_at": expires_at });
         insert(&mut tx, &event(workspace, EventKind::MemberInvited, actor, detail)).await?;
         tx.commit().await?;
@@ -246,7 +248,7 @@ impl Store {
     pub async fn pending_invites(&self, workspace: WorkspaceId) -> Result<Vec<PendingInvite>> {
         let rows = sqlx::query(
             "SELECT i.id, i.role, m.name AS created_by, i.created_at, i.expires_at FROM invites i JOIN members m ON m.id = i.created_by
-             WHERE i.workspace_id = ? AND i.used_at IS NULL AND i.expires_at > ? ORDER BY i.created_at DESC",
+             WHERE i.workspace_id = $1 AND i.used_at IS NULL AND i.expires_at > $2 ORDER BY i.created_at DESC",
         )
         .bind(workspace.to_string())
         .bind(now())
@@ -270,7 +272,7 @@ impl Store {
     pub async fn revoke_invite(&self, workspace: WorkspaceId, id: InviteId, actor: &str) -> Result<bool> {
         let mut tx = self.write().await?;
         let at = now();
-        let n = sqlx::query("UPDATE invites SET used_at = ? WHERE id = ? AND workspace_id = ? AND used_at IS NULL")
+        let n = sqlx::query("UPDATE invites SET used_at = $1 WHERE id = $2 AND workspace_id = $3 AND used_at IS NULL")
             .bind(&at)
             .bind(id.to_string())
             .bind(workspace.to_string())
@@ -286,7 +288,7 @@ impl Store {
 
     /// The role an unused, unexpired invitation gives, if it is one.
     pub async fn invite_role(&self, digest: &str) -> Result<Option<Role>> {
-        let row = sqlx::query("SELECT role FROM invites WHERE hash = ? AND used_at IS NULL AND expires_at > ?")
+        let row = sqlx::query("SELECT role FROM invites WHERE hash = $1 AND used_at IS NULL AND expires_at > $2")
             .bind(digest)
             .bind(now())
             .fetch_optional(&self.pool)
@@ -304,7 +306,7 @@ impl Store {
     ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
         let mut tx = self.write().await?;
         let at = now();
-        let invite = sqlx::query("SELECT id, workspace_id, role FROM invites WHERE hash = ? AND used_at IS NULL AND expires_at > ?")
+        let invite = sqlx::query("SELECT id, workspace_id, role FROM invites WHERE hash = $1 AND used_at IS NULL AND expires_at > $2")
             .bind(digest)
             .bind(&at)
             .fetch_optional(&mut *tx)
@@ -312,7 +314,7 @@ impl Store {
         let Some(invite) = invite else { return Ok(Err(MemberRefused::InviteInvalid)) };
         let workspace: WorkspaceId = parse_id(invite.get("workspace_id"))?;
         let role: String = invite.get("role");
-        let taken = sqlx::query("SELECT 1 FROM members WHERE workspace_id = ? AND name = ? COLLATE NOCASE")
+        let taken = sqlx::query("SELECT 1 FROM members WHERE workspace_id = $1 AND lower(name) = lower($2)")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -321,7 +323,7 @@ impl Store {
             return Ok(Err(MemberRefused::NameTaken(name.to_string())));
         }
         let id = MemberId::new();
-        sqlx::query("INSERT INTO members (id, workspace_id, name, role, created_at, password_hash) VALUES (?, ?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO members (id, workspace_id, name, role, created_at, password_hash) VALUES ($1, $2, $3, $4, $5, $6)")
             .bind(id.to_string())
             .bind(workspace.to_string())
             .bind(name)
@@ -330,7 +332,7 @@ impl Store {
             .bind(password_hash)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE invites SET used_at = ?, used_by = ? WHERE hash = ?")
+        sqlx::query("UPDATE invites SET used_at = $1, used_by = $2 WHERE hash = $3")
             .bind(&at)
             .bind(id.to_string())
             .bind(digest)
@@ -338,7 +340,7 @@ impl Store {
             .await?;
         let detail = serde_json::json!({ "member": name, "role": role, "invite": invite.get::<String, _>("id") });
         insert(&mut tx, &event(workspace, EventKind::MemberJoined, name, detail)).await?;
-        let row = sqlx::query("SELECT * FROM members WHERE id = ?").bind(id.to_string()).fetch_one(&mut *tx).await?;
+        let row = sqlx::query("SELECT * FROM members WHERE id = $1").bind(id.to_string()).fetch_one(&mut *tx).await?;
         let member = member_row(&row)?;
         tx.commit().await?;
         self.changed(workspace, None);
@@ -349,15 +351,17 @@ impl Store {
     pub async fn issue_member_token(&self, member: &MemberRow, digest: &str, label: &str) -> Result<TokenId> {
         let (id, at) = (TokenId::new(), now());
         let mut tx = self.write().await?;
-        sqlx::query("INSERT INTO tokens (id, workspace_id, kind, member_id, hash, label, created_at) VALUES (?, ?, 'member', ?, ?, ?, ?)")
-            .bind(id.to_string())
-            .bind(member.workspace.to_string())
-            .bind(member.id.to_string())
-            .bind(digest)
-            .bind(label)
-            .bind(&at)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO tokens (id, workspace_id, kind, member_id, hash, label, created_at) VALUES ($1, $2, 'member', $3, $4, $5, $6)",
+        )
+        .bind(id.to_string())
+        .bind(member.workspace.to_string())
+        .bind(member.id.to_string())
+        .bind(digest)
+        .bind(label)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
         let detail = serde_json::json!({ "token": id.to_string(), "member": member.name, "label": label });
         insert(&mut tx, &event(member.workspace, EventKind::TokenIssued, &member.name, detail)).await?;
         tx.commit().await?;
@@ -366,7 +370,7 @@ impl Store {
 
     /// A member's personal API tokens, newest first (revoked ones included).
     pub async fn member_tokens(&self, member: MemberId) -> Result<Vec<TokenRow>> {
-        let rows = sqlx::query("SELECT * FROM tokens WHERE member_id = ? AND kind = 'member' ORDER BY created_at DESC, id DESC")
+        let rows = sqlx::query("SELECT * FROM tokens WHERE member_id = $1 AND kind = 'member' ORDER BY created_at DESC, id DESC")
             .bind(member.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -377,7 +381,7 @@ impl Store {
     /// revoked token changes nothing.
     pub async fn revoke_member_token(&self, member: &MemberRow, id: TokenId) -> Result<std::result::Result<TokenRow, MemberRefused>> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT * FROM tokens WHERE id = ? AND member_id = ? AND kind = 'member'")
+        let row = sqlx::query("SELECT * FROM tokens WHERE id = $1 AND member_id = $2 AND kind = 'member'")
             .bind(id.to_string())
             .bind(member.id.to_string())
             .fetch_optional(&mut *tx)
@@ -389,7 +393,7 @@ impl Store {
             return Ok(Ok(token));
         }
         let at = now();
-        sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ?").bind(&at).bind(id.to_string()).execute(&mut *tx).await?;
+        sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2").bind(&at).bind(id.to_string()).execute(&mut *tx).await?;
         let detail = serde_json::json!({ "token": id.to_string(), "member": member.name, "label": token.label });
         insert(&mut tx, &event(member.workspace, EventKind::TokenRevoked, &member.name, detail)).await?;
         tx.commit().await?;
@@ -399,7 +403,7 @@ impl Store {
     /// Notes that a token was used now (at most once a minute per token is written).
     pub async fn touch_token(&self, digest: &str) -> Result<()> {
         let at = chrono::Utc::now();
-        sqlx::query("UPDATE tokens SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)")
+        sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE hash = $2 AND (last_used_at IS NULL OR last_used_at < $3)")
             .bind(format_time(at))
             .bind(digest)
             .bind(format_time(at - chrono::Duration::minutes(1)))

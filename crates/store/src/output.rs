@@ -1,10 +1,13 @@
 //! A session's output stream and recording marks.
 //!
-//! Output bytes are appended to a recording file per session (`recordings/<id>.raw` and
-//! its timing index `.idx`, the format the shim writes), synced to disk, and only then is
-//! the new length committed in the database (`sessions.output_bytes`) — the offset the
-//! server acknowledges. Bytes already held are skipped, so a resent range is never
-//! stored twice; bytes a crash left past the committed length are cut back on reopen.
+//! On SQLite, output bytes are appended to a recording file per session
+//! (`recordings/<id>.raw` and its timing index `.idx`, the format the shim writes),
+//! synced to disk, and only then is the new length committed in the database
+//! (`sessions.output_bytes`) — the offset the server acknowledges; bytes a crash left
+//! past the committed length are cut back on reopen. On PostgreSQL, which several
+//! replicas share, the bytes are rows of `output_chunks`, committed in the same
+//! transaction as the new length, so every replica reads what any of them stored.
+//! Either way bytes already held are skipped, so a resent range is never stored twice.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +45,38 @@ pub struct Mark {
 
 /// Reads further apart than this in time stay separate chunks (keeps replay timing).
 const MERGE_WINDOW_MICROS: u64 = 10_000;
+
+/// Rows read from `output_chunks` at a time.
+const TABLE_READ_ROWS: i64 = 512;
+
+/// Raises a session's committed output length to `end` (never lowers it).
+async fn raise_output_bytes(conn: &mut sqlx::AnyConnection, session: SessionId, end: u64) -> Result<()> {
+    sqlx::query("UPDATE sessions SET output_bytes = CASE WHEN output_bytes > $1 THEN output_bytes ELSE $1 END WHERE id = $2")
+        .bind(end as i64)
+        .bind(session.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Where a store keeps session output.
+#[derive(Clone)]
+pub(crate) enum OutputStore {
+    /// Recording files beside the SQLite database.
+    Files(Arc<Recordings>),
+    /// Rows of the `output_chunks` table (PostgreSQL).
+    Table,
+}
+
+impl OutputStore {
+    /// Closes the writer of an ended session.
+    pub(crate) fn close(&self, session: SessionId) {
+        match self {
+            OutputStore::Files(files) => files.close(session),
+            OutputStore::Table => {}
+        }
+    }
+}
 
 /// The recording files of the server's sessions, with a writer kept open per live one.
 pub(crate) struct Recordings {
@@ -129,7 +164,7 @@ impl Store {
                 None => {
                     // Only a live run's output is stored: a run whose lease is gone (marked
                     // lost) is refused, left out of the answer, and its device told to stop it.
-                    let r = sqlx::query("SELECT output_bytes, outcome FROM sessions WHERE id = ?")
+                    let r = sqlx::query("SELECT output_bytes, outcome FROM sessions WHERE id = $1")
                         .bind(c.session.to_string())
                         .fetch_optional(&self.pool)
                         .await?;
@@ -176,42 +211,130 @@ impl Store {
         if todo.is_empty() {
             return Ok(held);
         }
-        let recordings = self.recordings.clone();
-        let written: Vec<(SessionId, u64)> = tokio::task::spawn_blocking(move || {
-            todo.iter()
-                .map(|(session, start, chunks)| {
-                    let end = chunks.last().map(|c| c.offset + c.data.len() as u64).unwrap_or(*start);
-                    recordings.append(*session, *start, chunks).map(|_| (*session, end))
+        match &self.recordings {
+            OutputStore::Files(files) => {
+                let files = files.clone();
+                let written: Vec<(SessionId, u64)> = tokio::task::spawn_blocking(move || {
+                    todo.iter()
+                        .map(|(session, start, chunks)| {
+                            let end = chunks.last().map(|c| c.offset + c.data.len() as u64).unwrap_or(*start);
+                            files.append(*session, *start, chunks).map(|_| (*session, end))
+                        })
+                        .collect::<std::io::Result<Vec<_>>>()
                 })
-                .collect::<std::io::Result<Vec<_>>>()
-        })
-        .await
-        .map_err(|e| StoreError::Io(e.to_string()))?
-        .map_err(io)?;
-        let mut tx = self.write().await?;
-        for (session, end) in &written {
-            sqlx::query("UPDATE sessions SET output_bytes = MAX(output_bytes, ?) WHERE id = ?")
-                .bind(*end as i64)
-                .bind(session.to_string())
-                .execute(&mut *tx)
-                .await?;
+                .await
+                .map_err(|e| StoreError::Io(e.to_string()))?
+                .map_err(io)?;
+                let mut tx = self.write().await?;
+                for (session, end) in &written {
+                    raise_output_bytes(&mut tx, *session, *end).await?;
+                }
+                tx.commit().await?;
+            }
+            OutputStore::Table => {
+                let mut tx = self.write().await?;
+                for (session, start, chunks) in &todo {
+                    // Under the write lock: what another replica stored since the check
+                    // above is skipped here, so a range is never held twice.
+                    let have: i64 = sqlx::query_scalar("SELECT output_bytes FROM sessions WHERE id = $1")
+                        .bind(session.to_string())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let have = (have as u64).max(*start);
+                    let mut end = have;
+                    for c in chunks {
+                        let c_end = c.offset + c.data.len() as u64;
+                        if c_end <= end {
+                            continue;
+                        }
+                        let skip = end.saturating_sub(c.offset) as usize;
+                        sqlx::query("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES ($1, $2, $3, $4)")
+                            .bind(session.to_string())
+                            .bind(end as i64)
+                            .bind(c.t_micros as i64)
+                            .bind(&c.data[skip..])
+                            .execute(&mut *tx)
+                            .await?;
+                        end = c_end;
+                    }
+                    raise_output_bytes(&mut tx, *session, end).await?;
+                }
+                tx.commit().await?;
+            }
         }
-        tx.commit().await?;
         Ok(held)
     }
 
     /// Stored output from `from` on, up to about `max_bytes`.
     pub async fn read_output(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
-        let recordings = self.recordings.clone();
-        tokio::task::spawn_blocking(move || recordings.read(session, from, max_bytes))
-            .await
-            .map_err(|e| StoreError::Io(e.to_string()))?
-            .map_err(io)
+        match &self.recordings {
+            OutputStore::Files(files) => {
+                let files = files.clone();
+                tokio::task::spawn_blocking(move || files.read(session, from, max_bytes))
+                    .await
+                    .map_err(|e| StoreError::Io(e.to_string()))?
+                    .map_err(io)
+            }
+            OutputStore::Table => {
+                // The chunk holding `from`, then those after it, a batch at a time.
+                let rows = sqlx::query(
+                    "SELECT start_offset, t_micros, data FROM output_chunks WHERE session_id = $1 AND start_offset >= COALESCE(
+                        (SELECT MAX(start_offset) FROM output_chunks WHERE session_id = $1 AND start_offset <= $2), 0)
+                     ORDER BY start_offset LIMIT $3",
+                )
+                .bind(session.to_string())
+                .bind(from as i64)
+                .bind(TABLE_READ_ROWS)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut out: Vec<OutputChunk> = Vec::new();
+                let mut size = 0usize;
+                for r in &rows {
+                    let offset = r.get::<i64, _>("start_offset") as u64;
+                    let t_micros = r.get::<i64, _>("t_micros") as u64;
+                    let mut data: Vec<u8> = r.get("data");
+                    if offset + data.len() as u64 <= from {
+                        continue;
+                    }
+                    let offset = if offset < from {
+                        data.drain(..(from - offset) as usize);
+                        from
+                    } else {
+                        offset
+                    };
+                    if size >= max_bytes {
+                        break;
+                    }
+                    size += data.len();
+                    match out.last_mut() {
+                        Some(last)
+                            if last.offset + last.data.len() as u64 == offset
+                                && t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
+                        {
+                            last.data.extend_from_slice(&data)
+                        }
+                        _ => out.push(OutputChunk { session, offset, t_micros, data }),
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Deletes a session's stored output (retention): its files, or (in `tx`) its rows.
+    pub(crate) async fn remove_output(&self, tx: &mut sqlx::AnyConnection, session: SessionId) -> Result<()> {
+        match &self.recordings {
+            OutputStore::Files(files) => files.remove(session).map_err(io),
+            OutputStore::Table => {
+                sqlx::query("DELETE FROM output_chunks WHERE session_id = $1").bind(session.to_string()).execute(&mut *tx).await?;
+                Ok(())
+            }
+        }
     }
 
     /// Records a resize or marker.
     pub async fn add_mark(&self, session: SessionId, mark: &Mark) -> Result<()> {
-        sqlx::query("INSERT INTO recording_marks (session_id, t_micros, kind, data) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO recording_marks (session_id, t_micros, kind, data) VALUES ($1, $2, $3, $4)")
             .bind(session.to_string())
             .bind(mark.t_micros as i64)
             .bind(&mark.kind)
@@ -223,7 +346,7 @@ impl Store {
 
     /// A session's marks, in order.
     pub async fn marks(&self, session: SessionId) -> Result<Vec<Mark>> {
-        let rows = sqlx::query("SELECT t_micros, kind, data FROM recording_marks WHERE session_id = ? ORDER BY seq")
+        let rows = sqlx::query("SELECT t_micros, kind, data FROM recording_marks WHERE session_id = $1 ORDER BY seq")
             .bind(session.to_string())
             .fetch_all(&self.pool)
             .await?;

@@ -28,8 +28,8 @@ impl Store {
         let mut out = Pruned::default();
         loop {
             let ids: Vec<String> = sqlx::query_scalar(
-                "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND pruned_at IS NULL AND ended_at < ?
-                 AND outcome NOT IN ('starting', 'running') LIMIT ?",
+                "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND pruned_at IS NULL AND ended_at < $1
+                 AND outcome NOT IN ('starting', 'running') LIMIT $2",
             )
             .bind(cutoff)
             .bind(BATCH)
@@ -40,27 +40,27 @@ impl Store {
             }
             for id in &ids {
                 let session: SessionId = parse_id(id)?;
-                // The files go first: a crash before the commit leaves the session to be
+                // Files go first: a crash before the commit leaves the session to be
                 // pruned again, never a pruned session with its recording still there.
-                self.recordings.remove(session).map_err(|e| crate::StoreError::Io(e.to_string()))?;
                 let mut tx = self.write().await?;
-                out.events += sqlx::query("DELETE FROM events WHERE session_id = ?").bind(id).execute(&mut *tx).await?.rows_affected();
-                sqlx::query("DELETE FROM recording_marks WHERE session_id = ?").bind(id).execute(&mut *tx).await?;
-                sqlx::query("UPDATE sessions SET pruned_at = ? WHERE id = ?").bind(now()).bind(id).execute(&mut *tx).await?;
+                self.remove_output(&mut tx, session).await?;
+                out.events += sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
+                sqlx::query("DELETE FROM recording_marks WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
+                sqlx::query("UPDATE sessions SET pruned_at = $1 WHERE id = $2").bind(now()).bind(id).execute(&mut *tx).await?;
                 tx.commit().await?;
                 out.sessions += 1;
             }
         }
         let mut tx = self.write().await?;
         out.events += sqlx::query(
-            "DELETE FROM events WHERE at < ? AND session_id IS NULL
+            "DELETE FROM events WHERE at < $1 AND session_id IS NULL
              AND (task_id IS NULL OR task_id IN (SELECT id FROM tasks WHERE status != 'open'))",
         )
         .bind(cutoff)
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        out.deliveries += sqlx::query("DELETE FROM webhook_deliveries WHERE state != 'pending' AND created_at < ?")
+        out.deliveries += sqlx::query("DELETE FROM webhook_deliveries WHERE state != 'pending' AND created_at < $1")
             .bind(cutoff)
             .execute(&mut *tx)
             .await?
@@ -71,7 +71,7 @@ impl Store {
 
     /// When a session's recording and events were pruned, if they were.
     pub async fn pruned_at(&self, session: SessionId) -> Result<Option<String>> {
-        let r = sqlx::query("SELECT pruned_at FROM sessions WHERE id = ?").bind(session.to_string()).fetch_optional(&self.pool).await?;
+        let r = sqlx::query("SELECT pruned_at FROM sessions WHERE id = $1").bind(session.to_string()).fetch_optional(&self.pool).await?;
         Ok(r.and_then(|r| r.get("pruned_at")))
     }
 }

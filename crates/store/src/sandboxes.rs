@@ -61,10 +61,14 @@ pub struct SandboxItem {
     pub task_cost: Option<Option<u64>>,
 }
 
-/// A cost sum from `[runs with usage, nano-dollars, unpriced responses]`.
-pub(crate) fn cost_sum(json: Option<String>) -> Option<Option<u64>> {
-    let v: [i64; 3] = serde_json::from_str(&json?).ok()?;
-    (v[0] > 0).then_some((v[2] == 0).then_some(v[1].max(0) as u64))
+/// A cost sum from `"runs with usage,nano-dollars,unpriced responses"` (`cost_text!`).
+pub(crate) fn cost_sum(text: Option<String>) -> Option<Option<u64>> {
+    let text = text?;
+    let mut parts = text.split(',').map(|p| p.trim().parse::<i64>());
+    let (Some(Ok(runs)), Some(Ok(nano)), Some(Ok(unpriced)), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    (runs > 0).then_some((unpriced == 0).then_some(nano.max(0) as u64))
 }
 
 /// The task a sandbox works, as the list shows it.
@@ -116,7 +120,7 @@ fn phrase(q: &str) -> String {
     format!("\"{}\"", q.replace('"', "\"\""))
 }
 
-fn item(r: &sqlx::sqlite::SqliteRow) -> Result<SandboxItem> {
+fn item(r: &sqlx::any::AnyRow) -> Result<SandboxItem> {
     let state: String = r.get("state");
     let last_run = match r.get::<Option<String>, _>("s_id") {
         Some(id) => {
@@ -174,55 +178,59 @@ impl Store {
                     s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
                     s.stage AS s_stage, a.name AS agent_name,
                     t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
-            cost_json!("x.sandbox_id = b.id"),
+            cost_text!("x.sandbox_id = b.id"),
             " AS b_cost, ",
-            cost_json!("x.task_id = b.task_id"),
+            cost_text!("x.task_id = b.task_id"),
             " AS t_cost
              FROM sandboxes b
              JOIN devices d ON d.id = b.device_id
              LEFT JOIN sessions s ON s.id = b.last_session_id
              LEFT JOIN agents a ON a.id = s.agent_id
              LEFT JOIN tasks t ON t.id = b.task_id
-             WHERE b.workspace_id = ?",
+             WHERE b.workspace_id = $1",
         ));
+        // Parameters are numbered as the clauses that use them are added: $1 is the
+        // workspace, then whatever applies (PostgreSQL refuses parameters left unused).
+        let mut args: Vec<String> = vec![workspace.to_string()];
+        let mut arg = |v: String| {
+            args.push(v);
+            format!("${}", args.len())
+        };
         match filter {
             SandboxFilter::Live => sql.push_str(" AND b.live = 1"),
             SandboxFilter::Open => sql.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
             SandboxFilter::All => {}
         }
         let search = search.map(str::trim).filter(|q| !q.is_empty());
-        // Three characters or more: the trigram index finds the substring; shorter ones
-        // match so much that walking the list in order finds a batch quickly.
-        let indexed = search.is_some_and(|q| q.chars().count() >= 3);
-        match search {
-            // One set of matching rows (text, sandbox id, session id), looked up by rowid.
-            Some(_) if indexed => sql.push_str(
-                " AND b.rowid IN (SELECT rowid FROM sandbox_search WHERE sandbox_search MATCH ?2
-                                  UNION SELECT rowid FROM sandboxes WHERE id = ?3
-                                  UNION SELECT rowid FROM sandboxes WHERE last_session_id = ?3)",
-            ),
-            Some(_) => sql.push_str(" AND (b.title LIKE ?2 ESCAPE '\\' OR d.name LIKE ?2 ESCAPE '\\')"),
-            None => {}
+        // Three characters or more: the trigram index finds the substring (or the id);
+        // shorter ones match so much that walking the list in order finds a batch quickly.
+        if let Some(q) = search {
+            let like = self.engine.like();
+            if q.chars().count() >= 3 {
+                let text = if self.engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
+                let (text, id) = (arg(text), arg(q.to_string()));
+                sql.push_str(&self.engine.sandbox_search(&text, &id));
+            } else {
+                let p = arg(like_pattern(q));
+                sql.push_str(&format!(" AND (b.title {like} {p} ESCAPE '\\' OR d.name {like} {p} ESCAPE '\\')"));
+            }
         }
-        if cursor.is_some() {
-            sql.push_str(" AND (b.created_at, b.id) < (?4, ?5)");
+        if let Some(c) = cursor {
+            let (at, id) = (arg(c.created_at.clone()), arg(c.id.to_string()));
+            sql.push_str(&format!(" AND (b.created_at, b.id) < ({at}, {id})"));
         }
-        sql.push_str(" ORDER BY b.created_at DESC, b.id DESC LIMIT ?6");
-        let rows = sqlx::query(&sql)
-            .bind(workspace.to_string())
-            .bind(search.map(|q| if indexed { phrase(q) } else { like_pattern(q) }))
-            .bind(search)
-            .bind(cursor.map(|c| c.created_at.clone()))
-            .bind(cursor.map(|c| c.id.to_string()))
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
+        sql.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT ${}", args.len() + 1));
+        let mut query = sqlx::query(&sql);
+        for a in &args {
+            query = query.bind(a.as_str());
+        }
+        let rows = query.bind(limit).fetch_all(&self.pool).await?;
         rows.iter().map(item).collect()
     }
 
     /// Sessions running (or starting) now in a workspace: the sidebar badge.
     pub async fn count_live_sessions(&self, workspace: WorkspaceId) -> Result<u32> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sandboxes WHERE workspace_id = ? AND live = 1")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sandboxes WHERE workspace_id = $1 AND live = 1")
             .bind(workspace.to_string())
             .fetch_one(&self.pool)
             .await?;
@@ -304,7 +312,7 @@ mod tests {
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("ob \"3"), None, 100).await.unwrap().len(), 0);
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("OB 3 1"), None, 100).await.unwrap().len(), 1);
         // A sandbox renamed is found by its new title only.
-        sqlx::query("UPDATE sandboxes SET title = 'renamed thing' WHERE id = ?")
+        sqlx::query("UPDATE sandboxes SET title = 'renamed thing' WHERE id = $1")
             .bind(all[0].id.to_string())
             .execute(&s.pool)
             .await

@@ -123,7 +123,7 @@ pub struct SessionRow {
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
     FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
 
-pub(crate) fn session_row(r: &sqlx::sqlite::SqliteRow) -> Result<SessionRow> {
+pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
     let outcome: String = r.get("outcome");
     let state: String = r.get("sandbox_state");
     let command: String = r.get("command");
@@ -171,7 +171,7 @@ impl Store {
         let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, last_session_id, runs, live)
-             VALUES (?, ?, ?, 'remote', ?, ?, 'active', ?, ?, ?, 1, 1)",
+             VALUES ($1, $2, $3, 'remote', $4, $5, 'active', $6, $7, $8, 1, 1)",
         )
         .bind(sandbox.to_string())
             .bind(s.workspace.to_string())
@@ -185,7 +185,7 @@ impl Store {
             .await?;
         sqlx::query(
             "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, operator_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'starting', $9, $10, $11)",
         )
         .bind(id.to_string())
         .bind(s.workspace.to_string())
@@ -229,7 +229,7 @@ impl Store {
         routes: &[RouteChange],
     ) -> Result<()> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT s.workspace_id, s.route_changes, a.name AS agent FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
+        let row = sqlx::query("SELECT s.workspace_id, s.route_changes, a.name AS agent FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id WHERE s.id = $1")
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
             .await?;
@@ -245,7 +245,7 @@ impl Store {
             )
             .await?;
         }
-        sqlx::query("UPDATE sessions SET usage = ?, cost_generation = ?, cost_cache_read = ?, cost_unpriced = ?, route_changes = MAX(route_changes, ?) WHERE id = ?")
+        sqlx::query("UPDATE sessions SET usage = $1, cost_generation = $2, cost_cache_read = $3, cost_unpriced = $4, route_changes = CASE WHEN route_changes > $5 THEN route_changes ELSE $5 END WHERE id = $6")
             .bind(usage)
             .bind(cost.generation as i64)
             .bind(cost.cache_read as i64)
@@ -261,7 +261,7 @@ impl Store {
 
     /// One session.
     pub async fn session(&self, id: SessionId) -> Result<Option<SessionRow>> {
-        let row = sqlx::query(&format!("{SESSION_SELECT} WHERE s.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&format!("{SESSION_SELECT} WHERE s.id = $1")).bind(id.to_string()).fetch_optional(&self.pool).await?;
         row.as_ref().map(session_row).transpose()
     }
 
@@ -269,7 +269,7 @@ impl Store {
     pub async fn list_sessions(&self, workspace: WorkspaceId, all: bool, limit: i64) -> Result<Vec<SessionRow>> {
         let filter = if all { "" } else { "AND s.outcome IN ('starting', 'running')" };
         let rows =
-            sqlx::query(&format!("{SESSION_SELECT} WHERE s.workspace_id = ? {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT ?"))
+            sqlx::query(&format!("{SESSION_SELECT} WHERE s.workspace_id = $1 {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT $2"))
                 .bind(workspace.to_string())
                 .bind(limit)
                 .fetch_all(&self.pool)
@@ -279,7 +279,7 @@ impl Store {
 
     /// Live sessions on a device (uses the partial index).
     pub async fn live_sessions_on(&self, device: DeviceId) -> Result<Vec<SessionRow>> {
-        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.device_id = ? AND s.outcome IN ('starting', 'running')"))
+        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.device_id = $1 AND s.outcome IN ('starting', 'running')"))
             .bind(device.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -289,7 +289,7 @@ impl Store {
     /// `starting → running`; false if the session was not starting.
     pub async fn mark_running(&self, id: SessionId, pid: u32, cwd: &str) -> Result<bool> {
         let done = sqlx::query(
-            "UPDATE sessions SET outcome = 'running', pid = ?, cwd = ?, started_at = ? WHERE id = ? AND outcome = 'starting' RETURNING workspace_id",
+            "UPDATE sessions SET outcome = 'running', pid = $1, cwd = $2, started_at = $3 WHERE id = $4 AND outcome = 'starting' RETURNING workspace_id",
         )
         .bind(pid as i64)
         .bind(cwd)
@@ -305,7 +305,7 @@ impl Store {
     /// A device's sessions, newest first, created before `before` (created_at, id).
     pub async fn list_device_sessions(&self, device: DeviceId, before: Option<(&str, SessionId)>, limit: i64) -> Result<Vec<SessionRow>> {
         let rows = sqlx::query(&format!(
-            "{SESSION_SELECT} WHERE s.device_id = ?1 AND (?2 IS NULL OR (s.created_at, s.id) < (?2, ?3)) ORDER BY s.created_at DESC, s.id DESC LIMIT ?4"
+            "{SESSION_SELECT} WHERE s.device_id = $1 AND ($2 IS NULL OR (s.created_at, s.id) < ($2, $3)) ORDER BY s.created_at DESC, s.id DESC LIMIT $4"
         ))
         .bind(device.to_string())
         .bind(before.map(|b| b.0.to_string()))
@@ -318,7 +318,7 @@ impl Store {
 
     /// Notes who asked for a Stop (the outcome is decided when the process ends).
     pub async fn mark_stop_requested(&self, id: SessionId, by: &str) -> Result<()> {
-        sqlx::query("UPDATE sessions SET stop_requested_by = ? WHERE id = ? AND stop_requested_by IS NULL")
+        sqlx::query("UPDATE sessions SET stop_requested_by = $1 WHERE id = $2 AND stop_requested_by IS NULL")
             .bind(by)
             .bind(id.to_string())
             .execute(&self.pool)
@@ -328,7 +328,7 @@ impl Store {
 
     /// Records the terminal's current size.
     pub async fn set_size(&self, id: SessionId, cols: u16, rows: u16) -> Result<()> {
-        sqlx::query("UPDATE sessions SET cols = ?, rows = ? WHERE id = ?")
+        sqlx::query("UPDATE sessions SET cols = $1, rows = $2 WHERE id = $3")
             .bind(cols as i64)
             .bind(rows as i64)
             .bind(id.to_string())
@@ -350,7 +350,7 @@ impl Store {
         actor: &str,
     ) -> Result<Option<Ending>> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome, handed_off FROM sessions WHERE id = ?")
+        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome, handed_off FROM sessions WHERE id = $1")
             .bind(id.to_string())
             .fetch_optional(&mut *tx)
             .await?;
@@ -368,7 +368,7 @@ impl Store {
         let ending = &ending;
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
         sqlx::query(
-            "UPDATE sessions SET outcome = ?, exit_code = ?, reason = ?, started_at = COALESCE(started_at, ?), ended_at = ?, final_offset = ? WHERE id = ?",
+            "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6 WHERE id = $7",
         )
         .bind(ending.outcome.as_str())
         .bind(ending.exit_code.map(i64::from))
@@ -380,13 +380,13 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let sandbox: String = row.get("sandbox_id");
-        sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = ? WHERE id = ? AND kind = 'remote' AND state = 'active'")
+        sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = $1 WHERE id = $2 AND kind = 'remote' AND state = 'active'")
             .bind(now())
             .bind(&sandbox)
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "UPDATE sandboxes SET live = EXISTS (SELECT 1 FROM sessions s WHERE s.sandbox_id = sandboxes.id AND s.outcome IN ('starting', 'running')) WHERE id = ?",
+            "UPDATE sandboxes SET live = CASE WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.sandbox_id = sandboxes.id AND s.outcome IN ('starting', 'running')) THEN 1 ELSE 0 END WHERE id = $1",
         )
         .bind(&sandbox)
         .execute(&mut *tx)

@@ -23,7 +23,7 @@ pub struct SkillRow {
 impl Store {
     /// The workspace's skills, by name.
     pub async fn skills(&self, workspace: WorkspaceId) -> Result<Vec<SkillRow>> {
-        let rows = sqlx::query("SELECT * FROM skills WHERE workspace_id = ? ORDER BY name")
+        let rows = sqlx::query("SELECT * FROM skills WHERE workspace_id = $1 ORDER BY name")
             .bind(workspace.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -44,7 +44,7 @@ impl Store {
     pub async fn put_skill(&self, workspace: WorkspaceId, name: &str, files: &[(String, String)], by: &str) -> Result<()> {
         let mut tx = self.write().await?;
         sqlx::query(
-            "INSERT INTO skills (workspace_id, name, files, created_by, updated_at) VALUES (?, ?, ?, ?, ?)
+            "INSERT INTO skills (workspace_id, name, files, created_by, updated_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (workspace_id, name) DO UPDATE SET files = excluded.files, created_by = excluded.created_by, updated_at = excluded.updated_at",
         )
         .bind(workspace.to_string())
@@ -64,7 +64,7 @@ impl Store {
     /// Removes a skill ("skill changed"); false if there was none.
     pub async fn remove_skill(&self, workspace: WorkspaceId, name: &str, by: &str) -> Result<bool> {
         let mut tx = self.write().await?;
-        let n = sqlx::query("DELETE FROM skills WHERE workspace_id = ? AND name = ?")
+        let n = sqlx::query("DELETE FROM skills WHERE workspace_id = $1 AND name = $2")
             .bind(workspace.to_string())
             .bind(name)
             .execute(&mut *tx)
@@ -81,7 +81,7 @@ impl Store {
 
     /// Stores which skills reached a run (JSON, as its device reported).
     pub async fn set_session_skills(&self, session: SessionId, report: &str) -> Result<()> {
-        sqlx::query("UPDATE sessions SET skills = ? WHERE id = ?").bind(report).bind(session.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE sessions SET skills = $1 WHERE id = $2").bind(report).bind(session.to_string()).execute(&self.pool).await?;
         Ok(())
     }
 }

@@ -173,11 +173,11 @@ pub struct NewTaskSession {
 
 const TASK_SELECT: &str = concat!(
     "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
-    cost_json!("x.task_id = t.id"),
+    cost_text!("x.task_id = t.id"),
     " AS t_cost FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id"
 );
 
-fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
+fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
     let status: String = r.get("status");
     let workflow: String = r.get("workflow");
     Ok(TaskRow {
@@ -206,7 +206,7 @@ fn task_row(r: &sqlx::sqlite::SqliteRow) -> Result<TaskRow> {
     })
 }
 
-fn agent_row(r: &sqlx::sqlite::SqliteRow) -> Result<AgentRow> {
+fn agent_row(r: &sqlx::any::AnyRow) -> Result<AgentRow> {
     let template: String = r.get("template");
     Ok(AgentRow {
         id: parse_id(r.get("id"))?,
@@ -224,7 +224,7 @@ fn agent_row(r: &sqlx::sqlite::SqliteRow) -> Result<AgentRow> {
     })
 }
 
-fn note_row(r: &sqlx::sqlite::SqliteRow) -> Result<NoteRow> {
+fn note_row(r: &sqlx::any::AnyRow) -> Result<NoteRow> {
     Ok(NoteRow {
         id: parse_id(r.get("id"))?,
         task: parse_id(r.get("task_id"))?,
@@ -264,7 +264,7 @@ pub enum HandOffRefused {
 /// by `session` (its live, not yet handed-off run) or, with None, by a person (no run
 /// is live).
 async fn hand_off_check(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     t: &TaskRow,
     stage_index: usize,
     session: Option<SessionId>,
@@ -280,7 +280,7 @@ async fn hand_off_check(
         Some(session) => {
             sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM sessions
-             WHERE id = ? AND task_id = ? AND stage = ? AND outcome IN ('starting', 'running') AND handed_off IS NULL",
+             WHERE id = $1 AND task_id = $2 AND stage = $3 AND outcome IN ('starting', 'running') AND handed_off IS NULL",
             )
             .bind(session.to_string())
             .bind(t.id.to_string())
@@ -290,7 +290,7 @@ async fn hand_off_check(
                 == 1
         }
         None => {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = ? AND outcome IN ('starting', 'running')")
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sessions WHERE task_id = $1 AND outcome IN ('starting', 'running')")
                 .bind(t.id.to_string())
                 .fetch_one(&mut *conn)
                 .await?
@@ -305,7 +305,7 @@ impl Store {
     /// the branch its tasks start from and merge into.
     pub async fn add_repo(&self, workspace: WorkspaceId, name: &str, base: Option<&str>) -> Result<RepoId> {
         let mut tx = self.write().await?;
-        let id = match sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
+        let id = match sqlx::query("SELECT id FROM repos WHERE workspace_id = $1 AND name = $2")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -314,7 +314,7 @@ impl Store {
             Some(r) => parse_id(r.get("id"))?,
             None => {
                 let id = RepoId::new();
-                sqlx::query("INSERT INTO repos (id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)")
+                sqlx::query("INSERT INTO repos (id, workspace_id, name, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(id.to_string())
                     .bind(workspace.to_string())
                     .bind(name)
@@ -325,7 +325,7 @@ impl Store {
             }
         };
         if let Some(base) = base {
-            sqlx::query("UPDATE repos SET base_branch = ? WHERE id = ?").bind(base).bind(id.to_string()).execute(&mut *tx).await?;
+            sqlx::query("UPDATE repos SET base_branch = $1 WHERE id = $2").bind(base).bind(id.to_string()).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(id)
@@ -333,7 +333,7 @@ impl Store {
 
     /// The workspace's default workflow, if one was set.
     pub async fn workspace_workflow(&self, workspace: WorkspaceId) -> Result<Option<Vec<StageSpec>>> {
-        let w: Option<String> = sqlx::query_scalar("SELECT workflow FROM workspaces WHERE id = ?")
+        let w: Option<String> = sqlx::query_scalar("SELECT workflow FROM workspaces WHERE id = $1")
             .bind(workspace.to_string())
             .fetch_optional(&self.pool)
             .await?
@@ -343,7 +343,7 @@ impl Store {
 
     /// Sets the workspace's default workflow (for tasks filed from now on).
     pub async fn set_workspace_workflow(&self, workspace: WorkspaceId, stages: &[StageSpec]) -> Result<()> {
-        sqlx::query("UPDATE workspaces SET workflow = ? WHERE id = ?")
+        sqlx::query("UPDATE workspaces SET workflow = $1 WHERE id = $2")
             .bind(serde_json::to_string(stages).expect("serialises"))
             .bind(workspace.to_string())
             .execute(&self.pool)
@@ -353,7 +353,7 @@ impl Store {
 
     /// A repository by name.
     pub async fn repo_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<RepoId>> {
-        let r = sqlx::query("SELECT id FROM repos WHERE workspace_id = ? AND name = ?")
+        let r = sqlx::query("SELECT id FROM repos WHERE workspace_id = $1 AND name = $2")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&self.pool)
@@ -366,7 +366,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT r.id, r.name, r.base_branch, d.name AS device, dr.path FROM repos r
              LEFT JOIN device_repos dr ON dr.repo_id = r.id LEFT JOIN devices d ON d.id = dr.device_id
-             WHERE r.workspace_id = ? ORDER BY r.name, d.name",
+             WHERE r.workspace_id = $1 ORDER BY r.name, d.name",
         )
         .bind(workspace.to_string())
         .fetch_all(&self.pool)
@@ -386,7 +386,7 @@ impl Store {
 
     /// Declares that `device` has `repo` cloned at `path`.
     pub async fn set_device_repo(&self, device: DeviceId, repo: RepoId, path: &str) -> Result<()> {
-        sqlx::query("INSERT INTO device_repos (device_id, repo_id, path) VALUES (?, ?, ?) ON CONFLICT (device_id, repo_id) DO UPDATE SET path = excluded.path")
+        sqlx::query("INSERT INTO device_repos (device_id, repo_id, path) VALUES ($1, $2, $3) ON CONFLICT (device_id, repo_id) DO UPDATE SET path = excluded.path")
             .bind(device.to_string())
             .bind(repo.to_string())
             .bind(path)
@@ -397,7 +397,7 @@ impl Store {
 
     /// Where `device` has `repo`, if it has it.
     pub async fn device_repo_path(&self, device: DeviceId, repo: RepoId) -> Result<Option<String>> {
-        let r = sqlx::query("SELECT path FROM device_repos WHERE device_id = ? AND repo_id = ?")
+        let r = sqlx::query("SELECT path FROM device_repos WHERE device_id = $1 AND repo_id = $2")
             .bind(device.to_string())
             .bind(repo.to_string())
             .fetch_optional(&self.pool)
@@ -418,7 +418,7 @@ impl Store {
         let id = AgentId::new();
         let done = sqlx::query(
             "INSERT INTO agents (id, workspace_id, name, operator_id, harness, provider, account, model, effort, template, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (workspace_id, name) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (workspace_id, name) DO NOTHING",
         )
         .bind(id.to_string())
         .bind(workspace.to_string())
@@ -439,7 +439,7 @@ impl Store {
     /// An agent by name.
     pub async fn agent_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<AgentRow>> {
         let r = sqlx::query(
-            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = ? AND a.name = ?",
+            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = $1 AND a.name = $2",
         )
         .bind(workspace.to_string())
         .bind(name)
@@ -451,7 +451,7 @@ impl Store {
     /// The workspace's agents.
     pub async fn list_agents(&self, workspace: WorkspaceId) -> Result<Vec<AgentRow>> {
         let rows = sqlx::query(
-            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = ? ORDER BY a.name",
+            "SELECT a.*, m.name AS operator_name FROM agents a JOIN members m ON m.id = a.operator_id WHERE a.workspace_id = $1 ORDER BY a.name",
         )
         .bind(workspace.to_string())
         .fetch_all(&self.pool)
@@ -466,7 +466,7 @@ impl Store {
         let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO tasks (id, workspace_id, type, title, body, status, repo_id, workflow, queued_at, created_by, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, 'open', $6, $7, $8, $9, $10, $11)",
         )
         .bind(id.to_string())
         .bind(t.workspace.to_string())
@@ -496,13 +496,13 @@ impl Store {
 
     /// One task.
     pub async fn task(&self, id: TaskId) -> Result<Option<TaskRow>> {
-        let r = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let r = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = $1")).bind(id.to_string()).fetch_optional(&self.pool).await?;
         r.as_ref().map(task_row).transpose()
     }
 
     /// A workspace's tasks, newest first.
     pub async fn list_tasks(&self, workspace: WorkspaceId, limit: i64) -> Result<Vec<TaskRow>> {
-        let rows = sqlx::query(&format!("{TASK_SELECT} WHERE t.workspace_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT ?"))
+        let rows = sqlx::query(&format!("{TASK_SELECT} WHERE t.workspace_id = $1 ORDER BY t.created_at DESC, t.id DESC LIMIT $2"))
             .bind(workspace.to_string())
             .bind(limit)
             .fetch_all(&self.pool)
@@ -515,8 +515,8 @@ impl Store {
     pub async fn queued_tasks(&self, after: Option<(&str, TaskId)>, limit: i64) -> Result<Vec<TaskRow>> {
         let (at, id) = after.map(|(a, i)| (a.to_string(), i.to_string())).unwrap_or_default();
         let rows = sqlx::query(&format!(
-            "{TASK_SELECT} WHERE t.queued_at IS NOT NULL AND t.status = 'open' AND (t.queued_at, t.id) > (?, ?)
-             ORDER BY t.queued_at, t.id LIMIT ?"
+            "{TASK_SELECT} WHERE t.queued_at IS NOT NULL AND t.status = 'open' AND (t.queued_at, t.id) > ($1, $2)
+             ORDER BY t.queued_at, t.id LIMIT $3"
         ))
         .bind(at)
         .bind(id)
@@ -528,13 +528,13 @@ impl Store {
 
     /// Counts for the Sessions page header: (queued for a slot, live sessions on finished tasks).
     pub async fn task_counts(&self, workspace: WorkspaceId) -> Result<(u32, u32)> {
-        let q: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE workspace_id = ? AND queued_at IS NOT NULL AND status = 'open'")
+        let q: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE workspace_id = $1 AND queued_at IS NOT NULL AND status = 'open'")
             .bind(workspace.to_string())
             .fetch_one(&self.pool)
             .await?;
         let f: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM sessions s JOIN tasks t ON t.id = s.task_id
-             WHERE s.workspace_id = ? AND s.outcome IN ('starting', 'running') AND t.status != 'open'",
+             WHERE s.workspace_id = $1 AND s.outcome IN ('starting', 'running') AND t.status != 'open'",
         )
         .bind(workspace.to_string())
         .fetch_one(&self.pool)
@@ -546,7 +546,7 @@ impl Store {
     /// still open, unflagged and at that stage.
     pub async fn queue_task(&self, id: TaskId, stage_index: usize) -> Result<()> {
         sqlx::query(
-            "UPDATE tasks SET queued_at = COALESCE(queued_at, ?), updated_at = ? WHERE id = ? AND status = 'open' AND stage_index = ? AND flagged IS NULL",
+            "UPDATE tasks SET queued_at = COALESCE(queued_at, $1), updated_at = $2 WHERE id = $3 AND status = 'open' AND stage_index = $4 AND flagged IS NULL",
         )
         .bind(now())
         .bind(now())
@@ -559,7 +559,7 @@ impl Store {
 
     /// Takes the task's stage off the queue for a slot.
     pub async fn unqueue_task(&self, id: TaskId) -> Result<()> {
-        sqlx::query("UPDATE tasks SET queued_at = NULL, updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE tasks SET queued_at = NULL, updated_at = $1 WHERE id = $2")
             .bind(now())
             .bind(id.to_string())
             .execute(&self.pool)
@@ -570,7 +570,7 @@ impl Store {
     /// Launch session: a fresh run for the current stage (clears a flag and the count of
     /// attempts).
     pub async fn relaunch_task(&self, id: TaskId) -> Result<()> {
-        sqlx::query("UPDATE tasks SET queued_at = ?, flagged = NULL, attempts = 0, updated_at = ? WHERE id = ? AND status = 'open'")
+        sqlx::query("UPDATE tasks SET queued_at = $1, flagged = NULL, attempts = 0, updated_at = $2 WHERE id = $3 AND status = 'open'")
             .bind(now())
             .bind(now())
             .bind(id.to_string())
@@ -582,7 +582,7 @@ impl Store {
     /// Flags the task for a human (no more automatic restaffing of this stage).
     pub async fn flag_task(&self, id: TaskId, why: &str, actor: &str) -> Result<()> {
         let mut tx = self.write().await?;
-        let r = sqlx::query("UPDATE tasks SET flagged = ?, queued_at = NULL, updated_at = ? WHERE id = ? RETURNING workspace_id")
+        let r = sqlx::query("UPDATE tasks SET flagged = $1, queued_at = NULL, updated_at = $2 WHERE id = $3 RETURNING workspace_id")
             .bind(why)
             .bind(now())
             .bind(id.to_string())
@@ -609,9 +609,9 @@ impl Store {
     pub async fn create_task_session(&self, n: &NewTaskSession, actor: &str) -> Result<Option<(SessionId, SandboxId)>> {
         let mut tx = self.write().await?;
         let claimed = sqlx::query(
-            "UPDATE tasks SET queued_at = NULL, attempts = attempts + 1 WHERE id = ?1 AND status = 'open' AND stage_index = ?2
+            "UPDATE tasks SET queued_at = NULL, attempts = attempts + 1 WHERE id = $1 AND status = 'open' AND stage_index = $2
              AND queued_at IS NOT NULL AND flagged IS NULL
-             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = ?1 AND outcome IN ('starting', 'running'))",
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = $1 AND outcome IN ('starting', 'running'))",
         )
         .bind(n.task.to_string())
         .bind(n.stage_index as i64)
@@ -620,21 +620,21 @@ impl Store {
         if claimed.rows_affected() != 1 {
             return Ok(None);
         }
-        let t = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(n.task.to_string()).fetch_one(&mut *tx).await?;
+        let t = sqlx::query(&format!("{TASK_SELECT} WHERE t.id = $1")).bind(n.task.to_string()).fetch_one(&mut *tx).await?;
         let task = task_row(&t)?;
         let stage = task.stage().map(|s| s.stage.clone()).ok_or_else(|| StoreError::Corrupt("staffing a finished task".into()))?;
         let (id, at) = (SessionId::new(), now());
         let open_sandbox = match task.sandbox {
             Some(b) => {
                 let state: String =
-                    sqlx::query_scalar("SELECT state FROM sandboxes WHERE id = ?").bind(b.to_string()).fetch_one(&mut *tx).await?;
+                    sqlx::query_scalar("SELECT state FROM sandboxes WHERE id = $1").bind(b.to_string()).fetch_one(&mut *tx).await?;
                 match SandboxState::parse(&state).map(|s| s.apply(SandboxEvent::RunStarted)) {
                     Some(Ok(_)) => Some(b),
                     // Closed for good (Mark done): a new run gets a fresh sandbox on the same branch.
                     Some(Err(e)) if e.from.is_finished() => None,
                     _ => {
                         let why = format!("the task's sandbox is {state} (after Finish session): Mark done closes it, then Launch session starts a fresh one");
-                        sqlx::query("UPDATE tasks SET flagged = ?, attempts = attempts - 1 WHERE id = ?")
+                        sqlx::query("UPDATE tasks SET flagged = $1, attempts = attempts - 1 WHERE id = $2")
                             .bind(&why)
                             .bind(task.id.to_string())
                             .execute(&mut *tx)
@@ -660,7 +660,7 @@ impl Store {
                 let b = SandboxId::new();
                 sqlx::query(
                     "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
-                     VALUES (?, ?, ?, 'task', ?, ?, 'ready', ?, ?, ?, ?, ?, ?)",
+                     VALUES ($1, $2, $3, 'task', $4, $5, 'ready', $6, $7, $8, $9, $10, $11)",
                 )
                 .bind(b.to_string())
                 .bind(task.workspace.to_string())
@@ -680,7 +680,7 @@ impl Store {
         };
         sqlx::query(
             "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, task_id, stage, agent_id, operator_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?13, (SELECT operator_id FROM agents WHERE id = ?13))",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'starting', $9, $10, $11, $12, $13, (SELECT operator_id FROM agents WHERE id = $13))",
         )
         .bind(id.to_string())
         .bind(task.workspace.to_string())
@@ -697,20 +697,22 @@ impl Store {
         .bind(n.agent.to_string())
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE sandboxes SET state = 'active', live = 1, runs = runs + 1, last_session_id = ?, updated_at = ? WHERE id = ?")
-            .bind(id.to_string())
-            .bind(&at)
-            .bind(sandbox.to_string())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE tasks SET sandbox_id = ?, updated_at = ? WHERE id = ?")
+        sqlx::query(
+            "UPDATE sandboxes SET state = 'active', live = 1, runs = runs + 1, last_session_id = $1, updated_at = $2 WHERE id = $3",
+        )
+        .bind(id.to_string())
+        .bind(&at)
+        .bind(sandbox.to_string())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE tasks SET sandbox_id = $1, updated_at = $2 WHERE id = $3")
             .bind(sandbox.to_string())
             .bind(&at)
             .bind(task.id.to_string())
             .execute(&mut *tx)
             .await?;
         // The execution route the run starts on (seed 002), from its agent.
-        let route = sqlx::query("SELECT harness, provider, account, model, effort FROM agents WHERE id = ?")
+        let route = sqlx::query("SELECT harness, provider, account, model, effort FROM agents WHERE id = $1")
             .bind(n.agent.to_string())
             .fetch_optional(&mut *tx)
             .await?
@@ -741,7 +743,7 @@ impl Store {
     /// The live run of a task, if any.
     pub async fn live_task_session(&self, task: TaskId) -> Result<Option<SessionRow>> {
         let r = sqlx::query(&format!(
-            "{SESSION_SELECT} WHERE s.task_id = ? AND s.outcome IN ('starting', 'running') ORDER BY s.created_at DESC LIMIT 1"
+            "{SESSION_SELECT} WHERE s.task_id = $1 AND s.outcome IN ('starting', 'running') ORDER BY s.created_at DESC LIMIT 1"
         ))
         .bind(task.to_string())
         .fetch_optional(&self.pool)
@@ -751,7 +753,7 @@ impl Store {
 
     /// Every run of a task, oldest first (its Workflow view).
     pub async fn task_sessions(&self, task: TaskId) -> Result<Vec<SessionRow>> {
-        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.task_id = ? ORDER BY s.created_at, s.id"))
+        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.task_id = $1 ORDER BY s.created_at, s.id"))
             .bind(task.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -767,7 +769,7 @@ impl Store {
         session: Option<SessionId>,
     ) -> Result<std::result::Result<(), HandOffRefused>> {
         let mut conn = self.pool.acquire().await?;
-        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *conn).await?)?;
+        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = $1")).bind(task.to_string()).fetch_one(&mut *conn).await?)?;
         hand_off_check(&mut conn, &t, stage_index, session).await
     }
 
@@ -785,13 +787,13 @@ impl Store {
         actor: &str,
     ) -> Result<std::result::Result<AfterHandOff, HandOffRefused>> {
         let mut tx = self.write().await?;
-        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = ?")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
+        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = $1")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
         if let Err(refused) = hand_off_check(&mut tx, &t, stage_index, session).await? {
             return Ok(Err(refused));
         }
         let stage = t.workflow[t.stage_index].stage.clone();
         if let Some(session) = session {
-            sqlx::query("UPDATE sessions SET handed_off = 'the stage was handed off' WHERE id = ?")
+            sqlx::query("UPDATE sessions SET handed_off = 'the stage was handed off' WHERE id = $1")
                 .bind(session.to_string())
                 .execute(&mut *tx)
                 .await?;
@@ -801,16 +803,18 @@ impl Store {
         match next {
             AfterHandOff::Stage(i) => {
                 let queued = t.workflow[i].assignee.is_some().then(|| at.clone());
-                sqlx::query("UPDATE tasks SET stage_index = ?, attempts = 0, flagged = NULL, queued_at = ?, updated_at = ? WHERE id = ?")
-                    .bind(i as i64)
-                    .bind(queued)
-                    .bind(&at)
-                    .bind(task.to_string())
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "UPDATE tasks SET stage_index = $1, attempts = 0, flagged = NULL, queued_at = $2, updated_at = $3 WHERE id = $4",
+                )
+                .bind(i as i64)
+                .bind(queued)
+                .bind(&at)
+                .bind(task.to_string())
+                .execute(&mut *tx)
+                .await?;
             }
             AfterHandOff::Done => {
-                sqlx::query("UPDATE tasks SET status = 'done', stage_index = ?, queued_at = NULL, updated_at = ? WHERE id = ?")
+                sqlx::query("UPDATE tasks SET status = 'done', stage_index = $1, queued_at = NULL, updated_at = $2 WHERE id = $3")
                     .bind(t.workflow.len() as i64)
                     .bind(&at)
                     .bind(task.to_string())
@@ -852,7 +856,7 @@ impl Store {
         actor: Option<&str>,
     ) -> Result<std::result::Result<SandboxState, SandboxTransitionError>> {
         let mut tx = self.write().await?;
-        let r = sqlx::query("SELECT state, workspace_id, task_id, last_session_id FROM sandboxes WHERE id = ?")
+        let r = sqlx::query("SELECT state, workspace_id, task_id, last_session_id FROM sandboxes WHERE id = $1")
             .bind(sandbox.to_string())
             .fetch_one(&mut *tx)
             .await?;
@@ -862,7 +866,7 @@ impl Store {
             Ok(next) => next,
             Err(e) => return Ok(Err(e)),
         };
-        sqlx::query("UPDATE sandboxes SET state = ?, updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE sandboxes SET state = $1, updated_at = $2 WHERE id = $3")
             .bind(next.as_str())
             .bind(now())
             .bind(sandbox.to_string())
@@ -889,7 +893,7 @@ impl Store {
     pub async fn finish_task(&self, task: TaskId, status: TaskStatus, actor: &str) -> Result<bool> {
         let mut tx = self.write().await?;
         let r = sqlx::query(
-            "UPDATE tasks SET status = ?, queued_at = NULL, updated_at = ? WHERE id = ? AND status = 'open' RETURNING workspace_id",
+            "UPDATE tasks SET status = $1, queued_at = NULL, updated_at = $2 WHERE id = $3 AND status = 'open' RETURNING workspace_id",
         )
         .bind(status.as_str())
         .bind(now())
@@ -912,7 +916,7 @@ impl Store {
 
     /// Marks a session to complete when it ends (Mark done), with `why`.
     pub async fn mark_completing(&self, session: SessionId, why: &str) -> Result<()> {
-        sqlx::query("UPDATE sessions SET handed_off = COALESCE(handed_off, ?) WHERE id = ?")
+        sqlx::query("UPDATE sessions SET handed_off = COALESCE(handed_off, $1) WHERE id = $2")
             .bind(why)
             .bind(session.to_string())
             .execute(&self.pool)
@@ -922,7 +926,7 @@ impl Store {
 
     /// Stores a session-scoped credential.
     pub async fn add_session_token(&self, session: SessionId, digest: &str) -> Result<()> {
-        sqlx::query("INSERT INTO session_tokens (hash, session_id, created_at) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO session_tokens (hash, session_id, created_at) VALUES ($1, $2, $3)")
             .bind(digest)
             .bind(session.to_string())
             .bind(now())
@@ -935,7 +939,7 @@ impl Store {
     pub async fn session_for_token(&self, digest: &str) -> Result<Option<SessionRow>> {
         let r = sqlx::query(&format!(
             "{SESSION_SELECT} JOIN session_tokens k ON k.session_id = s.id
-             WHERE k.hash = ? AND k.revoked_at IS NULL AND s.outcome IN ('starting', 'running')"
+             WHERE k.hash = $1 AND k.revoked_at IS NULL AND s.outcome IN ('starting', 'running')"
         ))
         .bind(digest)
         .fetch_optional(&self.pool)
@@ -947,7 +951,7 @@ impl Store {
     pub async fn add_note(&self, task: &TaskRow, session: Option<SessionId>, kind: &str, text: &str, actor: &str) -> Result<NoteId> {
         let id = NoteId::new();
         let mut tx = self.write().await?;
-        sqlx::query("INSERT INTO notes (id, task_id, session_id, kind, text, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        sqlx::query("INSERT INTO notes (id, task_id, session_id, kind, text, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
             .bind(id.to_string())
             .bind(task.id.to_string())
             .bind(session.map(|s| s.to_string()))
@@ -973,7 +977,7 @@ impl Store {
     /// Resolves a blocker or answers a question; false if it was already closed.
     pub async fn close_note(&self, task: &TaskRow, note: NoteId, answer: Option<&str>, actor: &str) -> Result<bool> {
         let mut tx = self.write().await?;
-        let r = sqlx::query("UPDATE notes SET answer = ?, closed_by = ?, closed_at = ? WHERE id = ? AND task_id = ? AND closed_at IS NULL RETURNING kind, session_id")
+        let r = sqlx::query("UPDATE notes SET answer = $1, closed_by = $2, closed_at = $3 WHERE id = $4 AND task_id = $5 AND closed_at IS NULL RETURNING kind, session_id")
             .bind(answer)
             .bind(actor)
             .bind(now())
@@ -999,13 +1003,13 @@ impl Store {
 
     /// One note.
     pub async fn note(&self, id: NoteId) -> Result<Option<NoteRow>> {
-        let r = sqlx::query("SELECT * FROM notes WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let r = sqlx::query("SELECT * FROM notes WHERE id = $1").bind(id.to_string()).fetch_optional(&self.pool).await?;
         r.as_ref().map(note_row).transpose()
     }
 
     /// A task's blockers and questions, oldest first.
     pub async fn task_notes(&self, task: TaskId) -> Result<Vec<NoteRow>> {
-        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = ? ORDER BY created_at, id")
+        let rows = sqlx::query("SELECT * FROM notes WHERE task_id = $1 ORDER BY created_at, id")
             .bind(task.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -1014,7 +1018,7 @@ impl Store {
 
     /// Whether the task has an open question or blocker (a run waiting on a person).
     pub async fn waiting_on_person(&self, task: TaskId) -> Result<bool> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes WHERE task_id = ? AND closed_at IS NULL")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes WHERE task_id = $1 AND closed_at IS NULL")
             .bind(task.to_string())
             .fetch_one(&self.pool)
             .await?;
@@ -1023,7 +1027,7 @@ impl Store {
 
     /// When a person last answered a question or resolved a blocker on the task.
     pub async fn last_note_closed_at(&self, task: TaskId) -> Result<Option<String>> {
-        Ok(sqlx::query_scalar("SELECT MAX(closed_at) FROM notes WHERE task_id = ?").bind(task.to_string()).fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar("SELECT MAX(closed_at) FROM notes WHERE task_id = $1").bind(task.to_string()).fetch_one(&self.pool).await?)
     }
 
     /// Records a comment on a task.

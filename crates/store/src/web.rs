@@ -20,7 +20,7 @@ impl Store {
     /// Stores a one-time login link for `member`, valid for `ttl`.
     pub async fn add_login_link(&self, member: MemberId, digest: &str, ttl: chrono::Duration) -> Result<()> {
         let at = chrono::Utc::now();
-        sqlx::query("INSERT INTO login_links (hash, member_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO login_links (hash, member_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
             .bind(digest)
             .bind(member.to_string())
             .bind(format_time(at))
@@ -36,7 +36,7 @@ impl Store {
         let mut tx = self.write().await?;
         let at = now();
         let used =
-            sqlx::query("UPDATE login_links SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ? RETURNING member_id")
+            sqlx::query("UPDATE login_links SET used_at = $1 WHERE hash = $2 AND used_at IS NULL AND expires_at > $3 RETURNING member_id")
                 .bind(&at)
                 .bind(digest)
                 .bind(&at)
@@ -44,7 +44,7 @@ impl Store {
                 .await?;
         let Some(row) = used else { return Ok(None) };
         let member: MemberId = parse_id(row.get("member_id"))?;
-        sqlx::query("INSERT INTO web_sessions (hash, member_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO web_sessions (hash, member_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
             .bind(session_digest)
             .bind(member.to_string())
             .bind(&at)
@@ -57,7 +57,7 @@ impl Store {
 
     /// Opens a web session with `session_digest` for `member` (signed in by password).
     pub async fn open_web_session(&self, member: MemberId, session_digest: &str, session_ttl: chrono::Duration) -> Result<()> {
-        sqlx::query("INSERT INTO web_sessions (hash, member_id, created_at, expires_at) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO web_sessions (hash, member_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
             .bind(session_digest)
             .bind(member.to_string())
             .bind(now())
@@ -71,7 +71,7 @@ impl Store {
     pub async fn web_principal(&self, session_digest: &str) -> Result<std::result::Result<Principal, WebSessionState>> {
         let row = sqlx::query(
             "SELECT w.expires_at, w.revoked_at, m.id, m.workspace_id, m.name, m.role
-             FROM web_sessions w JOIN members m ON m.id = w.member_id WHERE w.hash = ?",
+             FROM web_sessions w JOIN members m ON m.id = w.member_id WHERE w.hash = $1",
         )
         .bind(session_digest)
         .fetch_optional(&self.pool)
@@ -95,7 +95,7 @@ impl Store {
 
     /// Ends a web session (sign out).
     pub async fn revoke_web_session(&self, session_digest: &str) -> Result<()> {
-        sqlx::query("UPDATE web_sessions SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL")
+        sqlx::query("UPDATE web_sessions SET revoked_at = $1 WHERE hash = $2 AND revoked_at IS NULL")
             .bind(now())
             .bind(session_digest)
             .execute(&self.pool)

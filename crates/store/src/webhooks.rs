@@ -5,7 +5,7 @@
 use drover_core::webhook::WebhookEvent;
 use drover_core::{MessageId, WebhookId, WorkspaceId};
 use serde::{Deserialize, Serialize};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use crate::{now, parse_id, Result, Store, StoreError};
 
@@ -77,7 +77,7 @@ pub struct DueDelivery {
     pub secrets: Vec<String>,
 }
 
-fn endpoint_row(r: &sqlx::sqlite::SqliteRow) -> Result<WebhookRow> {
+fn endpoint_row(r: &sqlx::any::AnyRow) -> Result<WebhookRow> {
     let events: String = r.get("events");
     let secrets: String = r.get("secrets");
     Ok(WebhookRow {
@@ -92,7 +92,7 @@ fn endpoint_row(r: &sqlx::sqlite::SqliteRow) -> Result<WebhookRow> {
     })
 }
 
-fn delivery_row(r: &sqlx::sqlite::SqliteRow) -> Result<DeliveryRow> {
+fn delivery_row(r: &sqlx::any::AnyRow) -> Result<DeliveryRow> {
     Ok(DeliveryRow {
         id: parse_id(r.get("id"))?,
         endpoint: parse_id(r.get("endpoint_id"))?,
@@ -110,25 +110,18 @@ fn delivery_row(r: &sqlx::sqlite::SqliteRow) -> Result<DeliveryRow> {
 
 /// Queues `payload` for every enabled endpoint of the workspace subscribed to `hook`,
 /// inside the transaction that records the event.
-pub(crate) async fn enqueue(
-    conn: &mut SqliteConnection,
-    workspace: WorkspaceId,
-    hook: WebhookEvent,
-    payload: &str,
-    at: &str,
-) -> Result<()> {
-    let endpoints: Vec<String> = sqlx::query_scalar(
-        "SELECT id FROM webhook_endpoints WHERE workspace_id = ? AND disabled_reason IS NULL
-         AND EXISTS (SELECT 1 FROM json_each(events) WHERE value = ?)",
-    )
-    .bind(workspace.to_string())
-    .bind(hook.as_str())
-    .fetch_all(&mut *conn)
-    .await?;
-    for endpoint in endpoints {
+pub(crate) async fn enqueue(conn: &mut AnyConnection, workspace: WorkspaceId, hook: WebhookEvent, payload: &str, at: &str) -> Result<()> {
+    let rows = sqlx::query("SELECT id, events FROM webhook_endpoints WHERE workspace_id = $1 AND disabled_reason IS NULL")
+        .bind(workspace.to_string())
+        .fetch_all(&mut *conn)
+        .await?;
+    let subscribed = rows.iter().filter(|r| {
+        serde_json::from_str::<Vec<String>>(&r.get::<String, _>("events")).is_ok_and(|events| events.iter().any(|e| e == hook.as_str()))
+    });
+    for endpoint in subscribed.map(|r| r.get::<String, _>("id")).collect::<Vec<_>>() {
         sqlx::query(
             "INSERT INTO webhook_deliveries (id, endpoint_id, event_type, payload, state, attempts, next_attempt_at, created_at)
-             VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)",
+             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6)",
         )
         .bind(MessageId::new().to_string())
         .bind(endpoint)
@@ -148,7 +141,7 @@ impl Store {
         let id = WebhookId::new();
         let secrets = vec![WebhookSecret { secret: secret.into(), expires_at: None }];
         sqlx::query(
-            "INSERT INTO webhook_endpoints (id, workspace_id, url, events, secrets, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO webhook_endpoints (id, workspace_id, url, events, secrets, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(id.to_string())
         .bind(workspace.to_string())
@@ -164,13 +157,13 @@ impl Store {
 
     /// An endpoint.
     pub async fn webhook(&self, id: WebhookId) -> Result<Option<WebhookRow>> {
-        let r = sqlx::query("SELECT * FROM webhook_endpoints WHERE id = ?").bind(id.to_string()).fetch_optional(&self.pool).await?;
+        let r = sqlx::query("SELECT * FROM webhook_endpoints WHERE id = $1").bind(id.to_string()).fetch_optional(&self.pool).await?;
         r.as_ref().map(endpoint_row).transpose()
     }
 
     /// The workspace's endpoints, oldest first.
     pub async fn list_webhooks(&self, workspace: WorkspaceId) -> Result<Vec<WebhookRow>> {
-        let rows = sqlx::query("SELECT * FROM webhook_endpoints WHERE workspace_id = ? ORDER BY created_at, id")
+        let rows = sqlx::query("SELECT * FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id")
             .bind(workspace.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -180,8 +173,8 @@ impl Store {
     /// Removes an endpoint and its delivery log.
     pub async fn delete_webhook(&self, id: WebhookId) -> Result<bool> {
         let mut tx = self.write().await?;
-        sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = ?").bind(id.to_string()).execute(&mut *tx).await?;
-        let gone = sqlx::query("DELETE FROM webhook_endpoints WHERE id = ?").bind(id.to_string()).execute(&mut *tx).await?.rows_affected();
+        sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = $1").bind(id.to_string()).execute(&mut *tx).await?;
+        let gone = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1").bind(id.to_string()).execute(&mut *tx).await?.rows_affected();
         tx.commit().await?;
         Ok(gone == 1)
     }
@@ -191,7 +184,7 @@ impl Store {
     /// already expired are dropped.
     pub async fn rotate_webhook_secret(&self, id: WebhookId, secret: &str, old_expires_at: &str) -> Result<bool> {
         let mut tx = self.write().await?;
-        let Some(r) = sqlx::query("SELECT * FROM webhook_endpoints WHERE id = ?").bind(id.to_string()).fetch_optional(&mut *tx).await?
+        let Some(r) = sqlx::query("SELECT * FROM webhook_endpoints WHERE id = $1").bind(id.to_string()).fetch_optional(&mut *tx).await?
         else {
             return Ok(false);
         };
@@ -204,7 +197,7 @@ impl Store {
             s.expires_at.get_or_insert_with(|| old_expires_at.to_string());
             secrets.push(s);
         }
-        sqlx::query("UPDATE webhook_endpoints SET secrets = ? WHERE id = ?")
+        sqlx::query("UPDATE webhook_endpoints SET secrets = $1 WHERE id = $2")
             .bind(serde_json::to_string(&secrets).expect("serialises"))
             .bind(id.to_string())
             .execute(&mut *tx)
@@ -215,7 +208,7 @@ impl Store {
 
     /// Disables an endpoint with a reason, or enables it again (None).
     pub async fn set_webhook_disabled(&self, id: WebhookId, reason: Option<&str>) -> Result<bool> {
-        let n = sqlx::query("UPDATE webhook_endpoints SET disabled_reason = ? WHERE id = ?")
+        let n = sqlx::query("UPDATE webhook_endpoints SET disabled_reason = $1 WHERE id = $2")
             .bind(reason)
             .bind(id.to_string())
             .execute(&self.pool)
@@ -228,8 +221,8 @@ impl Store {
     pub async fn due_deliveries(&self, at: &str, limit: i64) -> Result<Vec<DueDelivery>> {
         let rows = sqlx::query(
             "SELECT d.*, e.url, e.secrets FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-             WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND e.disabled_reason IS NULL
-             ORDER BY d.next_attempt_at, d.id LIMIT ?",
+             WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND e.disabled_reason IS NULL
+             ORDER BY d.next_attempt_at, d.id LIMIT $2",
         )
         .bind(at)
         .bind(limit)
@@ -265,8 +258,8 @@ impl Store {
         };
         let at = now();
         sqlx::query(
-            "UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, next_attempt_at = ?, last_status = ?, last_error = ?,
-             delivered_at = CASE WHEN ? THEN ? ELSE delivered_at END WHERE id = ? AND attempts = ?",
+            "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, last_status = $3, last_error = $4,
+             delivered_at = CASE WHEN $5 THEN $6 ELSE delivered_at END WHERE id = $7 AND attempts = $8",
         )
         .bind(state)
         .bind(retry_at)
@@ -283,7 +276,7 @@ impl Store {
 
     /// An endpoint's deliveries, newest first.
     pub async fn deliveries(&self, endpoint: WebhookId, limit: i64) -> Result<Vec<DeliveryRow>> {
-        let rows = sqlx::query("SELECT * FROM webhook_deliveries WHERE endpoint_id = ? ORDER BY created_at DESC, id DESC LIMIT ?")
+        let rows = sqlx::query("SELECT * FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2")
             .bind(endpoint.to_string())
             .bind(limit)
             .fetch_all(&self.pool)
@@ -294,7 +287,7 @@ impl Store {
     /// Sends a delivery again, now, with the same message id (receivers deduplicate on it).
     pub async fn redeliver(&self, endpoint: WebhookId, id: MessageId) -> Result<bool> {
         let n = sqlx::query(
-            "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = ? WHERE id = ? AND endpoint_id = ?",
+            "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1 WHERE id = $2 AND endpoint_id = $3",
         )
         .bind(now())
         .bind(id.to_string())

@@ -20,6 +20,37 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_drover"))
 }
 
+/// The PostgreSQL database the server kept in `home` uses when the suite runs on
+/// PostgreSQL (`DROVER_TEST_DATABASE=postgres://user@host:port`, see `scripts/postgres`):
+/// one per home, named after it, so a restarted server finds its data again. None: the
+/// default, SQLite in the home.
+pub fn test_database(home: &Path) -> Option<String> {
+    let server = std::env::var("DROVER_TEST_DATABASE").ok().filter(|s| !s.is_empty())?;
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    home.hash(&mut h);
+    Some(format!("{}/drover_test_{:016x}", server.trim_end_matches('/'), h.finish()))
+}
+
+/// Everything the server in `home` stored, as text: its SQLite files, or a dump of its
+/// PostgreSQL database.
+pub fn database_text(home: &Path) -> String {
+    match test_database(home) {
+        Some(url) => {
+            let out = Command::new("pg_dump").args(["--data-only", &url]).output().expect("pg_dump (postgresql-client)");
+            assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+        None => {
+            let mut db = std::fs::read(home.join("drover.db")).unwrap();
+            if let Ok(wal) = std::fs::read(home.join("drover.db-wal")) {
+                db.extend(wal);
+            }
+            String::from_utf8_lossy(&db).into_owned()
+        }
+    }
+}
+
 /// A running Drover (server + local device) in a temporary home.
 pub struct Drover {
     pub home: tempfile::TempDir,
@@ -51,7 +82,11 @@ impl Drover {
 
     /// Starts (or restarts) `drover up` on `listen`.
     pub fn start_up(&mut self, listen: &str) {
-        let mut child = Command::new(bin())
+        let mut child = Command::new(bin());
+        if let Some(db) = test_database(self.home.path()) {
+            child.env("DROVER_DATABASE", db);
+        }
+        let mut child = child
             .args(["up", "--listen", listen, "--name", &self.device, "--slots", &self.slots.to_string(), "--stop-grace", "1"])
             .env("DROVER_HOME", self.home.path())
             .env("RUST_LOG", "warn")
@@ -361,8 +396,11 @@ pub struct Split {
 }
 
 fn spawn_drover(home: &Path, args: &[&str]) -> Child {
-    Command::new(bin())
-        .args(args)
+    let mut c = Command::new(bin());
+    if let Some(db) = test_database(home) {
+        c.env("DROVER_DATABASE", db);
+    }
+    c.args(args)
         .env("DROVER_HOME", home)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
