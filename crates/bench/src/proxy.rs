@@ -1,5 +1,7 @@
 //! A TCP proxy whose link can be cut and restored: a device talks to the server through
-//! it, so a test or a soak run can drop the link without touching either process.
+//! it, so a test or a soak run can drop the link without touching either process. In
+//! front of several replicas it is their one address: each connection goes to the first
+//! that accepts it, as a load balancer with failover would send it.
 //! Shared by the soak benchmark and the end-to-end fault tests (included by path).
 
 use std::io::{Read, Write};
@@ -39,6 +41,12 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
 impl LinkProxy {
     /// Listens on a free loopback port and forwards each connection to `target`.
     pub fn start(target: SocketAddr) -> std::io::Result<LinkProxy> {
+        LinkProxy::front(vec![target])
+    }
+
+    /// Listens on a free loopback port and forwards each connection to the first of
+    /// `targets` that accepts it.
+    pub fn front(targets: Vec<SocketAddr>) -> std::io::Result<LinkProxy> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared { up: AtomicBool::new(true), cuts: AtomicU64::new(0), conns: Mutex::new(Vec::new()) });
@@ -49,7 +57,9 @@ impl LinkProxy {
                 if !s.up.load(Ordering::SeqCst) {
                     continue;
                 }
-                let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) else { continue };
+                let Some(server) = targets.iter().find_map(|t| TcpStream::connect_timeout(t, Duration::from_secs(5)).ok()) else {
+                    continue;
+                };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (client.try_clone(), server.try_clone(), client.try_clone(), server.try_clone())

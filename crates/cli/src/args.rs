@@ -25,6 +25,14 @@ pub enum Command {
     Up(UpArgs),
     /// Run only the server.
     Server(ServerArgs),
+    /// Create the database if needed and bring its schema up to date (before starting
+    /// replicas of a new version), then exit.
+    Migrate(DatabaseArgs),
+    /// Write every workspace's data (rows and session output) to a file: one half of a
+    /// move between databases (stop the servers first).
+    Export(ExportArgs),
+    /// Load a `drover export` file into a new, empty database (SQLite or PostgreSQL).
+    Import(ImportArgs),
     /// Run the device daemon (`drover device --server URL --token T`), or manage devices.
     #[command(args_conflicts_with_subcommands = true)]
     Device(DeviceCmd),
@@ -250,6 +258,10 @@ pub struct ServerArgs {
     /// Seconds between runs of the pruning job.
     #[arg(long, default_value_t = 3600.0)]
     pub prune_secs: f64,
+    /// Seconds a replica's lease on a background monitor lasts unless renewed: how soon
+    /// another replica takes over the monitors of one that died.
+    #[arg(long, default_value_t = 6.0, hide = true)]
+    pub lease_secs: f64,
 }
 
 /// `drover up`.
@@ -690,4 +702,34 @@ pub enum SandboxCmd {
 /// Parses `--database` (a clap value parser).
 fn parse_database(s: &str) -> Result<drover_store::Database, String> {
     drover_store::Database::parse(s).map_err(|e| e.to_string())
+}
+
+/// Which database a maintenance command works on.
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// `sqlite:PATH` or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (default:
+    /// drover.db in $DROVER_HOME).
+    #[arg(long, env = "DROVER_DATABASE", value_parser = parse_database, value_name = "URL")]
+    pub database: Option<drover_store::Database>,
+}
+
+/// `drover export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The database to export.
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// The file to write (JSON lines); it must not exist yet.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: std::path::PathBuf,
+}
+
+/// `drover import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The file `drover export` wrote.
+    pub file: std::path::PathBuf,
+    /// The database to load it into: new or empty.
+    #[command(flatten)]
+    pub db: DatabaseArgs,
 }

@@ -61,6 +61,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         },
         retention: seconds("--retention-secs", args.retention_secs)?,
         prune_every: seconds("--prune-secs", args.prune_secs)?,
+        lease_ttl: seconds("--lease-secs", args.lease_secs)?,
         ..ServerConfig::default()
     };
     Ok(Started { url, state: AppState::new(store, workspace, config), listener })
@@ -171,9 +172,17 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     println!("  register a device: drover device add NAME   (prints its token)");
     println!("  then on that machine: drover device --server {} --token TOKEN --name NAME", started.url);
     let url = started.url.clone();
+    let state = started.state.clone();
     tokio::select! {
         r = drover_server::serve(started.state, started.listener) => r.with_context(|| format!("serving {url}")),
-        _ = shutdown_signal() => Ok(()),
+        _ = shutdown_signal() => {
+            // Another replica takes over the monitors at once instead of when the
+            // leases lapse.
+            if let Err(e) = state.store.release_leases(&state.replica).await {
+                tracing::warn!("giving up the monitors' leases: {e}");
+            }
+            Ok(())
+        }
     }
 }
 

@@ -92,6 +92,12 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
 
     let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
     let epoch = state.devices.connect(device, down_tx);
+    if state.store.is_shared() {
+        // Other replicas reach this device through this one from now on.
+        if let Err(e) = state.store.link_device(device, &state.replica).await {
+            tracing::warn!(device = %name, "recording where this device is linked: {e}");
+        }
+    }
     tracing::info!(device = %name, "device connected");
     // The workspace's own prices, for the usage the device reads.
     if let Ok(overrides) = state.store.workspace_prices(workspace).await {
@@ -117,7 +123,11 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
     let ingest = tokio::spawn(ingest::run(state.clone(), device, name.clone(), ingest_rx));
     let result = read_loop(&state, device, &mut stream, &ingest_tx).await;
-    state.devices.disconnect(device, epoch);
+    if state.devices.disconnect(device, epoch) && state.store.is_shared() {
+        if let Err(e) = state.store.unlink_device(device, &state.replica).await {
+            tracing::warn!(device = %name, "forgetting the link of a device that left: {e}");
+        }
+    }
     drop(ingest_tx);
     let _ = ingest.await;
     writer.abort();

@@ -1,4 +1,6 @@
-//! Connected devices and the requests waiting on their answers.
+//! Connected devices and the requests waiting on their answers. A device linked to
+//! another replica (PostgreSQL) is reached through that replica's mailbox
+//! (`crate::cluster`): every method here works for it too, except the `_local` ones.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +65,14 @@ impl<T> Pending<T> {
         }
     }
 
+    /// Gives up on `req`: whoever waits on it hears "disconnected".
+    fn fail(&self, req: u64, from: DeviceId) {
+        let mut pending = self.0.lock().expect("pending");
+        if pending.get(&req).is_some_and(|(device, _)| *device == from) {
+            pending.remove(&req);
+        }
+    }
+
     /// Drops everything waiting on `device`: its answers will never come.
     fn drop_device(&self, device: DeviceId) {
         self.0.lock().expect("pending").retain(|_, (d, _)| *d != device);
@@ -80,10 +90,19 @@ pub enum NoAnswer {
     Timeout,
 }
 
+/// Where mail for other replicas goes: the store, and this replica's name.
+struct Relay {
+    store: drover_store::Store,
+    replica: String,
+}
+
 /// The registry of connected devices.
 #[derive(Default)]
 pub struct Devices {
     conns: Mutex<HashMap<DeviceId, Conn>>,
+    /// Devices linked to other replicas, with the replica.
+    remote: Mutex<HashMap<DeviceId, String>>,
+    relay: std::sync::OnceLock<Relay>,
     next: AtomicU64,
     deliveries: Pending<Delivery>,
     snapshots: Pending<Snapshot>,
@@ -102,63 +121,154 @@ impl Devices {
         epoch
     }
 
-    /// Removes the connection if it is still the one registered at `epoch`.
-    pub fn disconnect(&self, id: DeviceId, epoch: u64) {
+    /// Removes the connection if it is still the one registered at `epoch`; true if it
+    /// was.
+    pub fn disconnect(&self, id: DeviceId, epoch: u64) -> bool {
         let mut conns = self.conns.lock().expect("conns");
-        if conns.get(&id).is_some_and(|c| c.epoch == epoch) {
+        let current = conns.get(&id).is_some_and(|c| c.epoch == epoch);
+        if current {
             conns.remove(&id);
             // Pending answers from this device will never come: fail them now.
             self.deliveries.drop_device(id);
             self.snapshots.drop_device(id);
             self.merges.drop_device(id);
         }
+        current
     }
 
-    /// Drops the device's link (its credential was revoked): its messages stop, and its
-    /// reconnection is refused.
-    pub fn kick(&self, id: DeviceId) {
+    /// Drops the device's link here (its credential was revoked): its messages stop,
+    /// and its reconnection is refused.
+    pub fn kick_local(&self, id: DeviceId) {
         self.conns.lock().expect("conns").remove(&id);
         self.deliveries.drop_device(id);
         self.snapshots.drop_device(id);
         self.merges.drop_device(id);
     }
 
-    /// Whether the device is connected now.
-    pub fn is_connected(&self, id: DeviceId) -> bool {
+    /// Reaches devices linked to other replicas through the mailboxes in `store`.
+    pub(crate) fn relay_through(&self, store: drover_store::Store, replica: String) {
+        let _ = self.relay.set(Relay { store, replica });
+    }
+
+    /// Replaces what is known of devices linked to other replicas.
+    pub(crate) fn set_remote(&self, links: HashMap<DeviceId, String>) {
+        *self.remote.lock().expect("remote") = links;
+    }
+
+    /// The replica `id`'s link is on, when it is another one.
+    pub(crate) fn remote_replica(&self, id: DeviceId) -> Option<String> {
+        if self.is_local(id) {
+            return None;
+        }
+        self.relay.get()?;
+        self.remote.lock().expect("remote").get(&id).cloned()
+    }
+
+    /// Whether the device's link is on this server.
+    pub fn is_local(&self, id: DeviceId) -> bool {
         self.conns.lock().expect("conns").contains_key(&id)
+    }
+
+    /// Whether the device is connected now (to this server or another replica).
+    pub fn is_connected(&self, id: DeviceId) -> bool {
+        self.is_local(id) || self.remote_replica(id).is_some()
     }
 
     fn sender(&self, id: DeviceId) -> Result<mpsc::Sender<Message>, NotConnected> {
         self.conns.lock().expect("conns").get(&id).map(|c| c.tx.clone()).ok_or(NotConnected)
     }
 
+    /// Posts `m` to the replica `id` is linked to.
+    async fn relay(&self, id: DeviceId, m: impl FnOnce(String) -> crate::cluster::Relayed) -> Result<(), NotConnected> {
+        let (Some(relay), Some(replica)) = (self.relay.get(), self.remote_replica(id)) else { return Err(NotConnected) };
+        if crate::cluster::post(&relay.store, &replica, &m(relay.replica.clone())).await {
+            Ok(())
+        } else {
+            Err(NotConnected)
+        }
+    }
+
     /// Sends a JSON message to the device, in order with everything else sent to it.
     pub async fn send(&self, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
+        match self.send_local(id, msg).await {
+            Err(NotConnected) => self.relay(id, |_| crate::cluster::Relayed::Send { device: id, msg: msg.clone() }).await,
+            ok => ok,
+        }
+    }
+
+    /// [`Devices::send`] to a device linked to this server.
+    pub async fn send_local(&self, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
         let text = serde_json::to_string(msg).expect("server messages serialise");
         self.sender(id)?.send(Message::Text(text.into())).await.map_err(|_| NotConnected)
     }
 
     /// Sends keystrokes to a session on the device.
     pub async fn send_input(&self, id: DeviceId, session: SessionId, data: Vec<u8>) -> Result<(), NotConnected> {
+        if !self.is_local(id) {
+            let data = crate::cluster::input_body(&data);
+            return self.relay(id, |_| crate::cluster::Relayed::Input { device: id, session, data }).await;
+        }
+        self.send_input_local(id, session, data).await
+    }
+
+    /// [`Devices::send_input`] to a device linked to this server.
+    pub async fn send_input_local(&self, id: DeviceId, session: SessionId, data: Vec<u8>) -> Result<(), NotConnected> {
         let frame = DeviceBinary::Input { session, data }.encode();
         self.sender(id)?.send(Message::Binary(frame.into())).await.map_err(|_| NotConnected)
+    }
+
+    /// Drops the device's link wherever it is (its credential was revoked).
+    pub async fn kick(&self, id: DeviceId) {
+        if !self.is_local(id) {
+            let _ = self.relay(id, |_| crate::cluster::Relayed::Kick { device: id }).await;
+        }
+        self.kick_local(id);
+    }
+
+    /// Hands a relayed answer to whoever waits on `req`.
+    pub(crate) fn answered(&self, req: u64, from: DeviceId, answer: crate::cluster::Answer) {
+        use crate::cluster::Answer;
+        match answer {
+            a @ Answer::Delivery { .. } => match crate::cluster::delivery_from(a) {
+                Some(d) => self.deliveries.resolve(req, from, d),
+                None => self.deliveries.fail(req, from),
+            },
+            a @ Answer::Snapshot { .. } => match crate::cluster::snapshot_from(a, req) {
+                Some(s) => self.snapshots.resolve(req, from, s),
+                None => self.snapshots.fail(req, from),
+            },
+            a @ Answer::Merge { .. } => match crate::cluster::merge_from(a) {
+                Ok(r) => self.merges.resolve(req, from, r),
+                Err(_) => self.merges.fail(req, from),
+            },
+            Answer::None => {
+                self.deliveries.fail(req, from);
+                self.snapshots.fail(req, from);
+                self.merges.fail(req, from);
+            }
+        }
     }
 
     fn req_id(&self) -> u64 {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sends `msg` (built with a fresh request id) and waits for its answer in `pending`.
+    /// Sends `msg` (built with a fresh request id) and waits for its answer in `pending`;
+    /// to a device linked to another replica, `relayed` (given this replica's name and
+    /// the request id) goes to that replica's mailbox instead and the answer comes back
+    /// by mail.
     async fn request<T>(
         &self,
         pending: &Pending<T>,
         id: DeviceId,
         msg: impl FnOnce(u64) -> ServerMessage,
+        relayed: impl FnOnce(String, u64) -> crate::cluster::Relayed,
         timeout: Duration,
     ) -> Result<T, NoAnswer> {
         let req = self.req_id();
         let rx = pending.wait(req, id);
-        if self.send(id, &msg(req)).await.is_err() {
+        let sent = if self.is_local(id) { self.send_local(id, &msg(req)).await } else { self.relay(id, |me| relayed(me, req)).await };
+        if sent.is_err() {
             pending.forget(req);
             return Err(NoAnswer::NotConnected);
         }
@@ -173,7 +283,24 @@ impl Devices {
 
     /// Sends audited text and waits for the device's confirmation.
     pub async fn send_text(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoAnswer> {
-        self.request(&self.deliveries, id, |req| ServerMessage::SendText { session, req, text }, timeout).await
+        let timeout_ms = timeout.as_millis() as u64;
+        let t = text.clone();
+        self.request(
+            &self.deliveries,
+            id,
+            |req| ServerMessage::SendText { session, req, text },
+            |from, req| crate::cluster::Relayed::Text { device: id, session, text: t, timeout_ms, from, req },
+            timeout,
+        )
+        .await
+    }
+
+    /// [`Devices::send_text`] to a device linked to this server.
+    pub async fn send_text_local(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoAnswer> {
+        if !self.is_local(id) {
+            return Err(NoAnswer::NotConnected);
+        }
+        self.send_text(id, session, text, timeout).await
     }
 
     /// Resolves a pending delivery, answered by device `from`.
@@ -184,7 +311,24 @@ impl Devices {
     /// Asks the device for a screen snapshot; None if it does not answer in time or
     /// disconnects first.
     pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
-        self.request(&self.snapshots, id, |req| ServerMessage::Snapshot { session, req }, timeout).await.ok()
+        let timeout_ms = timeout.as_millis() as u64;
+        self.request(
+            &self.snapshots,
+            id,
+            |req| ServerMessage::Snapshot { session, req },
+            |from, req| crate::cluster::Relayed::Snapshot { device: id, session, timeout_ms, from, req },
+            timeout,
+        )
+        .await
+        .ok()
+    }
+
+    /// [`Devices::snapshot`] of a device linked to this server.
+    pub async fn snapshot_local(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
+        if !self.is_local(id) {
+            return None;
+        }
+        self.snapshot(id, session, timeout).await
     }
 
     /// Resolves a pending snapshot, answered by device `from`.
@@ -195,7 +339,24 @@ impl Devices {
     /// Asks the device to merge a task's branch into its base branch and waits for
     /// the result.
     pub async fn merge(&self, id: DeviceId, worktree: Worktree, message: String, timeout: Duration) -> Result<MergeResult, NoAnswer> {
-        self.request(&self.merges, id, |req| ServerMessage::Merge { req, worktree, message }, timeout).await
+        let timeout_ms = timeout.as_millis() as u64;
+        let (w, m) = (worktree.clone(), message.clone());
+        self.request(
+            &self.merges,
+            id,
+            |req| ServerMessage::Merge { req, worktree, message },
+            |from, req| crate::cluster::Relayed::Merge { device: id, worktree: w, message: m, timeout_ms, from, req },
+            timeout,
+        )
+        .await
+    }
+
+    /// [`Devices::merge`] on a device linked to this server.
+    pub async fn merge_local(&self, id: DeviceId, worktree: Worktree, message: String, timeout: Duration) -> Result<MergeResult, NoAnswer> {
+        if !self.is_local(id) {
+            return Err(NoAnswer::NotConnected);
+        }
+        self.merge(id, worktree, message, timeout).await
     }
 
     /// Resolves a pending merge, answered by device `from`.

@@ -291,6 +291,14 @@ impl Hubs {
     pub fn remove(&self, session: SessionId) -> Option<Arc<Hub>> {
         self.hubs.lock().expect("hubs").remove(&session)
     }
+
+    /// Removes `session`'s hub if it is still `hub` (not one made since).
+    pub fn remove_if(&self, session: SessionId, hub: &Arc<Hub>) {
+        let mut hubs = self.hubs.lock().expect("hubs");
+        if hubs.get(&session).is_some_and(|h| Arc::ptr_eq(h, hub)) {
+            hubs.remove(&session);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -85,6 +85,7 @@ async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>
     loop {
         match state.store.append_output(batch.clone()).await {
             Ok(held) => {
+                crate::cluster::announce_output(state, held.keys().copied()).await;
                 for (session, offset) in &held {
                     let _ = state.devices.send(device, &ServerMessage::Ack { session: *session, offset: *offset }).await;
                 }

@@ -6,11 +6,13 @@
 
 pub mod api;
 pub mod auth;
+mod cluster;
 mod device_link;
 mod devices;
 mod error;
 mod hub;
 mod ingest;
+mod leases;
 mod limits;
 mod monitor;
 mod passwords;
@@ -75,6 +77,9 @@ pub struct ServerConfig {
     pub retention: Duration,
     /// How often the pruning job runs.
     pub prune_every: Duration,
+    /// How long a monitor's lease lasts unless renewed (renewed every third of it): how
+    /// soon another replica takes over the monitors of one that died.
+    pub lease_ttl: Duration,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +105,7 @@ impl Default for ServerConfig {
             webhook_poll: Duration::from_millis(500),
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
+            lease_ttl: Duration::from_secs(6),
         }
     }
 }
@@ -107,6 +113,11 @@ impl Default for ServerConfig {
 /// Serves the API on `listener` until the process ends.
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
+    if state.store.is_shared() {
+        state.devices.relay_through(state.store.clone(), state.replica.clone());
+        cluster::spawn(state.clone());
+    }
+    leases::spawn(state.clone());
     scheduler::spawn(state.clone());
     monitor::spawn(state.clone());
     webhooks::spawn(state.clone());

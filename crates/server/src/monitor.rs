@@ -12,13 +12,17 @@ use drover_core::RunEnd;
 use drover_protocol::device::ServerMessage;
 use drover_store::{LiveCheck, SessionRow, StoreError};
 
+use crate::leases::Monitor;
 use crate::{ingest, AppState};
 
-/// Runs the monitor until the process ends.
+/// Runs the monitor until the process ends (while this server holds its lease).
 pub fn spawn(state: AppState) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(state.config.monitor_every).await;
+            if !state.leases.holds(Monitor::Stale) {
+                continue;
+            }
             if let Err(e) = check(&state).await {
                 tracing::warn!("stale monitor: {e}");
             }

@@ -12,6 +12,7 @@ use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
 use drover_store::{DeviceRow, NewTaskSession, TaskRow};
 
+use crate::leases::Monitor;
 use crate::{auth, ingest, AppState};
 
 /// Terminal size of an agent's run until a viewer resizes it.
@@ -19,12 +20,14 @@ const AGENT_SIZE: (u16, u16) = (120, 40);
 /// Waiting stages read per batch (a round reads them all, batch by batch).
 const BATCH: i64 = 200;
 
-/// Runs the scheduler until the process ends.
+/// Runs the scheduler until the process ends (while this server holds its lease).
 pub fn spawn(state: AppState) {
     tokio::spawn(async move {
         loop {
-            if let Err(e) = round(&state).await {
-                tracing::warn!("scheduler: {e}");
+            if state.leases.holds(Monitor::Scheduler) {
+                if let Err(e) = round(&state).await {
+                    tracing::warn!("scheduler: {e}");
+                }
             }
             tokio::select! {
                 _ = state.scheduler.notified() => {}

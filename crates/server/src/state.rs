@@ -20,6 +20,13 @@ pub struct AppState {
     pub(crate) hubs: Arc<Hubs>,
     /// Timings and limits.
     pub config: Arc<ServerConfig>,
+    /// This server's name among the replicas sharing the database (`rep_…`, new at
+    /// every start).
+    pub replica: String,
+    /// What this replica knows of the others (PostgreSQL).
+    pub(crate) cluster: Arc<crate::cluster::Cluster>,
+    /// The monitors' leases this server holds.
+    pub(crate) leases: Arc<crate::leases::Leases>,
     /// The workspace this server serves by default.
     pub workspace: WorkspaceId,
     /// Wakes the scheduler (a stage may be staffable now).
@@ -40,6 +47,9 @@ impl AppState {
             devices: Arc::new(Devices::default()),
             hubs: Arc::new(Hubs::default()),
             config: Arc::new(config.clone()),
+            replica: format!("rep_{}", uuid::Uuid::now_v7().simple()),
+            leases: Arc::default(),
+            cluster: Arc::default(),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),
             hand_offs: Arc::default(),

@@ -59,6 +59,8 @@ pub async fn terminal(
         _ => None,
     };
     let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+    // Its device linked to another replica: follow its output here.
+    crate::cluster::follow(&state, hub.clone(), row.id, row.device);
     let device = row.device;
     let credential = caller.1.clone();
     let operator = row.operator;

@@ -14,6 +14,7 @@ use hmac::{Hmac, Mac};
 use rand::Rng;
 use sha2::Sha256;
 
+use crate::leases::Monitor;
 use crate::AppState;
 
 /// The prefix of a signing secret.
@@ -49,7 +50,7 @@ pub fn signature(secrets: &[String], id: &str, timestamp: i64, body: &str) -> St
         .join(" ")
 }
 
-/// Runs the sender until the process ends.
+/// Runs the sender until the process ends (while this server holds its lease).
 pub fn spawn(state: AppState) {
     tokio::spawn(async move {
         // A redirect is a failure (Standard Webhooks): following it would turn the POST
@@ -61,8 +62,10 @@ pub fn spawn(state: AppState) {
             .build()
             .expect("an HTTP client");
         loop {
-            if let Err(e) = send_due(&state, &client).await {
-                tracing::warn!("webhooks: {e}");
+            if state.leases.holds(Monitor::Webhooks) {
+                if let Err(e) = send_due(&state, &client).await {
+                    tracing::warn!("webhooks: {e}");
+                }
             }
             tokio::time::sleep(state.config.webhook_poll).await;
         }

@@ -17,10 +17,12 @@ macro_rules! cost_text {
     };
 }
 
+mod cluster;
 mod credentials;
 mod devices;
 mod dialect;
 mod events;
+mod leases;
 mod liveness;
 mod members;
 mod output;
@@ -30,6 +32,7 @@ mod sessions;
 mod skills;
 mod spend;
 mod tasks;
+mod transfer;
 mod web;
 mod webhooks;
 
@@ -40,10 +43,12 @@ use drover_core::{SessionId, WorkspaceId};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
+pub use cluster::ClusterNote;
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use dialect::{Database, Engine};
 pub use events::{EventRow, NewEvent};
+pub use leases::LeaseRow;
 pub use liveness::LiveCheck;
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use output::{Mark, OutputChunk};
@@ -53,6 +58,7 @@ pub use sessions::{NewSession, RouteChange, RunTimes, SessionRow};
 pub use skills::SkillRow;
 pub use spend::{month_start, CapCheck, SpendKey, SpendRow};
 pub use tasks::{AgentRow, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
+pub use transfer::Moved;
 pub use web::WebSessionState;
 pub use webhooks::{DeliveryRow, DueDelivery, WebhookRow, WebhookSecret};
 
@@ -98,6 +104,8 @@ pub struct Store {
     engine: Engine,
     recordings: output::OutputStore,
     changes: tokio::sync::broadcast::Sender<Change>,
+    /// Listening to other replicas (PostgreSQL only).
+    cluster: Option<std::sync::Arc<cluster::Cluster>>,
 }
 
 impl Store {
@@ -110,7 +118,8 @@ impl Store {
     /// Opens `database` (creating it if needed) and brings its schema up to date.
     pub async fn open(database: &Database) -> Result<Store> {
         sqlx::any::install_default_drivers();
-        let (pool, engine, recordings) = match database {
+        let changes = tokio::sync::broadcast::channel(CHANGES_BACKLOG).0;
+        let (pool, engine, recordings, cluster) = match database {
             Database::Sqlite(path) => {
                 let url = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true).to_url_lossy();
                 let opts = AnyConnectOptions::from_url(&url)?;
@@ -128,17 +137,23 @@ impl Store {
                 sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
                 let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
                 let files = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-                (pool, Engine::Sqlite, output::OutputStore::Files(files))
+                (pool, Engine::Sqlite, output::OutputStore::Files(files), None)
             }
             Database::Postgres(url) => {
                 dialect::create_postgres_database(url).await?;
                 let opts = AnyConnectOptions::from_str(url)?;
                 let pool = AnyPoolOptions::new().max_connections(10).connect_with(opts).await?;
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-                (pool, Engine::Postgres, output::OutputStore::Table)
+                let cluster = cluster::Cluster::start(url, changes.clone()).await?;
+                (pool, Engine::Postgres, output::OutputStore::Table, Some(cluster))
             }
         };
-        Ok(Store { pool, engine, recordings, changes: tokio::sync::broadcast::channel(CHANGES_BACKLOG).0 })
+        Ok(Store { pool, engine, recordings, changes, cluster })
+    }
+
+    /// The newest migration applied.
+    pub async fn schema_version(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&self.pool).await?.unwrap_or(0))
     }
 
     /// The engine underneath.
@@ -165,7 +180,9 @@ impl Store {
     }
 
     fn changed(&self, workspace: WorkspaceId, session: Option<SessionId>) {
-        let _ = self.changes.send(Change { workspace, session });
+        let change = Change { workspace, session };
+        let _ = self.changes.send(change);
+        self.announce_change(change);
     }
 
     /// Closes the pool, waiting for connections to finish.
@@ -201,13 +218,17 @@ pub(crate) mod testing {
     /// names a PostgreSQL server (`postgres://user@host:port`), a new database on it.
     pub async fn store() -> (Store, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let database = match std::env::var("DROVER_TEST_DATABASE") {
+        (Store::open(&database(&dir)).await.unwrap(), dir)
+    }
+
+    /// A fresh database for a test (see [`store`]); open it twice for two servers.
+    pub fn database(dir: &tempfile::TempDir) -> Database {
+        match std::env::var("DROVER_TEST_DATABASE") {
             Ok(server) if !server.is_empty() => {
                 Database::Postgres(format!("{}/drover_test_{}", server.trim_end_matches('/'), uuid::Uuid::now_v7().simple()))
             }
             _ => Database::Sqlite(dir.path().join("t.db")),
-        };
-        (Store::open(&database).await.unwrap(), dir)
+        }
     }
 
     /// A task-free session (`sh` in `/`) on device `box` of `workspace`.

@@ -95,7 +95,7 @@ impl Recordings {
     }
 
     /// Appends `chunks` (already trimmed to follow `held`) and syncs them to disk.
-    fn append(&self, session: SessionId, held: u64, chunks: &[OutputChunk]) -> std::io::Result<()> {
+    pub(crate) fn append(&self, session: SessionId, held: u64, chunks: &[OutputChunk]) -> std::io::Result<()> {
         let mut writers = self.writers.lock().expect("writers lock");
         if writers.get(&session).is_none_or(|w| w.len() != held) {
             let (raw, idx) = self.paths(session);

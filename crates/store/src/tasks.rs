@@ -608,13 +608,18 @@ impl Store {
     /// `n.stage_index` and without a live run: the check and the writes share one lock.
     pub async fn create_task_session(&self, n: &NewTaskSession, actor: &str) -> Result<Option<(SessionId, SandboxId)>> {
         let mut tx = self.write().await?;
+        // The device's slot is claimed here, under the write lock: two schedulers (or a
+        // scheduler and a Launch, on any replicas) cannot both take its last free slot.
         let claimed = sqlx::query(
             "UPDATE tasks SET queued_at = NULL, attempts = attempts + 1 WHERE id = $1 AND status = 'open' AND stage_index = $2
              AND queued_at IS NOT NULL AND flagged IS NULL
-             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = $1 AND outcome IN ('starting', 'running'))",
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = $1 AND outcome IN ('starting', 'running'))
+             AND (SELECT COUNT(*) FROM sessions WHERE device_id = $3 AND outcome IN ('starting', 'running'))
+                 < (SELECT slots FROM devices WHERE id = $3)",
         )
         .bind(n.task.to_string())
         .bind(n.stage_index as i64)
+        .bind(n.device.to_string())
         .execute(&mut *tx)
         .await?;
         if claimed.rows_affected() != 1 {
@@ -1050,6 +1055,19 @@ mod tests {
     use super::*;
     use crate::testing::store;
 
+    /// Task `t{i}`: one `code` stage for the agent `bot`.
+    fn chore(workspace: WorkspaceId, repo: RepoId, i: usize) -> NewTask {
+        NewTask {
+            workspace,
+            kind: "chore".into(),
+            title: format!("t{i}"),
+            body: String::new(),
+            repo,
+            workflow: vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }],
+            created_by: "alice".into(),
+        }
+    }
+
     #[tokio::test]
     async fn the_queue_is_read_in_batches_first_queued_first() {
         let (s, _d) = store().await;
@@ -1058,16 +1076,7 @@ mod tests {
         s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
         let mut filed = Vec::new();
         for i in 0..5 {
-            let t = NewTask {
-                workspace: ws,
-                kind: "chore".into(),
-                title: format!("t{i}"),
-                body: String::new(),
-                repo,
-                workflow: vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }],
-                created_by: "alice".into(),
-            };
-            filed.push(s.create_task(&t).await.unwrap());
+            filed.push(s.create_task(&chore(ws, repo, i)).await.unwrap());
         }
         let mut seen = Vec::new();
         let mut after: Option<(String, TaskId)> = None;
@@ -1085,6 +1094,46 @@ mod tests {
         expected.sort_by_key(|id| queued.iter().position(|t| t.id == *id));
         assert_eq!(seen, expected);
         assert_eq!(seen.len(), 5);
+    }
+
+    #[tokio::test]
+    async fn two_servers_staffing_at_once_never_take_more_slots_than_a_device_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = crate::testing::database(&dir);
+        // Two stores on one database: two replicas' schedulers.
+        let (a, b) = (Store::open(&database).await.unwrap(), Store::open(&database).await.unwrap());
+        let (ws, owner) = a.bootstrap("w", "alice").await.unwrap();
+        let dev = a.upsert_device(ws, "box", 2).await.unwrap();
+        let repo = a.add_repo(ws, "app", None).await.unwrap();
+        let agent = a.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
+        let mut tries = Vec::new();
+        for i in 0..8 {
+            let task = a.create_task(&chore(ws, repo, i)).await.unwrap();
+            let n = NewTaskSession {
+                task,
+                device: dev.id,
+                agent,
+                stage_index: 0,
+                command: vec!["x".into()],
+                cwd: "/wt".into(),
+                branch: format!("drover/t{i}"),
+                cols: 80,
+                rows: 24,
+                resumed: false,
+            };
+            // Each task is tried by both servers at the same moment.
+            for s in [a.clone(), b.clone()] {
+                let n = n.clone();
+                tries.push(tokio::spawn(async move { s.create_task_session(&n, "scheduler").await.unwrap().is_some() }));
+            }
+        }
+        let mut started = 0;
+        for t in tries {
+            started += t.await.unwrap() as usize;
+        }
+        assert_eq!(started, 2, "a device with 2 slots runs 2 stages");
+        assert_eq!(b.live_sessions_on(dev.id).await.unwrap().len(), 2);
+        assert_eq!(b.queued_tasks(None, 100).await.unwrap().len(), 6, "the rest still wait for a slot");
     }
 
     #[tokio::test]

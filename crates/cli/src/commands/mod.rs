@@ -1,6 +1,7 @@
 //! Dispatch of the parsed command line.
 
 mod audit;
+mod database;
 mod device;
 mod member;
 mod session;
@@ -26,6 +27,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             crate::init_logging("warn");
             crate::up::server(args).await?;
         }
+        Command::Migrate(args) => database::migrate(args, cli.json).await?,
+        Command::Export(args) => database::export(args, cli.json).await?,
+        Command::Import(args) => database::import(args, cli.json).await?,
         Command::Device(cmd) => match cmd.command {
             Some(sub) => device::run(sub, cli.json).await?,
             None => {

@@ -32,6 +32,13 @@ pub fn test_database(home: &Path) -> Option<String> {
     Some(format!("{}/drover_test_{:016x}", server.trim_end_matches('/'), h.finish()))
 }
 
+/// Drops the PostgreSQL database `url` names, if it exists (a rerun starts clean).
+pub fn drop_database(url: &str) {
+    let Some((server, name)) = url.rsplit_once('/') else { return };
+    let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", name.replace('"', ""));
+    let _ = Command::new("psql").args(["-Xq", &format!("{server}/postgres"), "-c", &sql]).stdout(Stdio::null()).status();
+}
+
 /// Everything the server in `home` stored, as text: its SQLite files, or a dump of its
 /// PostgreSQL database.
 pub fn database_text(home: &Path) -> String {

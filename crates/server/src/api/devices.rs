@@ -42,7 +42,7 @@ pub async fn revoke(
     let ws = caller.0.workspace();
     let d = state.store.device_by_name(ws, &name).await?.ok_or_else(|| ApiError::NotFound(format!("no device named `{name}`")))?;
     if state.store.revoke_device(d.id).await? {
-        state.devices.kick(d.id);
+        state.devices.kick(d.id).await;
         let e = drover_store::NewEvent {
             workspace: ws,
             session: None,
@@ -101,7 +101,7 @@ pub async fn enroll(
     if let Some(device) = enrolled {
         state.logins.forgive(attempt);
         // The credential it replaced stops working now, on a live link too.
-        state.devices.kick(device);
+        state.devices.kick(device).await;
     } else {
         return Err(ApiError::Unauthorized(format!(
             "this enrollment token is not valid for device `{}`: it works once, for the device it was issued to, within {ENROLLMENT_TTL_HOURS} hours — run `drover device add NAME` for a new one",

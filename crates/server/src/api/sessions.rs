@@ -295,7 +295,7 @@ pub async fn ask(
     };
     let still = req.still_ms.map(Duration::from_millis).unwrap_or(state.config.ask_still).min(timeout);
     let (row, receipt) = deliver(&state, &caller, &id, &req.text).await?;
-    let hub = state.hubs.get(row.id);
+    let hub = crate::cluster::live_hub(&state, &row);
     let deadline = Instant::now() + timeout;
     let mut settled = false;
     if let Some(hub) = &hub {
@@ -306,6 +306,7 @@ pub async fn ask(
                 settled = true;
                 break;
             }
+            crate::cluster::follow(&state, hub.clone(), row.id, row.device);
             let since = hub.since_output();
             if since >= still {
                 settled = true;

@@ -321,3 +321,26 @@ CREATE TABLE leases (
     holder      TEXT COLLATE "C" NOT NULL,
     expires_at  TEXT COLLATE "C" NOT NULL
 );
+
+-- Replicas sharing this database, and which one each connected device's link is on, so
+-- any replica can reach any device: messages for a device linked elsewhere are posted
+-- to its replica's mailbox (relay), which PostgreSQL's NOTIFY wakes.
+CREATE TABLE replicas (
+    id          TEXT COLLATE "C" PRIMARY KEY,
+    url         TEXT COLLATE "C" NOT NULL,
+    started_at  TEXT COLLATE "C" NOT NULL,
+    seen_at     TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE device_links (
+    device_id  TEXT COLLATE "C" PRIMARY KEY REFERENCES devices(id),
+    replica    TEXT COLLATE "C" NOT NULL,
+    since      TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE relay (
+    seq      BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    replica  TEXT COLLATE "C" NOT NULL,
+    body     TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX relay_replica ON relay (replica, seq);

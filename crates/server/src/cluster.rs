@@ -1,0 +1,377 @@
+//! Replicas on one PostgreSQL database. A device's link is on one replica; a viewer,
+//! the CLI or the scheduler may be on another. What must reach the device (input, a
+//! resize, Stop, a snapshot request, …) is posted to the link's replica's mailbox
+//! (`Relayed`), which PostgreSQL's NOTIFY wakes; answers come back the same way. A
+//! viewer on another replica follows the session's output from the database, woken by
+//! the link's replica after each commit, into a local hub: the same snapshot on join,
+//! the same bytes, input serialised by the one link. On SQLite none of this runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use bytes::Bytes;
+use drover_core::{DeviceId, SessionId};
+use drover_protocol::device::{MergeResult, ServerMessage, Worktree};
+use drover_protocol::shim::Snapshot;
+use drover_protocol::viewer::ViewerEvent;
+use drover_store::ClusterNote;
+use serde::{Deserialize, Serialize};
+
+use crate::devices::{Delivery, NoAnswer};
+use crate::hub::Hub;
+use crate::AppState;
+
+/// How long a replica follows a session's output after it last asked to.
+const WATCH_FOR: Duration = Duration::from_secs(15);
+/// How often a following replica asks again (well inside [`WATCH_FOR`]).
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+/// How often mail and followed output are looked for without a wake-up (a lost NOTIFY).
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+/// A followed session's hub with no viewer this long is dropped.
+const IDLE_MIRROR: Duration = Duration::from_secs(10);
+
+/// A message between replicas, through the addressee's mailbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Relayed {
+    /// Send `msg` to `device` (linked to the addressee).
+    Send { device: DeviceId, msg: ServerMessage },
+    /// Keystrokes for a session on `device` (base64).
+    Input { device: DeviceId, session: SessionId, data: String },
+    /// Audited text; answer with [`Answer::Delivery`] to `from`'s request `req`.
+    Text { device: DeviceId, session: SessionId, text: String, timeout_ms: u64, from: String, req: u64 },
+    /// A screen snapshot; answer with [`Answer::Snapshot`].
+    Snapshot { device: DeviceId, session: SessionId, timeout_ms: u64, from: String, req: u64 },
+    /// A merge; answer with [`Answer::Merge`].
+    Merge { device: DeviceId, worktree: Worktree, message: String, timeout_ms: u64, from: String, req: u64 },
+    /// Drop `device`'s link (its credential was revoked).
+    Kick { device: DeviceId },
+    /// The answer to request `req`, from `device`.
+    Answer { req: u64, device: DeviceId, answer: Answer },
+    /// Replica `from` follows `session`'s output: wake it after each commit.
+    Watch { session: SessionId, from: String },
+}
+
+/// A device's answer, passed back to the replica that asked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub(crate) enum Answer {
+    /// Audited text was written (or not).
+    Delivery { delivered: Option<(bool, u64, u64)>, failed: Option<String> },
+    /// A snapshot (base64 redraw sequence).
+    Snapshot { offset: u64, cols: u16, rows: u16, data: String },
+    /// A merge's result.
+    Merge { result: MergeResult },
+    /// No answer came.
+    None,
+}
+
+impl Answer {
+    fn delivery(d: Delivery) -> Answer {
+        match d {
+            Delivery::Delivered { bracketed_paste, offset, t_micros } => {
+                Answer::Delivery { delivered: Some((bracketed_paste, offset, t_micros)), failed: None }
+            }
+            Delivery::Failed(why) => Answer::Delivery { delivered: None, failed: Some(why) },
+        }
+    }
+}
+
+/// What this replica knows of the others.
+#[derive(Default)]
+pub(crate) struct Cluster {
+    /// Sessions followed by other replicas, and until when.
+    watchers: Mutex<HashMap<SessionId, HashMap<String, Instant>>>,
+    /// Sessions this replica follows for its viewers, and when one last wanted it.
+    mirrors: Mutex<HashMap<SessionId, Instant>>,
+}
+
+impl Cluster {
+    /// The replicas following `session` now.
+    pub(crate) fn watchers(&self, session: SessionId) -> Vec<String> {
+        let mut all = self.watchers.lock().expect("watchers lock");
+        let Some(w) = all.get_mut(&session) else { return Vec::new() };
+        let now = Instant::now();
+        w.retain(|_, until| *until > now);
+        let list: Vec<String> = w.keys().cloned().collect();
+        if list.is_empty() {
+            all.remove(&session);
+        }
+        list
+    }
+}
+
+/// Starts this replica's part (PostgreSQL only): staying on the replica list, learning
+/// where devices are linked, and reading its mail.
+pub fn spawn(state: AppState) {
+    if !state.store.is_shared() {
+        return;
+    }
+    let s = state.clone();
+    tokio::spawn(async move {
+        let every = (s.config.lease_ttl / 3).min(Duration::from_secs(1));
+        loop {
+            if let Err(e) = s.store.replica_seen(&s.replica, &s.config.public_url).await {
+                tracing::warn!("recording this replica as alive: {e}");
+            }
+            match s.store.device_links(s.config.lease_ttl).await {
+                Ok(links) => s.devices.set_remote(links.into_iter().filter(|(_, r)| *r != s.replica).collect()),
+                Err(e) => tracing::warn!("reading where devices are linked: {e}"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+    tokio::spawn(async move {
+        let mut notes = state.store.cluster_notes().expect("PostgreSQL listens");
+        loop {
+            match take_mail(&state).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => tracing::warn!("reading this replica's mail: {e}"),
+            }
+            let mine = |n: &ClusterNote| matches!(n, ClusterNote::Mail { replica } if *replica == state.replica);
+            if !wait_for_note(&mut notes, mine).await {
+                return;
+            }
+        }
+    });
+}
+
+/// Waits for a note `wanted` picks, or [`LOOK_EVERY`] (a notice can be lost); false
+/// once no more notes can come.
+async fn wait_for_note(notes: &mut tokio::sync::broadcast::Receiver<ClusterNote>, wanted: impl Fn(&ClusterNote) -> bool) -> bool {
+    let deadline = tokio::time::sleep(LOOK_EVERY);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => return true,
+            n = notes.recv() => match n {
+                Ok(n) if wanted(&n) => return true,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            },
+        }
+    }
+}
+
+/// Handles a batch of mail; true if there may be more.
+async fn take_mail(state: &AppState) -> Result<bool, drover_store::StoreError> {
+    let mail = state.store.take_mail(&state.replica).await?;
+    let more = mail.len() >= 500;
+    for body in mail {
+        match serde_json::from_str::<Relayed>(&body) {
+            Ok(m) => handle(state, m).await,
+            Err(e) => tracing::warn!("undecodable mail from another replica: {e}"),
+        }
+    }
+    Ok(more)
+}
+
+async fn handle(state: &AppState, m: Relayed) {
+    let devices = &state.devices;
+    match m {
+        Relayed::Send { device, msg } => {
+            let _ = devices.send_local(device, &msg).await;
+        }
+        Relayed::Input { device, session, data } => {
+            if let Ok(data) = B64.decode(data) {
+                let _ = devices.send_input_local(device, session, data).await;
+            }
+        }
+        Relayed::Kick { device } => devices.kick_local(device),
+        Relayed::Watch { session, from } => {
+            state.cluster.watchers.lock().expect("watchers lock").entry(session).or_default().insert(from, Instant::now() + WATCH_FOR);
+        }
+        Relayed::Answer { req, device, answer } => devices.answered(req, device, answer),
+        // Requests wait on the device: answered from a task of their own, so one slow
+        // device does not hold up this replica's other mail.
+        Relayed::Text { device, session, text, timeout_ms, from, req } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let answer = match state.devices.send_text_local(device, session, text, Duration::from_millis(timeout_ms)).await {
+                    Ok(d) => Answer::delivery(d),
+                    Err(_) => Answer::None,
+                };
+                reply(&state, &from, req, device, answer).await;
+            });
+        }
+        Relayed::Snapshot { device, session, timeout_ms, from, req } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let answer = match state.devices.snapshot_local(device, session, Duration::from_millis(timeout_ms)).await {
+                    Some(s) => Answer::Snapshot { offset: s.offset, cols: s.cols, rows: s.rows, data: B64.encode(&s.data) },
+                    None => Answer::None,
+                };
+                reply(&state, &from, req, device, answer).await;
+            });
+        }
+        Relayed::Merge { device, worktree, message, timeout_ms, from, req } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let answer = match state.devices.merge_local(device, worktree, message, Duration::from_millis(timeout_ms)).await {
+                    Ok(result) => Answer::Merge { result },
+                    Err(_) => Answer::None,
+                };
+                reply(&state, &from, req, device, answer).await;
+            });
+        }
+    }
+}
+
+async fn reply(state: &AppState, to: &str, req: u64, device: DeviceId, answer: Answer) {
+    post(&state.store, to, &Relayed::Answer { req, device, answer }).await;
+}
+
+/// Posts `m` to `replica`'s mailbox; false if it could not be stored.
+pub(crate) async fn post(store: &drover_store::Store, replica: &str, m: &Relayed) -> bool {
+    let body = serde_json::to_string(m).expect("relayed messages serialise");
+    match store.post(replica, &body).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("posting to replica {replica}: {e}");
+            false
+        }
+    }
+}
+
+/// Turns a relayed answer back into what the local request waits for.
+pub(crate) fn snapshot_from(answer: Answer, req: u64) -> Option<Snapshot> {
+    match answer {
+        Answer::Snapshot { offset, cols, rows, data } => Some(Snapshot { req, offset, cols, rows, data: B64.decode(data).ok()? }),
+        _ => None,
+    }
+}
+
+/// A relayed delivery answer.
+pub(crate) fn delivery_from(answer: Answer) -> Option<Delivery> {
+    match answer {
+        Answer::Delivery { delivered: Some((bracketed_paste, offset, t_micros)), .. } => {
+            Some(Delivery::Delivered { bracketed_paste, offset, t_micros })
+        }
+        Answer::Delivery { failed: Some(why), .. } => Some(Delivery::Failed(why)),
+        _ => None,
+    }
+}
+
+/// A relayed merge answer.
+pub(crate) fn merge_from(answer: Answer) -> Result<MergeResult, NoAnswer> {
+    match answer {
+        Answer::Merge { result } => Ok(result),
+        _ => Err(NoAnswer::Disconnected),
+    }
+}
+
+/// Input bytes as mail carries them.
+pub(crate) fn input_body(data: &[u8]) -> String {
+    B64.encode(data)
+}
+
+/// Tells the replicas following the sessions of a stored batch that more is stored.
+pub(crate) async fn announce_output(state: &AppState, sessions: impl Iterator<Item = SessionId>) {
+    if !state.store.is_shared() {
+        return;
+    }
+    for session in sessions {
+        for replica in state.cluster.watchers(session) {
+            if let Err(e) = state.store.announce_output(&replica, session).await {
+                tracing::debug!("waking replica {replica}: {e}");
+            }
+        }
+    }
+}
+
+/// The hub of a live session: this server's, or one following it from the replica its
+/// device is linked to (None when it has neither: not live, or its device is away).
+pub(crate) fn live_hub(state: &AppState, row: &drover_store::SessionRow) -> Option<Arc<Hub>> {
+    if let Some(hub) = state.hubs.get(row.id) {
+        follow(state, hub.clone(), row.id, row.device);
+        return Some(hub);
+    }
+    if !row.outcome.is_live() || state.devices.remote_replica(row.device).is_none() {
+        return None;
+    }
+    let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+    follow(state, hub.clone(), row.id, row.device);
+    Some(hub)
+}
+
+/// Makes sure this replica follows `session` (its device linked to another replica)
+/// into `hub` for its viewers; also says it is still wanted.
+pub(crate) fn follow(state: &AppState, hub: Arc<Hub>, session: SessionId, device: DeviceId) {
+    if !state.store.is_shared() || state.devices.is_local(device) {
+        return;
+    }
+    if state.cluster.mirrors.lock().expect("mirrors lock").insert(session, Instant::now()).is_some() {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        let keep = match mirror(&state, &hub, session, device).await {
+            Ok(keep) => keep,
+            Err(e) => {
+                tracing::warn!(%session, "following a session on another replica: {e}");
+                false
+            }
+        };
+        state.cluster.mirrors.lock().expect("mirrors lock").remove(&session);
+        if !keep {
+            state.hubs.remove_if(session, &hub);
+        }
+    });
+}
+
+/// Feeds `hub` from the stored output until the session ends, its device's link comes
+/// to this replica (true: the link feeds the hub from now on, so its viewers stay), or
+/// nobody watches.
+async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: DeviceId) -> Result<bool, drover_store::StoreError> {
+    let mut notes = state.store.cluster_notes().expect("PostgreSQL listens");
+    let mut watched_at: Option<Instant> = None;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        if state.devices.is_local(device) {
+            return Ok(true);
+        }
+        if watched_at.is_none_or(|t| t.elapsed() >= WATCH_EVERY) {
+            if let Some(replica) = state.devices.remote_replica(device) {
+                post(&state.store, &replica, &Relayed::Watch { session, from: state.replica.clone() }).await;
+                watched_at = Some(Instant::now());
+            }
+        }
+        // The row first: output stored before it says "ended" is read below, so the
+        // end reaches viewers after every byte.
+        let row = state.store.session(session).await?;
+        loop {
+            let chunks = state.store.read_output(session, hub.latest(), 1 << 20).await?;
+            if chunks.is_empty() {
+                break;
+            }
+            for c in chunks {
+                hub.publish(c.offset, Bytes::from(c.data));
+            }
+        }
+        match row {
+            Some(r) if !r.outcome.is_live() => {
+                hub.end(ViewerEvent::Ended { outcome: r.outcome, exit_code: r.exit_code, reason: r.reason.clone() });
+                return Ok(false);
+            }
+            None => return Ok(false),
+            Some(_) => {}
+        }
+        let wanted = state.cluster.mirrors.lock().expect("mirrors lock").get(&session).is_some_and(|t| t.elapsed() < IDLE_MIRROR);
+        if hub.attached() == 0 && !wanted {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= IDLE_MIRROR {
+                return Ok(false);
+            }
+        } else {
+            idle_since = None;
+        }
+        let more = |n: &ClusterNote| matches!(n, ClusterNote::Output { replica, session: s } if *replica == state.replica && *s == session);
+        if !wait_for_note(&mut notes, more).await {
+            return Ok(false);
+        }
+    }
+}

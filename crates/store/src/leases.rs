@@ -1,0 +1,98 @@
+//! Leases on the background monitors: one server (of several replicas sharing a
+//! PostgreSQL database) holds each at a time and renews it before it expires; when the
+//! holder stops renewing (it died, or lost the database), another takes it over.
+
+use std::time::Duration;
+
+use sqlx::Row;
+
+use crate::{format_time, now, Result, Store};
+
+/// Who holds a lease, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The monitor (`stale_monitor`, `scheduler`, `webhooks`, `retention`).
+    pub name: String,
+    /// The replica holding it.
+    pub holder: String,
+    /// When it lapses unless renewed (stored time format).
+    pub expires_at: String,
+}
+
+impl Store {
+    /// Takes lease `name` for `holder` for `ttl` if it is free, lapsed, or already
+    /// `holder`'s (a renewal); true if `holder` holds it now. One statement, so two
+    /// replicas asking at once cannot both get it.
+    pub async fn hold_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
+        let at = chrono::Utc::now();
+        let until = format_time(at + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX));
+        let n = sqlx::query(
+            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+             WHERE leases.holder = excluded.holder OR leases.expires_at < $4",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(until)
+        .bind(format_time(at))
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Gives up `holder`'s leases (a clean shutdown), so others take them at once.
+    pub async fn release_leases(&self, holder: &str) -> Result<()> {
+        sqlx::query("DELETE FROM leases WHERE holder = $1").bind(holder).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Every lease not lapsed, by name.
+    pub async fn leases(&self) -> Result<Vec<LeaseRow>> {
+        let rows = sqlx::query("SELECT name, holder, expires_at FROM leases WHERE expires_at >= $1 ORDER BY name")
+            .bind(now())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| LeaseRow { name: r.get("name"), holder: r.get("holder"), expires_at: r.get("expires_at") }).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::store;
+
+    #[tokio::test]
+    async fn one_holder_at_a_time_and_a_lapsed_lease_moves() {
+        let (s, _d) = store().await;
+        let long = Duration::from_secs(60);
+        assert!(s.hold_lease("scheduler", "a", long).await.unwrap());
+        assert!(!s.hold_lease("scheduler", "b", long).await.unwrap(), "held by a");
+        assert!(s.hold_lease("scheduler", "a", long).await.unwrap(), "a renews");
+        assert!(s.hold_lease("webhooks", "b", long).await.unwrap(), "leases are separate");
+        // a stops renewing: once its lease lapses, b takes it.
+        assert!(s.hold_lease("retention", "a", Duration::from_millis(50)).await.unwrap());
+        assert!(!s.hold_lease("retention", "b", long).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert!(s.hold_lease("retention", "b", long).await.unwrap());
+        assert!(!s.hold_lease("retention", "a", long).await.unwrap(), "a lost it");
+        let held: Vec<(String, String)> = s.leases().await.unwrap().into_iter().map(|l| (l.name, l.holder)).collect();
+        assert_eq!(held, [("retention".into(), "b".into()), ("scheduler".into(), "a".into()), ("webhooks".into(), "b".into())]);
+        s.release_leases("a").await.unwrap();
+        assert!(s.hold_lease("scheduler", "b", long).await.unwrap(), "released: free at once");
+    }
+
+    #[tokio::test]
+    async fn racing_replicas_get_one_lease() {
+        let (s, _d) = store().await;
+        let tries = (0..8).map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move { s.hold_lease("stale_monitor", &format!("r{i}"), Duration::from_secs(60)).await.unwrap() })
+        });
+        let mut won = 0;
+        for t in tries {
+            won += t.await.unwrap() as usize;
+        }
+        assert_eq!(won, 1);
+    }
+}
