@@ -86,6 +86,12 @@ export async function startDrover(extra = []) {
         }
       }
       rmSync(home, { recursive: true, force: true });
+      // Its PostgreSQL database, if the suite runs on one.
+      const db = databaseEnv(home).DROVER_DATABASE;
+      if (db) {
+        const at = db.lastIndexOf("/");
+        await run("psql", ["-Xq", `${db.slice(0, at)}/postgres`, "-c", `DROP DATABASE IF EXISTS "${db.slice(at + 1)}" WITH (FORCE)`]).catch(() => {});
+      }
     },
   };
   // The device connects a moment after the URL is printed.

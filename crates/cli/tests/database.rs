@@ -96,4 +96,7 @@ fn a_workspace_moves_to_another_engine_with_its_sessions_output_and_audit_trail(
     assert!(audit.contains("an audited line"), "{audit}");
     let _ = server.kill();
     let _ = server.wait();
+    if target.starts_with("postgres") {
+        support::drop_database(&target);
+    }
 }

@@ -61,6 +61,8 @@ fn addr(url: &str) -> std::net::SocketAddr {
 struct Procs {
     children: Vec<Option<Child>>,
     device_home: tempfile::TempDir,
+    /// The replicas' database, dropped at the end.
+    db: String,
 }
 
 impl Procs {
@@ -84,6 +86,7 @@ impl Drop for Procs {
             self.kill(i);
         }
         support::kill_sessions(self.device_home.path());
+        support::drop_database(&self.db);
     }
 }
 
@@ -96,7 +99,7 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     let db = format!("{}/drover_replicas_{}", server.trim_end_matches('/'), std::process::id());
     support::drop_database(&db);
     let (home_b, home_a) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut procs = Procs { children: Vec::new(), device_home: tempfile::tempdir().unwrap() };
+    let mut procs = Procs { children: Vec::new(), device_home: tempfile::tempdir().unwrap(), db: db.clone() };
 
     // B starts first and takes every monitor's lease.
     let (b, url_b) = replica(home_b.path(), &db);

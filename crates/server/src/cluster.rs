@@ -32,13 +32,21 @@ const WATCH_EVERY: Duration = Duration::from_secs(5);
 const LOOK_EVERY: Duration = Duration::from_millis(500);
 /// A followed session's hub with no viewer this long is dropped.
 const IDLE_MIRROR: Duration = Duration::from_secs(10);
+/// How often what other replicas left behind is tidied.
+const TIDY_EVERY: Duration = Duration::from_secs(60);
+/// A replica not seen this long is gone for good: its links and mail are dropped.
+const FORGET_AFTER: Duration = Duration::from_secs(3600);
+/// A failed read of a followed session is retried after this long.
+const MIRROR_RETRY: Duration = Duration::from_secs(1);
 
 /// A message between replicas, through the addressee's mailbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum Relayed {
-    /// Send `msg` to `device` (linked to the addressee).
-    Send { device: DeviceId, msg: ServerMessage },
+    /// Send `msg` to `device` (linked to the addressee); answer with [`Answer::Sent`] to
+    /// `from`'s request `req`, so the sender learns, as a local send would tell it,
+    /// whether the message reached the link.
+    Send { device: DeviceId, msg: ServerMessage, from: String, req: u64 },
     /// Keystrokes for a session on `device` (base64).
     Input { device: DeviceId, session: SessionId, data: String },
     /// Audited text; answer with [`Answer::Delivery`] to `from`'s request `req`.
@@ -65,6 +73,8 @@ pub(crate) enum Answer {
     Snapshot { offset: u64, cols: u16, rows: u16, data: String },
     /// A merge's result.
     Merge { result: MergeResult },
+    /// Whether a sent message was handed to the device's link.
+    Sent { ok: bool },
     /// No answer came.
     None,
 }
@@ -113,7 +123,18 @@ pub fn spawn(state: AppState) {
     let s = state.clone();
     tokio::spawn(async move {
         let every = (s.config.lease_ttl / 3).min(Duration::from_secs(1));
+        let mut tidied = Instant::now();
         loop {
+            if tidied.elapsed() >= TIDY_EVERY {
+                tidied = Instant::now();
+                if let Err(e) = s.store.forget_replicas(FORGET_AFTER).await {
+                    tracing::warn!("forgetting replicas gone for good: {e}");
+                }
+                s.cluster.watchers.lock().expect("watchers lock").retain(|_, w| {
+                    w.retain(|_, until| *until > Instant::now());
+                    !w.is_empty()
+                });
+            }
             if let Err(e) = s.store.replica_seen(&s.replica, &s.config.public_url).await {
                 tracing::warn!("recording this replica as alive: {e}");
             }
@@ -173,8 +194,9 @@ async fn take_mail(state: &AppState) -> Result<bool, drover_store::StoreError> {
 async fn handle(state: &AppState, m: Relayed) {
     let devices = &state.devices;
     match m {
-        Relayed::Send { device, msg } => {
-            let _ = devices.send_local(device, &msg).await;
+        Relayed::Send { device, msg, from, req } => {
+            let ok = devices.send_local(device, &msg).await.is_ok();
+            reply(state, &from, req, device, Answer::Sent { ok }).await;
         }
         Relayed::Input { device, session, data } => {
             if let Ok(data) = B64.decode(data) {
@@ -307,13 +329,19 @@ pub(crate) fn follow(state: &AppState, hub: Arc<Hub>, session: SessionId, device
     if state.cluster.mirrors.lock().expect("mirrors lock").insert(session, Instant::now()).is_some() {
         return;
     }
+    // The hub viewers find from now on: the one in the map (a viewer may hold one
+    // dropped a moment ago), else this one, put back.
+    let hub = state.hubs.adopt(session, hub);
     let state = state.clone();
     tokio::spawn(async move {
-        let keep = match mirror(&state, &hub, session, device).await {
-            Ok(keep) => keep,
-            Err(e) => {
-                tracing::warn!(%session, "following a session on another replica: {e}");
-                false
+        // A store error (a dropped connection, say) is retried: the viewers stay.
+        let keep = loop {
+            match mirror(&state, &hub, session, device).await {
+                Ok(keep) => break keep,
+                Err(e) => {
+                    tracing::warn!(%session, "following a session on another replica (retrying): {e}");
+                    tokio::time::sleep(MIRROR_RETRY).await;
+                }
             }
         };
         state.cluster.mirrors.lock().expect("mirrors lock").remove(&session);

@@ -105,9 +105,14 @@ pub struct Devices {
     relay: std::sync::OnceLock<Relay>,
     next: AtomicU64,
     deliveries: Pending<Delivery>,
+    /// Messages relayed to another replica, waiting on word that they reached the link.
+    sends: Pending<bool>,
     snapshots: Pending<Snapshot>,
     merges: Pending<MergeResult>,
 }
+
+/// How long a message relayed to another replica may take to reach the device's link.
+const RELAYED_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A device is not connected.
 #[derive(Debug, Clone, Copy)]
@@ -189,10 +194,18 @@ impl Devices {
     }
 
     /// Sends a JSON message to the device, in order with everything else sent to it.
+    /// Through another replica, Ok means that replica handed it to the device's link.
     pub async fn send(&self, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
         match self.send_local(id, msg).await {
-            Err(NotConnected) => self.relay(id, |_| crate::cluster::Relayed::Send { device: id, msg: msg.clone() }).await,
-            ok => ok,
+            Err(NotConnected) if self.remote_replica(id).is_some() => {
+                let relayed = |from, req| crate::cluster::Relayed::Send { device: id, msg: msg.clone(), from, req };
+                let local: Option<fn(u64) -> ServerMessage> = None;
+                match self.request_via(&self.sends, id, local, relayed, RELAYED_SEND_TIMEOUT).await {
+                    Ok(true) => Ok(()),
+                    _ => Err(NotConnected),
+                }
+            }
+            sent => sent,
         }
     }
 
@@ -241,7 +254,9 @@ impl Devices {
                 Ok(r) => self.merges.resolve(req, from, r),
                 Err(_) => self.merges.fail(req, from),
             },
+            Answer::Sent { ok } => self.sends.resolve(req, from, ok),
             Answer::None => {
+                self.sends.fail(req, from);
                 self.deliveries.fail(req, from);
                 self.snapshots.fail(req, from);
                 self.merges.fail(req, from);
@@ -265,9 +280,26 @@ impl Devices {
         relayed: impl FnOnce(String, u64) -> crate::cluster::Relayed,
         timeout: Duration,
     ) -> Result<T, NoAnswer> {
+        let local = self.is_local(id);
+        self.request_via(pending, id, local.then_some(msg), relayed, timeout).await
+    }
+
+    /// [`Devices::request`], sent on the local link when `local` gives the message,
+    /// else relayed.
+    async fn request_via<T>(
+        &self,
+        pending: &Pending<T>,
+        id: DeviceId,
+        local: Option<impl FnOnce(u64) -> ServerMessage>,
+        relayed: impl FnOnce(String, u64) -> crate::cluster::Relayed,
+        timeout: Duration,
+    ) -> Result<T, NoAnswer> {
         let req = self.req_id();
         let rx = pending.wait(req, id);
-        let sent = if self.is_local(id) { self.send_local(id, &msg(req)).await } else { self.relay(id, |me| relayed(me, req)).await };
+        let sent = match local {
+            Some(msg) => self.send_local(id, &msg(req)).await,
+            None => self.relay(id, |me| relayed(me, req)).await,
+        };
         if sent.is_err() {
             pending.forget(req);
             return Err(NoAnswer::NotConnected);

@@ -292,6 +292,11 @@ impl Hubs {
         self.hubs.lock().expect("hubs").remove(&session)
     }
 
+    /// The hub of `session`: the one there is, else `hub`, which becomes it.
+    pub fn adopt(&self, session: SessionId, hub: Arc<Hub>) -> Arc<Hub> {
+        self.hubs.lock().expect("hubs").entry(session).or_insert(hub).clone()
+    }
+
     /// Removes `session`'s hub if it is still `hub` (not one made since).
     pub fn remove_if(&self, session: SessionId, hub: &Arc<Hub>) {
         let mut hubs = self.hubs.lock().expect("hubs");

@@ -82,6 +82,10 @@ struct Viewer {
     operator: Option<drover_core::MemberId>,
 }
 
+/// How often an open terminal makes sure its output is followed when its device's link
+/// is on another replica.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often an open terminal checks that its viewer may still drop in.
 const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -115,8 +119,15 @@ impl Viewer {
         self.viewers_changed().await;
         let mut first = true;
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
+        // With replicas, the device's link can move away from this one while the viewer
+        // watches: then its output is followed here from the database.
+        let shared = self.state.store.is_shared();
+        let mut refollow = tokio::time::interval(FOLLOW_EVERY);
         loop {
             tokio::select! {
+                _ = refollow.tick(), if shared => {
+                    crate::cluster::follow(&self.state, self.hub.clone(), self.session, self.device);
+                }
                 _ = recheck.tick() => {
                     if let Some(why) = self.revoked().await {
                         let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;

@@ -91,7 +91,9 @@ async fn send_due(state: &AppState, client: &reqwest::Client) -> Result<(), Stor
         tasks.spawn(async move {
             let _permit = limit.acquire_owned().await;
             for d in list {
-                if !attempt(&state, &client, d).await? {
+                // The lease may have moved on during a long pass: the new holder sends
+                // the rest, never both.
+                if !state.leases.holds(Monitor::Webhooks) || !attempt(&state, &client, d).await? {
                     break;
                 }
             }

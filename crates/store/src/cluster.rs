@@ -10,7 +10,7 @@ use std::time::Duration;
 use drover_core::{DeviceId, SessionId, WorkspaceId};
 use sqlx::Row;
 
-use crate::{format_time, now, parse_id, Change, Engine, Result, Store};
+use crate::{now, parse_id, Change, Engine, Result, Store};
 
 /// The notification channel every replica listens on.
 const CHANNEL: &str = "drover";
@@ -114,17 +114,31 @@ impl Store {
     }
 
     /// Records that replica `replica` (serving at `url`) is alive now.
+    /// Times are the database's clock (see [`Store::hold_lease`]).
     pub async fn replica_seen(&self, replica: &str, url: &str) -> Result<()> {
-        let at = now();
-        sqlx::query(
-            "INSERT INTO replicas (id, url, started_at, seen_at) VALUES ($1, $2, $3, $3)
+        let sql = format!(
+            "INSERT INTO replicas (id, url, started_at, seen_at) VALUES ($1, $2, {now}, {now})
              ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
-        )
-        .bind(replica)
-        .bind(url)
-        .bind(at)
-        .execute(&self.pool)
-        .await?;
+            now = self.engine.db_time("0")
+        );
+        sqlx::query(&sql).bind(replica).bind(url).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Forgets replicas not seen for `gone` and what was theirs: device links and mail
+    /// no one will read.
+    pub async fn forget_replicas(&self, gone: Duration) -> Result<()> {
+        let dead = format!("SELECT id FROM replicas WHERE seen_at < {}", self.engine.db_time("$1"));
+        let mut tx = self.pool.begin().await?;
+        let secs = -gone.as_secs_f64();
+        for sql in [
+            format!("DELETE FROM relay WHERE replica IN ({dead})"),
+            format!("DELETE FROM device_links WHERE replica IN ({dead})"),
+            format!("DELETE FROM replicas WHERE id IN ({dead})"),
+        ] {
+            sqlx::query(&sql).bind(secs).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -154,19 +168,18 @@ impl Store {
 
     /// Devices linked to replicas seen within `alive`, with their replica.
     pub async fn device_links(&self, alive: Duration) -> Result<Vec<(DeviceId, String)>> {
-        let since = format_time(chrono::Utc::now() - chrono::Duration::from_std(alive).unwrap_or(chrono::Duration::MAX));
-        let rows =
-            sqlx::query("SELECT l.device_id, l.replica FROM device_links l JOIN replicas r ON r.id = l.replica WHERE r.seen_at >= $1")
-                .bind(since)
-                .fetch_all(&self.pool)
-                .await?;
+        let sql = format!(
+            "SELECT l.device_id, l.replica FROM device_links l JOIN replicas r ON r.id = l.replica WHERE r.seen_at >= {}",
+            self.engine.db_time("$1")
+        );
+        let rows = sqlx::query(&sql).bind(-alive.as_secs_f64()).fetch_all(&self.pool).await?;
         rows.iter().map(|r| Ok((parse_id(r.get("device_id"))?, r.get("replica")))).collect()
     }
 
     /// Replicas seen within `alive`, with their URLs.
     pub async fn replicas(&self, alive: Duration) -> Result<Vec<(String, String)>> {
-        let since = format_time(chrono::Utc::now() - chrono::Duration::from_std(alive).unwrap_or(chrono::Duration::MAX));
-        let rows = sqlx::query("SELECT id, url FROM replicas WHERE seen_at >= $1 ORDER BY id").bind(since).fetch_all(&self.pool).await?;
+        let sql = format!("SELECT id, url FROM replicas WHERE seen_at >= {} ORDER BY id", self.engine.db_time("$1"));
+        let rows = sqlx::query(&sql).bind(-alive.as_secs_f64()).fetch_all(&self.pool).await?;
         Ok(rows.iter().map(|r| (r.get("id"), r.get("url"))).collect())
     }
 

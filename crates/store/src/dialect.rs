@@ -84,6 +84,28 @@ impl Engine {
         }
     }
 
+    /// How a read transaction that sees one snapshot of the database begins.
+    pub(crate) fn begin_snapshot(self) -> &'static str {
+        match self {
+            // A deferred transaction reads one snapshot of a WAL database.
+            Engine::Sqlite => "BEGIN",
+            Engine::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        }
+    }
+
+    /// Now, as the database's own clock gives it, in the stored time format, moved by
+    /// the number of seconds in parameter `secs` (PostgreSQL: one clock for every
+    /// replica, so their leases and liveness do not depend on their clocks agreeing;
+    /// SQLite: one server, whose clock it is).
+    pub(crate) fn db_time(self, secs: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', {secs} || ' seconds')"),
+            Engine::Postgres => format!(
+                "to_char((clock_timestamp() + make_interval(secs => {secs})) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+            ),
+        }
+    }
+
     /// A filter on the sandbox list for the text parameter `text` (an FTS phrase on
     /// SQLite, a `LIKE` pattern on PostgreSQL, as [`Engine::search_takes_pattern`]
     /// says) or the sandbox or session id parameter `id`, served by a trigram index.
@@ -147,8 +169,17 @@ impl Engine {
 /// Creates the PostgreSQL database `url` names if it does not exist yet (as SQLite
 /// creates its file), tolerating another replica creating it at the same moment.
 pub(crate) async fn create_postgres_database(url: &str) -> Result<()> {
-    if sqlx::Postgres::database_exists(url).await? {
-        return Ok(());
+    use sqlx::Connection;
+    // The database itself first: a role that may connect only to its own database (as
+    // on managed services) never needs the maintenance database.
+    match sqlx::PgConnection::connect(url).await {
+        Ok(conn) => {
+            let _ = conn.close().await;
+            return Ok(());
+        }
+        // 3D000: invalid_catalog_name (no such database): create it below.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("3D000") => {}
+        Err(e) => return Err(e.into()),
     }
     match sqlx::Postgres::create_database(url).await {
         Ok(()) => {

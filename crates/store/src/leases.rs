@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use crate::{format_time, now, Result, Store};
+use crate::{Result, Store};
 
 /// Who holds a lease, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,21 +23,17 @@ impl Store {
     /// Takes lease `name` for `holder` for `ttl` if it is free, lapsed, or already
     /// `holder`'s (a renewal); true if `holder` holds it now. One statement, so two
     /// replicas asking at once cannot both get it.
+    /// Times are the database's clock, so replicas whose clocks disagree still agree on
+    /// who holds what.
     pub async fn hold_lease(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool> {
-        let at = chrono::Utc::now();
-        let until = format_time(at + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX));
-        let n = sqlx::query(
-            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
+        let sql = format!(
+            "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, {until})
              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-             WHERE leases.holder = excluded.holder OR leases.expires_at < $4",
-        )
-        .bind(name)
-        .bind(holder)
-        .bind(until)
-        .bind(format_time(at))
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
+             WHERE leases.holder = excluded.holder OR leases.expires_at < {now}",
+            until = self.engine.db_time("$3"),
+            now = self.engine.db_time("0"),
+        );
+        let n = sqlx::query(&sql).bind(name).bind(holder).bind(ttl.as_secs_f64()).execute(&self.pool).await?.rows_affected();
         Ok(n == 1)
     }
 
@@ -49,10 +45,8 @@ impl Store {
 
     /// Every lease not lapsed, by name.
     pub async fn leases(&self) -> Result<Vec<LeaseRow>> {
-        let rows = sqlx::query("SELECT name, holder, expires_at FROM leases WHERE expires_at >= $1 ORDER BY name")
-            .bind(now())
-            .fetch_all(&self.pool)
-            .await?;
+        let sql = format!("SELECT name, holder, expires_at FROM leases WHERE expires_at >= {} ORDER BY name", self.engine.db_time("0"));
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
         Ok(rows.iter().map(|r| LeaseRow { name: r.get("name"), holder: r.get("holder"), expires_at: r.get("expires_at") }).collect())
     }
 }

@@ -99,8 +99,11 @@ impl Store {
         };
         write_line(out, &Line::Header { format: FORMAT, engine: engine.into(), exported_at: now() })?;
         let mut moved = Moved::default();
+        // One snapshot of every table (a read transaction), so rows that refer to each
+        // other are exported together even if something writes meanwhile.
+        let mut snapshot = self.pool.begin_with(self.engine.begin_snapshot()).await?;
         for table in TABLES {
-            let rows = sqlx::query(&format!("SELECT * FROM {table}")).fetch_all(&self.pool).await?;
+            let rows = sqlx::query(&format!("SELECT * FROM {table}")).fetch_all(&mut *snapshot).await?;
             for r in &rows {
                 let mut row = Map::new();
                 for (i, c) in r.columns().iter().enumerate() {
@@ -110,18 +113,27 @@ impl Store {
                 moved.rows += 1;
             }
         }
-        let sessions: Vec<String> = sqlx::query_scalar("SELECT id FROM sessions WHERE output_bytes > 0 AND pruned_at IS NULL ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?;
-        for id in sessions {
+        let sessions: Vec<(String, i64)> =
+            sqlx::query_as("SELECT id, output_bytes FROM sessions WHERE output_bytes > 0 AND pruned_at IS NULL ORDER BY id")
+                .fetch_all(&mut *snapshot)
+                .await?;
+        snapshot.commit().await?;
+        for (id, committed) in sessions {
             let session: SessionId = parse_id(&id)?;
+            // Only what the snapshot's rows say is stored: a recording file can hold
+            // bytes past that which a crash left uncommitted.
+            let committed = committed as u64;
             let mut from = 0;
-            loop {
+            while from < committed {
                 let chunks = self.read_output(session, from, OUTPUT_BATCH).await?;
                 if chunks.is_empty() {
                     break;
                 }
-                for c in chunks {
+                for mut c in chunks {
+                    if c.offset >= committed {
+                        break;
+                    }
+                    c.data.truncate((committed - c.offset) as usize);
                     from = c.offset + c.data.len() as u64;
                     moved.output_bytes += c.data.len() as u64;
                     write_line(out, &Line::Output { session, offset: c.offset, t_micros: c.t_micros, data: B64.encode(&c.data) })?;
@@ -173,6 +185,10 @@ impl Store {
         for line in open().map_err(io)?.lines() {
             match serde_json::from_str::<Line>(&line.map_err(io)?).map_err(|e| bad(0, e))? {
                 Line::Row { table, row } => {
+                    // Checked again: the file is read anew, and the name goes into SQL.
+                    if !TABLES.contains(&table.as_str()) {
+                        return Err(bad(0, format!("unknown table {table:?}")));
+                    }
                     let mut names = Vec::new();
                     let mut values = Vec::new();
                     let mut args: Vec<&Value> = Vec::new();

@@ -281,6 +281,13 @@ impl Drop for Drover {
             let _ = c.wait();
         }
         kill_sessions(self.home.path());
+        // A server was started here (not a CLI home borrowing another's): its database
+        // goes too, or a PostgreSQL pass would leave hundreds behind.
+        if self.slots > 0 {
+            if let Some(db) = test_database(self.home.path()) {
+                drop_database(&db);
+            }
+        }
     }
 }
 
@@ -526,5 +533,8 @@ impl Drop for Split {
         self.kill_device();
         self.kill_server();
         kill_sessions(&self.device_home.path().join("device-daemon"));
+        if let Some(db) = test_database(self.server_home.path()) {
+            drop_database(&db);
+        }
     }
 }
