@@ -56,7 +56,7 @@ pub async fn check(state: &AppState) -> Result<(), StoreError> {
 
 /// Whether a task's live run has stalled (its device connected, so its output is seen).
 async fn is_stalled(state: &AppState, c: &LiveCheck, now: DateTime<Utc>) -> Result<bool, StoreError> {
-    let (Some(task), Some(hub)) = (c.session.task, state.hubs.get(c.session.id)) else { return Ok(false) };
+    let Some(task) = c.session.task else { return Ok(false) };
     // A run whose work was handed off is on its way out, not stalled; one not yet
     // started (a slow checkout) has not had a chance to print.
     if c.session.stale_flag.is_some()
@@ -73,7 +73,13 @@ async fn is_stalled(state: &AppState, c: &LiveCheck, now: DateTime<Utc>) -> Resu
     let answered = state.store.last_note_closed_at(task).await?;
     let since_progress = progress.into_iter().chain(answered).max().and_then(|at| age(now, Some(&at)));
     let waiting = state.store.waiting_on_person(task).await?;
-    Ok(stalled(state.config.stall_after, hub.since_output(), since_progress, since_start, waiting))
+    // Quiet for: as this server's link saw it, or (its device linked to another
+    // replica) as the database recorded it.
+    let since_output = match state.hubs.get(c.session.id).filter(|_| state.devices.is_local(c.session.device)) {
+        Some(hub) => hub.since_output(),
+        None => age(now, c.session.last_output_at.as_deref()).unwrap_or(since_start),
+    };
+    Ok(stalled(state.config.stall_after, since_output, since_progress, since_start, waiting))
 }
 
 async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {

@@ -51,11 +51,14 @@ const TABLE_READ_ROWS: i64 = 512;
 
 /// Raises a session's committed output length to `end` (never lowers it).
 async fn raise_output_bytes(conn: &mut sqlx::AnyConnection, session: SessionId, end: u64) -> Result<()> {
-    sqlx::query("UPDATE sessions SET output_bytes = CASE WHEN output_bytes > $1 THEN output_bytes ELSE $1 END WHERE id = $2")
-        .bind(end as i64)
-        .bind(session.to_string())
-        .execute(conn)
-        .await?;
+    sqlx::query(
+        "UPDATE sessions SET output_bytes = CASE WHEN output_bytes > $1 THEN output_bytes ELSE $1 END, last_output_at = $3 WHERE id = $2",
+    )
+    .bind(end as i64)
+    .bind(session.to_string())
+    .bind(crate::now())
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

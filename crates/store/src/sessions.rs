@@ -118,6 +118,8 @@ pub struct SessionRow {
     pub stop_reason: Option<String>,
     /// Which skills reached it (JSON), as its device reported.
     pub skills: Option<String>,
+    /// When its output last arrived (stored time); None before any.
+    pub last_output_at: Option<String>,
 }
 
 pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
@@ -160,6 +162,7 @@ pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
         usage: r.get("usage"),
         stop_reason: r.get("stop_reason"),
         skills: r.get("skills"),
+        last_output_at: r.get("last_output_at"),
     })
 }
 
