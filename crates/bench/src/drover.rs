@@ -17,6 +17,38 @@ pub struct Up {
 impl Up {
     /// Starts `drover up` with many slots on a free port.
     pub fn start(exe: &Path) -> Result<Up> {
+        Up::start_on(exe, None)
+    }
+
+    /// Starts `drover up` with many slots on a free port, on `database` (a `--database`
+    /// URL) or, with None, on SQLite in its home.
+    pub fn start_on(exe: &Path, database: Option<&str>) -> Result<Up> {
+        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"];
+        if let Some(db) = database {
+            args.extend(["--database", db]);
+        }
+        let up = Up::spawn(exe, &args, "Drover is running at ")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !up.cli(&["device", "list"])?.contains("connected") {
+            anyhow::ensure!(Instant::now() < deadline, "device never connected");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(up)
+    }
+
+    /// Starts `drover server` alone (no local device) on a free port, on `database` (a
+    /// `--database` URL) or, with None, on SQLite in its home; `extra` are more options.
+    pub fn server(exe: &Path, database: Option<&str>, extra: &[&str]) -> Result<Up> {
+        let mut args = vec!["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"];
+        if let Some(db) = database {
+            args.extend(["--database", db]);
+        }
+        args.extend_from_slice(extra);
+        Up::spawn(exe, &args, "Drover server is running at ")
+    }
+
+    /// Spawns `exe args` in a new home and waits for the line starting with `ready`.
+    fn spawn(exe: &Path, args: &[&str], ready: &str) -> Result<Up> {
         let home = tempfile::tempdir()?;
         // DROVER_BENCH_LOG=FILE keeps the server's and device's log (at RUST_LOG or info).
         let (log, level) = match std::env::var_os("DROVER_BENCH_LOG") {
@@ -24,30 +56,30 @@ impl Up {
             None => (Stdio::null(), "error".into()),
         };
         let mut child = Command::new(exe)
-            .args(["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"])
+            .args(args)
             .env("DROVER_HOME", home.path())
             .env("RUST_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
-            .context("starting drover up")?;
+            .with_context(|| format!("starting drover {}", args[0]))?;
         let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
         loop {
             match lines.next() {
-                Some(Ok(l)) if l.starts_with("Drover is running at ") => break,
+                Some(Ok(l)) if l.starts_with(ready) => break,
                 Some(_) => continue,
-                None => bail!("drover up exited"),
+                None => bail!("drover {} exited", args[0]),
             }
         }
         std::thread::spawn(move || for _ in lines {});
-        let up = Up { exe: exe.to_path_buf(), home, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !up.cli(&["device", "list"])?.contains("connected") {
-            anyhow::ensure!(Instant::now() < deadline, "device never connected");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(up)
+        Ok(Up { exe: exe.to_path_buf(), home, child })
+    }
+
+    /// The server's URL and a member token (from the `client.json` it wrote).
+    pub fn client_config(&self) -> Result<(String, String)> {
+        let c: serde_json::Value = serde_json::from_slice(&std::fs::read(self.home.path().join("client.json"))?)?;
+        Ok((c["url"].as_str().context("url")?.to_string(), c["token"].as_str().context("token")?.to_string()))
     }
 
     /// Runs a CLI command; returns stdout.
@@ -111,5 +143,61 @@ impl Drop for Up {
         let _ = self.child.kill();
         let _ = self.child.wait();
         kill_sessions(&self.home.path().join("device/sessions"));
+    }
+}
+
+/// A PostgreSQL server for the benchmarks.
+pub struct Postgres {
+    /// `postgres://USER@HOST:PORT` (no database).
+    pub base: String,
+    /// Its postmaster's process id, when known (to measure its CPU).
+    pub postmaster: Option<u32>,
+}
+
+impl Postgres {
+    /// The server at `given` (a `--postgres` URL), else the repository's throwaway one
+    /// (`scripts/postgres`, started if needed); Err says why there is none.
+    pub fn find(given: Option<&str>) -> std::result::Result<Postgres, String> {
+        match given {
+            Some("off") => Err("--postgres off".into()),
+            Some(url) => Ok(Postgres { base: url.trim_end_matches('/').to_string(), postmaster: None }),
+            None => {
+                let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+                let out = Command::new(root.join("scripts/postgres"))
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot run scripts/postgres: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("scripts/postgres failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                }
+                let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let postmaster = std::fs::read_to_string(root.join("target/postgres/data/postmaster.pid"))
+                    .ok()
+                    .and_then(|s| s.lines().next()?.trim().parse().ok());
+                Ok(Postgres { base, postmaster })
+            }
+        }
+    }
+
+    /// The URL of database `name` on this server.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/{name}", self.base)
+    }
+
+    /// Drops database `name` (best effort: the benchmarks' databases are throwaway).
+    pub fn drop_database(&self, name: &str) {
+        let url = self.url("postgres");
+        let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+        let run = async move {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(&url).await?;
+            sqlx::query(&sql).execute(&mut conn).await?;
+            Ok::<_, sqlx::Error>(())
+        };
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            if let Err(e) = rt.block_on(run) {
+                eprintln!("  (could not drop database {name}: {e})");
+            }
+        }
     }
 }

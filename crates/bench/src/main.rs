@@ -6,12 +6,16 @@
 //! list API with 100,000 sandboxes, (5) the CPU to read usage from a 200 MB transcript
 //! incrementally. `--only soak` runs the soak instead (not part of
 //! the default run): many sessions for minutes, the device's link dropped every minute,
-//! viewers coming and going; nothing lost, memory flat.
+//! viewers coming and going; nothing lost, memory flat. `--only fleet` (not part of the
+//! default run either) simulates up to 1,000 devices with 8 live sessions each against
+//! one server, on SQLite and PostgreSQL: server CPU and memory, heartbeat cost, and the
+//! Sessions list under that load.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
 
 mod drover;
+mod fleet;
 mod http;
 mod latency;
 mod list;
@@ -64,8 +68,23 @@ struct Args {
     /// Minutes of the soak run.
     #[arg(long, default_value_t = 10.0)]
     soak_minutes: f64,
-    /// Only these parts (throughput, latency, memory, list, task, usage; or soak, which the
-    /// default run leaves out); default all but soak.
+    /// Devices at the fleet run's largest size (the default sizes are a quarter, half
+    /// and all of it).
+    #[arg(long, default_value_t = 1000)]
+    fleet_devices: usize,
+    /// The fleet run's sizes, in devices (e.g. 250,500,1000; default: from --fleet-devices).
+    #[arg(long, value_delimiter = ',')]
+    fleet_sizes: Vec<usize>,
+    /// Seconds of each of the fleet run's measured windows.
+    #[arg(long, default_value_t = 60.0)]
+    fleet_secs: f64,
+    /// PostgreSQL server for the list and fleet runs (postgres://USER@HOST:PORT, no
+    /// database; one is created and dropped per run); default: the one `scripts/postgres`
+    /// starts; `off` skips PostgreSQL.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// Only these parts (throughput, latency, memory, list, task, usage; or soak and
+    /// fleet, which the default run leaves out); default all but soak and fleet.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -80,7 +99,9 @@ fn main() -> Result<()> {
         None => std::env::current_exe()?.parent().context("exe dir")?.join("drover"),
     };
     anyhow::ensure!(exe.exists(), "no drover binary at {} (build it: cargo build --release --bin drover)", exe.display());
-    let want = |part: &str| (args.only.is_empty() && part != "soak") || args.only.iter().any(|o| o == part);
+    let want = |part: &str| (args.only.is_empty() && !["soak", "fleet"].contains(&part)) || args.only.iter().any(|o| o == part);
+    // PostgreSQL, for the parts that also run on it (Err: why not).
+    let pg = if want("list") || want("fleet") { drover::Postgres::find(args.postgres.as_deref()) } else { Err("not needed".into()) };
     let mut report = serde_json::Map::new();
     println!("drover-bench: {} ({} cores)", exe.display(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     if want("throughput") {
@@ -96,7 +117,7 @@ fn main() -> Result<()> {
         report.insert("memory".into(), serde_json::to_value(r)?);
     }
     if want("list") {
-        let r = list::run(&exe, args.sandboxes)?;
+        let r = list::run(&exe, args.sandboxes, &pg)?;
         report.insert("list".into(), serde_json::to_value(r)?);
     }
     if want("task") {
@@ -110,6 +131,16 @@ fn main() -> Result<()> {
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;
         report.insert("soak".into(), serde_json::to_value(r)?);
+    }
+    if want("fleet") {
+        let sizes = if args.fleet_sizes.is_empty() {
+            vec![args.fleet_devices / 4, args.fleet_devices / 2, args.fleet_devices]
+        } else {
+            args.fleet_sizes.clone()
+        };
+        let fleet_args = fleet::FleetArgs { sizes, secs: args.fleet_secs, sandboxes: args.sandboxes };
+        let r = fleet::run(&exe, &fleet_args, &pg)?;
+        report.insert("fleet".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;

@@ -1,0 +1,788 @@
+//! The fleet run (not part of the default run; `--only fleet`): a real `drover server`,
+//! on SQLite and on PostgreSQL, with up to 1,000 simulated devices that speak the real
+//! device protocol (`drover_protocol::device`, as `drover_device::link` does) over their
+//! own WebSockets: hello, a heartbeat at the daemon's default interval, and 8 live
+//! sessions each, started through the real API (the server's Start answered with
+//! Started), each printing one ~80-byte line every 10 s (acknowledged by the server once
+//! stored). The database holds 100,000 sandboxes at the largest size.
+//!
+//! Per fleet size it measures the server process (CPU from `/proc/PID/stat`, RSS from
+//! `/proc/PID/status`) over windows: devices only heartbeating (the cost per heartbeat,
+//! above the same server's idle floor with no device connected, measured first), then
+//! the steady state with output on, then the Sessions list's first batch under that
+//! load against `GET /api/v1/health`. The stale monitor sweeps every live session on its
+//! own timer (the server's default, 30 s) inside each window.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use drover_core::{ExitStatus, RunEnd, SessionId};
+use drover_protocol::device::{DeviceBinary, DeviceMessage, MergeResult, ServerMessage};
+use drover_protocol::shim::Snapshot;
+use drover_protocol::PROTOCOL_VERSION;
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::drover::{Postgres, Up};
+use crate::http::Client;
+use crate::median;
+use crate::memory::rss_mb;
+
+/// Live sessions per simulated device (and its slots).
+const SESSIONS_PER_DEVICE: usize = 8;
+/// How often a device heartbeats: the daemon's default (`--heartbeat-secs`).
+const HEARTBEAT: Duration = drover_device::HEARTBEAT;
+/// Each live session prints one line this often.
+const LINE_EVERY: Duration = Duration::from_secs(10);
+/// Bytes per printed line.
+const LINE_BYTES: usize = 80;
+/// The stale monitor's interval: the server's default (`--monitor-secs`).
+const MONITOR_SECS: f64 = 30.0;
+/// Rounds of (health, Live, All) requests timed per size; medians are reported.
+const LIST_ROUNDS: usize = 25;
+/// Concurrent API clients registering devices and starting sessions.
+const API_THREADS: usize = 6;
+
+/// The fleet run's settings.
+#[derive(Debug, Clone)]
+pub struct FleetArgs {
+    /// Device counts, measured in ascending order on one server (devices are added).
+    pub sizes: Vec<usize>,
+    /// Length of each measured window, in seconds.
+    pub secs: f64,
+    /// Sandboxes in the database at the largest size (history is seeded to reach it).
+    pub sandboxes: usize,
+}
+
+/// The fleet run's figures, per database engine.
+#[derive(Debug, Serialize)]
+pub struct FleetReport {
+    /// Length of each measured window, in seconds.
+    pub window_secs: f64,
+    /// Heartbeat interval of each device, in seconds.
+    pub heartbeat_secs: f64,
+    /// Seconds between lines of each live session.
+    pub line_every_secs: f64,
+    /// The stale monitor's interval, in seconds (the server's default).
+    pub monitor_secs: f64,
+    /// One entry per engine measured.
+    pub engines: Vec<EngineFleet>,
+    /// Why PostgreSQL was skipped, if it was.
+    pub postgres_skipped: Option<String>,
+}
+
+/// The fleet on one database engine.
+#[derive(Debug, Serialize)]
+pub struct EngineFleet {
+    /// `SQLite` or `PostgreSQL`.
+    pub engine: String,
+    /// The server with no device connected (the floor the others are measured against).
+    pub idle: Window,
+    /// The list's first batch (All) on the idle server, median ms.
+    pub idle_list_all_ms: f64,
+    /// `GET /api/v1/health` on the idle server, median ms.
+    pub idle_health_ms: f64,
+    /// One entry per fleet size, ascending.
+    pub sizes: Vec<SizeFigures>,
+}
+
+/// What one measured window saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct Window {
+    /// Wall time, seconds.
+    pub secs: f64,
+    /// Server CPU, % of one core.
+    pub cpu_pct: f64,
+    /// The busiest second's server CPU, % of one core (the stale sweep shows here).
+    pub peak_cpu_pct: f64,
+    /// Server RSS at the end, MB.
+    pub rss_mb: f64,
+    /// CPU of the PostgreSQL backends serving this server's database, % of one core.
+    pub db_cpu_pct: Option<f64>,
+    /// CPU of all PostgreSQL processes (backends of every database, background workers).
+    pub postgres_cpu_pct: Option<f64>,
+    /// CPU of the simulator itself (this process), % of one core.
+    pub simulator_cpu_pct: f64,
+    /// Heartbeats the devices sent.
+    pub heartbeats: u64,
+    /// Output frames the devices sent.
+    pub frames: u64,
+}
+
+/// Figures at one fleet size.
+#[derive(Debug, Serialize)]
+pub struct SizeFigures {
+    /// Devices connected.
+    pub devices: usize,
+    /// Live sessions.
+    pub sessions: usize,
+    /// Sandboxes in the database.
+    pub sandboxes: usize,
+    /// Devices only heartbeating (output paused; sessions live).
+    pub quiet: Window,
+    /// Steady state: heartbeats and output.
+    pub steady: Window,
+    /// While the Sessions list was being timed (same load as `steady`).
+    pub listing: Window,
+    /// Server CPU per heartbeat above the idle floor, µs (everything the quiet window
+    /// cost beyond the idle server: heartbeats, holding the links, the stale sweeps).
+    pub heartbeat_cpu_us: f64,
+    /// Quiet-window CPU over the idle floor's.
+    pub quiet_vs_idle: f64,
+    /// Server CPU per output frame (steady minus quiet), µs.
+    pub frame_cpu_us: f64,
+    /// Steady-state CPU above the idle floor per device, % of one core.
+    pub cpu_per_device_pct: f64,
+    /// `GET /api/v1/health` under load, median ms.
+    pub health_ms: f64,
+    /// The Sessions page's first batch (Live) under load, median ms.
+    pub list_live_ms: f64,
+    /// The Sessions page's first batch (All) under load, median ms.
+    pub list_all_ms: f64,
+    /// Output bytes sent but not acknowledged 10 s after the last measurement (goal 0).
+    pub unacked_bytes: u64,
+    /// Device links that dropped or were refused so far (goal 0).
+    pub links_lost: u64,
+    /// Sessions the server stopped or released so far (goal 0: nothing should end).
+    pub ended_by_server: u64,
+}
+
+/// Runs the fleet on SQLite, then on PostgreSQL (`pg`, or why there is none).
+pub fn run(exe: &Path, args: &FleetArgs, pg: &std::result::Result<Postgres, String>) -> Result<FleetReport> {
+    let mut sizes = args.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.retain(|&n| n > 0);
+    anyhow::ensure!(!sizes.is_empty(), "--fleet-sizes: no size above 0");
+    println!(
+        "fleet: sizes {sizes:?} devices × {SESSIONS_PER_DEVICE} live sessions; heartbeat every {}s, one {LINE_BYTES}-byte line per session every {}s, stale sweep every {MONITOR_SECS}s (server default); windows of {}s",
+        HEARTBEAT.as_secs(),
+        LINE_EVERY.as_secs(),
+        args.secs
+    );
+    let mut engines = vec![run_engine(exe, &sizes, args, None)?];
+    let postgres_skipped = match pg {
+        Ok(pg) => {
+            let name = format!("drover_fleet_{}", std::process::id());
+            let r = run_engine(exe, &sizes, args, Some((pg, &name)));
+            pg.drop_database(&name);
+            engines.push(r?);
+            None
+        }
+        Err(why) => {
+            println!("fleet: PostgreSQL skipped: {why}");
+            Some(why.clone())
+        }
+    };
+    if engines.len() > 1 {
+        println!("fleet, side by side at each size (steady-state server CPU, % of one core; list All under load):");
+        for (i, n) in sizes.iter().enumerate() {
+            let cells: Vec<String> = engines
+                .iter()
+                .map(|e| {
+                    let s = &e.sizes[i];
+                    format!(
+                        "{}: CPU {:5.1}%  RSS {:5.0} MB  list All {:6.1} ms",
+                        e.engine, s.steady.cpu_pct, s.steady.rss_mb, s.list_all_ms
+                    )
+                })
+                .collect();
+            println!("  {n:>5} devices  {}", cells.join("  |  "));
+        }
+    }
+    Ok(FleetReport {
+        window_secs: args.secs,
+        heartbeat_secs: HEARTBEAT.as_secs_f64(),
+        line_every_secs: LINE_EVERY.as_secs_f64(),
+        monitor_secs: MONITOR_SECS,
+        engines,
+        postgres_skipped,
+    })
+}
+
+/// The fleet on one server: SQLite in its home (`pg` None) or database `name` on `pg`.
+fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgres, &str)>) -> Result<EngineFleet> {
+    let engine = if pg.is_some() { "PostgreSQL" } else { "SQLite" };
+    let database = pg.map(|(pg, name)| pg.url(name));
+    let up = Up::server(exe, database.as_deref(), &[])?;
+    let pid = up.pid();
+    let (url, _) = up.client_config()?;
+    let ws_url = format!("{}/api/v1/device/connect", url.replacen("http://", "ws://", 1));
+    let db_meter = pg.and_then(|(pg, name)| Some(DbMeter { postmaster: pg.postmaster?, database: name.to_string() }));
+    let max = *sizes.last().expect("sizes");
+    println!("fleet on {engine}: registering {max} devices");
+    let t0 = Instant::now();
+    let creds = parallel(&up, max, |client, i| {
+        let name = format!("sim-{i:04}");
+        let added: serde_json::Value =
+            serde_json::from_slice(&client.post("/api/v1/devices", &serde_json::json!({ "name": name, "slots": SESSIONS_PER_DEVICE }))?)?;
+        let token = added["enrollment_token"].as_str().context("enrollment token")?;
+        let cred: serde_json::Value =
+            serde_json::from_slice(&client.post("/api/v1/devices/enroll", &serde_json::json!({ "token": token, "name": name }))?)?;
+        Ok((name, cred["token"].as_str().context("device token")?.to_string()))
+    })?;
+    let history = args.sandboxes.saturating_sub(max * SESSIONS_PER_DEVICE);
+    let db_url = database.clone().unwrap_or_else(|| format!("sqlite://{}", up.home.path().join("drover.db").display()));
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(crate::list::seed(&db_url, history, 0))?;
+    println!("  registered {max} devices and seeded {history} finished sandboxes in {:.1}s", t0.elapsed().as_secs_f64());
+
+    let client = Client::for_up(&up)?;
+    let counters = Arc::new(Counters::default());
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = measure(pid, args.secs, db_meter.as_ref(), &counters);
+    let (idle_health_ms, _, idle_list_all_ms) = list_rounds(&client)?;
+    println!(
+        "  idle floor (0 devices): CPU {:.2}% of a core, RSS {:.0} MB{}; list All {idle_list_all_ms:.1} ms, health {idle_health_ms:.2} ms",
+        idle.cpu_pct,
+        idle.rss_mb,
+        db_cpu(&idle)
+    );
+
+    // The simulator: one worker thread for every device link.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let mut figures = Vec::new();
+    let mut connected = 0;
+    for &size in sizes {
+        let t0 = Instant::now();
+        for (i, (name, token)) in creds.iter().enumerate().take(size).skip(connected) {
+            rt.spawn(device(ws_url.clone(), name.clone(), token.clone(), i, counters.clone()));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60 + size as u64 / 10);
+        while counters.connected.load(Relaxed) < size {
+            if Instant::now() > deadline || counters.links_lost.load(Relaxed) > 0 {
+                bail!(
+                    "{} of {size} devices connected; {} links lost: {:?}",
+                    counters.connected.load(Relaxed),
+                    counters.links_lost.load(Relaxed),
+                    counters.notes()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let new: Vec<(String, usize)> =
+            creds[connected..size].iter().flat_map(|(name, _)| (0..SESSIONS_PER_DEVICE).map(move |j| (name.clone(), j))).collect();
+        parallel(&up, new.len(), |client, k| {
+            let (name, j) = &new[k];
+            let body = serde_json::json!({ "device": name, "command": ["agent", "--fleet"], "title": format!("fleet {name} #{j}"), "cols": 120, "rows": 40 });
+            let view: serde_json::Value = serde_json::from_slice(&client.post("/api/v1/sessions", &body)?)?;
+            anyhow::ensure!(view["outcome"] == "running", "session on {name} is {} after its start", view["outcome"]);
+            Ok(())
+        })?;
+        connected = size;
+        let sessions = size * SESSIONS_PER_DEVICE;
+        println!("  {size} devices connected, {sessions} sessions running ({:.1}s)", t0.elapsed().as_secs_f64());
+
+        counters.output_on.store(false, Relaxed);
+        std::thread::sleep(Duration::from_secs(3));
+        let quiet = measure(pid, args.secs, db_meter.as_ref(), &counters);
+        counters.output_on.store(true, Relaxed);
+        std::thread::sleep(LINE_EVERY);
+        let steady = measure(pid, args.secs, db_meter.as_ref(), &counters);
+        let t_list = Instant::now();
+        let before = Sample::take(pid, db_meter.as_ref(), &counters);
+        let (health_ms, list_live_ms, list_all_ms) = list_rounds(&client)?;
+        let listing = Sample::take(pid, db_meter.as_ref(), &counters).since(&before, t_list.elapsed().as_secs_f64(), 0.0);
+        let sent = counters.bytes_sent.load(Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while counters.bytes_acked.load(Relaxed) < sent && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let unacked_bytes = sent.saturating_sub(counters.bytes_acked.load(Relaxed));
+        let cpu_s = |w: &Window| w.cpu_pct / 100.0 * w.secs;
+        let idle_cpu_s = idle.cpu_pct / 100.0 * quiet.secs;
+        let f = SizeFigures {
+            devices: size,
+            sessions,
+            sandboxes: history + sessions,
+            heartbeat_cpu_us: (cpu_s(&quiet) - idle_cpu_s) * 1e6 / quiet.heartbeats.max(1) as f64,
+            quiet_vs_idle: quiet.cpu_pct / idle.cpu_pct,
+            frame_cpu_us: (steady.cpu_pct - quiet.cpu_pct) / 100.0 * steady.secs * 1e6 / steady.frames.max(1) as f64,
+            cpu_per_device_pct: (steady.cpu_pct - idle.cpu_pct) / size as f64,
+            health_ms,
+            list_live_ms,
+            list_all_ms,
+            unacked_bytes,
+            links_lost: counters.links_lost.load(Relaxed),
+            ended_by_server: counters.ended_by_server.load(Relaxed),
+            quiet,
+            steady,
+            listing,
+        };
+        println!(
+            "  {size} devices, heartbeats only: CPU {:.2}% ({:.1}× idle), {} heartbeats, {:.0} µs of server CPU each above the idle floor{}",
+            f.quiet.cpu_pct,
+            f.quiet_vs_idle,
+            f.quiet.heartbeats,
+            f.heartbeat_cpu_us,
+            db_cpu(&f.quiet)
+        );
+        println!(
+            "  {size} devices, steady state: CPU {:.2}% (peak second {:.1}%), RSS {:.0} MB, {} frames ({:.0} µs each), {:.4}% per device{}; simulator {:.1}%",
+            f.steady.cpu_pct,
+            f.steady.peak_cpu_pct,
+            f.steady.rss_mb,
+            f.steady.frames,
+            f.frame_cpu_us,
+            f.cpu_per_device_pct,
+            db_cpu(&f.steady),
+            f.steady.simulator_cpu_pct
+        );
+        println!(
+            "  {size} devices, Sessions list under load ({} sandboxes): Live {:.1} ms, All {:.1} ms vs health {:.2} ms ({:.0}× health); unacked {} B, links lost {}, ended by the server {}",
+            f.sandboxes,
+            f.list_live_ms,
+            f.list_all_ms,
+            f.health_ms,
+            f.list_all_ms / f.health_ms,
+            f.unacked_bytes,
+            f.links_lost,
+            f.ended_by_server
+        );
+        figures.push(f);
+    }
+    rt.shutdown_background();
+    drop(up);
+    print_table(engine, &idle, &figures);
+    Ok(EngineFleet { engine: engine.to_string(), idle, idle_list_all_ms, idle_health_ms, sizes: figures })
+}
+
+fn db_cpu(w: &Window) -> String {
+    match (w.db_cpu_pct, w.postgres_cpu_pct) {
+        (Some(db), Some(all)) => format!(" (+ PostgreSQL: its backends {db:.2}%, all postgres processes {all:.2}%)"),
+        _ => String::new(),
+    }
+}
+
+fn print_table(engine: &str, idle: &Window, sizes: &[SizeFigures]) {
+    println!("fleet on {engine}: server CPU (% of one core) and memory; idle floor {:.2}%, {:.0} MB", idle.cpu_pct, idle.rss_mb);
+    println!(
+        "  {:>7} {:>8} | {:>9} {:>9} {:>8} | {:>9} {:>7} {:>10} {:>8} {:>7} | {:>8} {:>8} {:>8}",
+        "devices",
+        "sessions",
+        "quiet CPU",
+        "µs/beat",
+        "×idle",
+        "steady",
+        "peak",
+        "per device",
+        "µs/frame",
+        "RSS MB",
+        "health",
+        "Live",
+        "All"
+    );
+    for s in sizes {
+        println!(
+            "  {:>7} {:>8} | {:>8.2}% {:>9.0} {:>7.1}× | {:>8.2}% {:>6.1}% {:>9.4}% {:>8.0} {:>7.0} | {:>5.2} ms {:>5.1} ms {:>5.1} ms",
+            s.devices,
+            s.sessions,
+            s.quiet.cpu_pct,
+            s.heartbeat_cpu_us,
+            s.quiet_vs_idle,
+            s.steady.cpu_pct,
+            s.steady.peak_cpu_pct,
+            s.cpu_per_device_pct,
+            s.frame_cpu_us,
+            s.steady.rss_mb,
+            s.health_ms,
+            s.list_live_ms,
+            s.list_all_ms
+        );
+    }
+    if let (Some(first), Some(last)) = (sizes.first(), sizes.last()) {
+        if sizes.len() > 1 {
+            let growth = last.cpu_per_device_pct / first.cpu_pct_floor();
+            let verdict = if growth <= 1.25 { "linear or better" } else { "grows faster than linear" };
+            println!(
+                "  cost per device from {} to {} devices: ×{growth:.2} ({verdict}); steady state at {} devices: {:.2}% of one core (goal < 10%)",
+                first.devices, last.devices, last.devices, last.steady.cpu_pct
+            );
+        }
+    }
+}
+
+impl SizeFigures {
+    /// Per-device cost, kept above zero for ratios on a noisy machine.
+    fn cpu_pct_floor(&self) -> f64 {
+        self.cpu_per_device_pct.max(1e-6)
+    }
+}
+
+/// Runs `f(client, i)` for i in 0..n on a few threads, each with its own API client.
+fn parallel<T: Send>(up: &Up, n: usize, f: impl Fn(&Client, usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..API_THREADS.min(n.max(1)))
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    let client = Client::for_up(up)?;
+                    loop {
+                        let i = next.fetch_add(1, Relaxed);
+                        if i >= n {
+                            return Ok(());
+                        }
+                        let v = f(&client, i)?;
+                        out.lock().expect("lock")[i] = Some(v);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| w.join().expect("worker panicked"))
+    })?;
+    Ok(out.into_inner().expect("lock").into_iter().map(|v| v.expect("every item done")).collect())
+}
+
+/// Times LIST_ROUNDS rounds of health, the first batch Live and All; medians in ms.
+fn list_rounds(client: &Client) -> Result<(f64, f64, f64)> {
+    let (mut health, mut live, mut all) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..LIST_ROUNDS {
+        for (path, v) in [
+            ("/api/v1/health", &mut health),
+            ("/api/v1/sandboxes?filter=live&limit=50", &mut live),
+            ("/api/v1/sandboxes?filter=all&limit=50", &mut all),
+        ] {
+            let t0 = Instant::now();
+            client.get(path)?;
+            v.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    Ok((median(&mut health), median(&mut live), median(&mut all)))
+}
+
+/// What the simulated devices did, summed.
+#[derive(Default)]
+struct Counters {
+    /// Whether live sessions print.
+    output_on: AtomicBool,
+    connected: AtomicUsize,
+    heartbeats: AtomicU64,
+    frames: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_acked: AtomicU64,
+    links_lost: AtomicU64,
+    ended_by_server: AtomicU64,
+    notes: Mutex<Vec<String>>,
+}
+
+impl Counters {
+    fn note(&self, what: String) {
+        let mut n = self.notes.lock().expect("notes lock");
+        if n.len() < 10 {
+            n.push(what);
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.lock().expect("notes lock").clone()
+    }
+}
+
+/// CPU time of a process (utime + stime), seconds, and its parent's id.
+fn proc_cpu(pid: u32) -> Option<(f64, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((ticks as f64 / hz, fields.get(1)?.parse().ok()?))
+}
+
+/// The PostgreSQL processes to measure: the postmaster's children, and among them the
+/// backends serving `database` (their process title names it).
+struct DbMeter {
+    postmaster: u32,
+    database: String,
+}
+
+impl DbMeter {
+    /// CPU seconds per process: (backends of the database, every postgres process).
+    fn sample(&self) -> (HashMap<u32, f64>, HashMap<u32, f64>) {
+        let (mut db, mut all) = (HashMap::new(), HashMap::new());
+        if let Some((cpu, _)) = proc_cpu(self.postmaster) {
+            all.insert(self.postmaster, cpu);
+        }
+        let Ok(entries) = std::fs::read_dir("/proc") else { return (db, all) };
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Some((cpu, parent)) = proc_cpu(pid) else { continue };
+            if parent != self.postmaster {
+                continue;
+            }
+            all.insert(pid, cpu);
+            let title = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&title).split_whitespace().any(|w| w == self.database) {
+                db.insert(pid, cpu);
+            }
+        }
+        (db, all)
+    }
+}
+
+/// CPU consumed between two samples of per-process CPU (processes started meanwhile
+/// count from zero).
+fn delta(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>) -> f64 {
+    after.iter().map(|(pid, cpu)| cpu - before.get(pid).copied().unwrap_or(0.0)).filter(|d| *d > 0.0).sum()
+}
+
+/// One reading of everything a window measures.
+struct Sample {
+    at: Instant,
+    server: f64,
+    me: f64,
+    db: Option<(HashMap<u32, f64>, HashMap<u32, f64>)>,
+    heartbeats: u64,
+    frames: u64,
+    rss_mb: f64,
+}
+
+impl Sample {
+    fn take(pid: u32, db: Option<&DbMeter>, c: &Counters) -> Sample {
+        Sample {
+            at: Instant::now(),
+            server: proc_cpu(pid).map_or(0.0, |(s, _)| s),
+            me: proc_cpu(std::process::id()).map_or(0.0, |(s, _)| s),
+            db: db.map(DbMeter::sample),
+            heartbeats: c.heartbeats.load(Relaxed),
+            frames: c.frames.load(Relaxed),
+            rss_mb: rss_mb(pid),
+        }
+    }
+
+    /// The window from `before` to this sample.
+    fn since(&self, before: &Sample, secs: f64, peak_cpu_pct: f64) -> Window {
+        let secs = secs.max(self.at.duration_since(before.at).as_secs_f64()).max(1e-3);
+        let pct = |cpu: f64| cpu / secs * 100.0;
+        let (db_cpu_pct, postgres_cpu_pct) = match (&before.db, &self.db) {
+            (Some((b_db, b_all)), Some((a_db, a_all))) => (Some(pct(delta(b_db, a_db))), Some(pct(delta(b_all, a_all)))),
+            _ => (None, None),
+        };
+        Window {
+            secs,
+            cpu_pct: pct(self.server - before.server),
+            peak_cpu_pct,
+            rss_mb: self.rss_mb,
+            db_cpu_pct,
+            postgres_cpu_pct,
+            simulator_cpu_pct: pct(self.me - before.me),
+            heartbeats: self.heartbeats - before.heartbeats,
+            frames: self.frames - before.frames,
+        }
+    }
+}
+
+/// Measures the server for `secs`, sampling its CPU every second for the peak.
+fn measure(pid: u32, secs: f64, db: Option<&DbMeter>, c: &Counters) -> Window {
+    let first = Sample::take(pid, db, c);
+    let end = first.at + Duration::from_secs_f64(secs);
+    let (mut last_at, mut last_cpu, mut peak) = (first.at, first.server, 0.0f64);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())));
+        let (now, cpu) = (Instant::now(), proc_cpu(pid).map_or(last_cpu, |(s, _)| s));
+        let dt = now.duration_since(last_at).as_secs_f64();
+        if dt > 0.5 {
+            peak = peak.max((cpu - last_cpu) / dt * 100.0);
+        }
+        (last_at, last_cpu) = (now, cpu);
+    }
+    Sample::take(pid, db, c).since(&first, 0.0, peak)
+}
+
+/// A simulated session on a device.
+struct SimSession {
+    id: SessionId,
+    offset: u64,
+    acked: u64,
+    lines: u64,
+    started: Instant,
+    started_at: String,
+    cols: u16,
+    rows: u16,
+    ended: bool,
+}
+
+type Sink =
+    futures_util::stream::SplitSink<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, Message>;
+
+/// One simulated device for as long as its link lasts; a lost link is counted.
+async fn device(url: String, name: String, token: String, index: usize, c: Arc<Counters>) {
+    if let Err(e) = device_link(&url, &name, &token, index, &c).await {
+        c.links_lost.fetch_add(1, Relaxed);
+        c.note(format!("{name}: {e:#}"));
+    }
+}
+
+async fn send(sink: &mut Sink, msg: &DeviceMessage) -> Result<()> {
+    sink.send(Message::Text(serde_json::to_string(msg)?.into())).await?;
+    Ok(())
+}
+
+/// The device link as `drover_device::link` speaks it: hello, the welcome, then
+/// heartbeats, output and answers to the server's messages.
+async fn device_link(url: &str, name: &str, token: &str, index: usize, c: &Counters) -> Result<()> {
+    let mut request = url.into_client_request()?;
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
+    let (mut sink, mut stream) = ws.split();
+    let hello =
+        DeviceMessage::Hello { version: PROTOCOL_VERSION, name: name.to_string(), slots: SESSIONS_PER_DEVICE as u32, sessions: Vec::new() };
+    send(&mut sink, &hello).await?;
+    match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
+        Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<ServerMessage>(&t)? {
+            ServerMessage::Welcome { .. } => {}
+            ServerMessage::Refused { reason } => bail!("refused: {reason}"),
+            other => bail!("expected a welcome, got {other:?}"),
+        },
+        other => bail!("no welcome: {other:?}"),
+    }
+    c.connected.fetch_add(1, Relaxed);
+    // Devices of a real fleet connect at unrelated times, so their heartbeats and lines
+    // are spread over the interval rather than in step.
+    let spread = |every: Duration| every.mul_f64(((index * 7919) % 1000) as f64 / 1000.0);
+    let start = tokio::time::Instant::now();
+    let mut heartbeat = tokio::time::interval_at(start + HEARTBEAT + spread(HEARTBEAT), HEARTBEAT);
+    let tick = LINE_EVERY / SESSIONS_PER_DEVICE as u32;
+    let mut output = tokio::time::interval_at(start + spread(tick), tick);
+    output.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sessions: Vec<SimSession> = Vec::new();
+    let mut slot = 0usize;
+    loop {
+        tokio::select! {
+            _ = heartbeat.tick() => {
+                send(&mut sink, &DeviceMessage::Heartbeat).await?;
+                c.heartbeats.fetch_add(1, Relaxed);
+            }
+            _ = output.tick() => {
+                slot = (slot + 1) % SESSIONS_PER_DEVICE;
+                if c.output_on.load(Relaxed) {
+                    if let Some(s) = sessions.get_mut(slot).filter(|s| !s.ended) {
+                        sink.send(next_line(name, slot, s)).await?;
+                        c.frames.fetch_add(1, Relaxed);
+                        c.bytes_sent.fetch_add(LINE_BYTES as u64, Relaxed);
+                    }
+                }
+            }
+            msg = stream.next() => match msg {
+                Some(Ok(Message::Text(t))) => {
+                    let m = serde_json::from_str::<ServerMessage>(&t).context("undecodable message from the server")?;
+                    answer(&mut sink, &mut sessions, m, c).await?;
+                }
+                Some(Ok(Message::Binary(b))) => match DeviceBinary::decode(&b) {
+                    Ok(DeviceBinary::Input { .. }) => {}
+                    _ => bail!("unexpected binary frame from the server"),
+                },
+                Some(Ok(Message::Close(_))) | None => bail!("the server closed the link"),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => bail!("link lost: {e}"),
+            },
+        }
+    }
+}
+
+/// The session's next line of output, as an output frame at its offset.
+fn next_line(device: &str, slot: usize, s: &mut SimSession) -> Message {
+    s.lines += 1;
+    let mut line = format!("[{device} #{slot}] step {}: compiled module {} of 400, 0 warnings ", s.lines, s.lines % 400);
+    line.truncate(LINE_BYTES - 2);
+    while line.len() < LINE_BYTES - 2 {
+        line.push('.');
+    }
+    line.push_str("\r\n");
+    let frame =
+        DeviceBinary::Output { session: s.id, offset: s.offset, t_micros: s.started.elapsed().as_micros() as u64, data: line.into_bytes() };
+    s.offset += LINE_BYTES as u64;
+    Message::Binary(frame.encode().into())
+}
+
+/// Answers one message from the server as the device daemon would, with fake sessions.
+async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: ServerMessage, c: &Counters) -> Result<()> {
+    let failed = |session, req, what: &str| DeviceMessage::Failed {
+        session,
+        req,
+        reason: format!("session {session} is not on this device ({what})"),
+    };
+    match m {
+        ServerMessage::Start { spec, .. } => {
+            if sessions.iter().any(|s| s.id == spec.session) {
+                return Ok(());
+            }
+            sessions.push(SimSession {
+                id: spec.session,
+                offset: 0,
+                acked: 0,
+                lines: 0,
+                started: Instant::now(),
+                started_at: chrono::Utc::now().to_rfc3339(),
+                cols: spec.cols,
+                rows: spec.rows,
+                ended: false,
+            });
+            let cwd = if spec.cwd.is_empty() { "/home/sim".to_string() } else { spec.cwd };
+            let pid = 10_000 + (spec.session.uuid().as_u128() % 1_000_000) as u32;
+            send(sink, &DeviceMessage::Started { session: spec.session, pid, cwd }).await?;
+        }
+        ServerMessage::Ack { session, offset } => {
+            if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
+                if offset > s.acked {
+                    c.bytes_acked.fetch_add(offset - s.acked, Relaxed);
+                    s.acked = offset;
+                }
+            }
+        }
+        ServerMessage::Stop { session, .. } => match sessions.iter_mut().find(|s| s.id == session) {
+            Some(s) if !s.ended => {
+                s.ended = true;
+                c.ended_by_server.fetch_add(1, Relaxed);
+                let end = RunEnd::Exited { status: ExitStatus { code: None, signal: Some(libc::SIGTERM) }, stop_requested: true };
+                let ended_at = chrono::Utc::now().to_rfc3339();
+                let msg = DeviceMessage::Ended { session, end, started_at: Some(s.started_at.clone()), ended_at, final_offset: s.offset };
+                send(sink, &msg).await?;
+            }
+            Some(_) => {}
+            None => send(sink, &failed(session, None, "stop")).await?,
+        },
+        ServerMessage::Release { session } => {
+            if sessions.iter().any(|s| s.id == session && !s.ended) {
+                c.ended_by_server.fetch_add(1, Relaxed);
+            }
+            sessions.retain(|s| s.id != session);
+        }
+        ServerMessage::Snapshot { session, req } => match sessions.iter().find(|s| s.id == session) {
+            Some(s) => {
+                let snapshot = Snapshot { req, offset: s.offset, cols: s.cols, rows: s.rows, data: b"\x1b[H\x1b[2J".to_vec() };
+                sink.send(Message::Binary(DeviceBinary::Snapshot { session, snapshot }.encode().into())).await?;
+            }
+            None => send(sink, &failed(session, None, "snapshot")).await?,
+        },
+        ServerMessage::SendText { session, req, .. } => match sessions.iter().find(|s| s.id == session) {
+            Some(s) => {
+                let t_micros = s.started.elapsed().as_micros() as u64;
+                send(sink, &DeviceMessage::Delivered { session, req, bracketed_paste: false, offset: s.offset, t_micros }).await?;
+            }
+            None => send(sink, &failed(session, Some(req), "text")).await?,
+        },
+        ServerMessage::Resize { session, cols, rows } => {
+            if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
+                (s.cols, s.rows) = (cols, rows);
+                let t_micros = s.started.elapsed().as_micros() as u64;
+                send(sink, &DeviceMessage::Resized { session, t_micros, cols, rows }).await?;
+            }
+        }
+        ServerMessage::Merge { req, .. } => {
+            let result = MergeResult::Refused { reason: "a simulated device has no repositories".into() };
+            send(sink, &DeviceMessage::Merged { req, result }).await?;
+        }
+        ServerMessage::Refused { reason } => bail!("refused: {reason}"),
+        ServerMessage::Welcome { .. }
+        | ServerMessage::Prices { .. }
+        | ServerMessage::Viewers { .. }
+        | ServerMessage::RemoveWorktree { .. } => {}
+    }
+    Ok(())
+}
