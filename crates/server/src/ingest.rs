@@ -83,7 +83,7 @@ pub async fn run(state: AppState, device: DeviceId, device_name: String, mut rx:
 async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>) {
     let mut delay = Duration::from_millis(50);
     loop {
-        match state.store.append_output(batch.clone()).await {
+        match state.output.append(&state.store, batch.clone()).await {
             Ok(held) => {
                 crate::cluster::announce_output(state, held.keys().copied()).await;
                 for (session, offset) in &held {

@@ -25,6 +25,7 @@ mod tasks;
 mod viewer;
 mod web;
 pub mod webhooks;
+mod writer;
 
 use std::net::SocketAddr;
 use std::time::Duration;

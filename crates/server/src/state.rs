@@ -25,6 +25,8 @@ pub struct AppState {
     pub replica: String,
     /// What this replica knows of the others (PostgreSQL).
     pub(crate) cluster: Arc<crate::cluster::Cluster>,
+    /// The one writer of every link's output.
+    pub(crate) output: Arc<crate::writer::OutputWriter>,
     /// The monitors' leases this server holds.
     pub(crate) leases: Arc<crate::leases::Leases>,
     /// The workspace this server serves by default.
@@ -49,6 +51,7 @@ impl AppState {
             config: Arc::new(config.clone()),
             replica: format!("rep_{}", uuid::Uuid::now_v7().simple()),
             leases: Arc::default(),
+            output: Arc::default(),
             cluster: Arc::default(),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),

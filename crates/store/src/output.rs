@@ -46,6 +46,9 @@ pub struct Mark {
 /// Reads further apart than this in time stay separate chunks (keeps replay timing).
 const MERGE_WINDOW_MICROS: u64 = 10_000;
 
+/// Sessions looked up per query when a batch of output arrives.
+const LOOKUP_BATCH: usize = 200;
+
 /// Rows read from `output_chunks` at a time.
 const TABLE_READ_ROWS: i64 = 512;
 
@@ -161,23 +164,16 @@ impl Store {
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
         let mut held: HashMap<SessionId, u64> = HashMap::new();
         let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
+        let stored = self.live_output_bytes(&batch).await?;
         for mut c in batch {
             let have = match held.get(&c.session) {
                 Some(h) => *h,
-                None => {
-                    // Only a live run's output is stored: a run whose lease is gone (marked
-                    // lost) is refused, left out of the answer, and its device told to stop it.
-                    let r = sqlx::query("SELECT output_bytes, outcome FROM sessions WHERE id = $1")
-                        .bind(c.session.to_string())
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    let Some(r) = r else { continue };
-                    let outcome: String = r.get("outcome");
-                    if !matches!(outcome.as_str(), "starting" | "running") {
-                        continue;
-                    }
-                    r.get::<i64, _>("output_bytes") as u64
-                }
+                // Only a live run's output is stored: a run whose lease is gone (marked
+                // lost) is refused, left out of the answer, and its device told to stop it.
+                None => match stored.get(&c.session) {
+                    Some(h) => *h,
+                    None => continue,
+                },
             };
             let end = c.offset + c.data.len() as u64;
             if end <= have {
@@ -266,6 +262,28 @@ impl Store {
             }
         }
         Ok(held)
+    }
+
+    /// The committed output length of each live session `batch` has output of (one
+    /// query per few hundred sessions, not one each).
+    async fn live_output_bytes(&self, batch: &[OutputChunk]) -> Result<HashMap<SessionId, u64>> {
+        let mut ids: Vec<String> = batch.iter().map(|c| c.session.to_string()).collect();
+        ids.sort();
+        ids.dedup();
+        let mut out = HashMap::new();
+        for part in ids.chunks(LOOKUP_BATCH) {
+            let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
+            let sql =
+                format!("SELECT id, output_bytes FROM sessions WHERE id IN ({}) AND outcome IN ('starting', 'running')", marks.join(", "));
+            let mut q = sqlx::query(&sql);
+            for id in part {
+                q = q.bind(id.as_str());
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                out.insert(crate::parse_id(r.get("id"))?, r.get::<i64, _>("output_bytes") as u64);
+            }
+        }
+        Ok(out)
     }
 
     /// Stored output from `from` on, up to about `max_bytes`.
