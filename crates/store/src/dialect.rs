@@ -116,8 +116,12 @@ impl Engine {
                                   UNION SELECT rowid FROM sandboxes WHERE id = {id}
                                   UNION SELECT rowid FROM sandboxes WHERE last_session_id = {id})"
             ),
+            // Each branch on its own index (one OR across them scans the whole list).
             Engine::Postgres => format!(
-                " AND (b.title ILIKE {text} ESCAPE '\\' OR d.name ILIKE {text} ESCAPE '\\' OR b.id = {id} OR b.last_session_id = {id})"
+                " AND b.id IN (SELECT id FROM sandboxes WHERE title ILIKE {text} ESCAPE '\\'
+                               UNION SELECT s.id FROM sandboxes s JOIN devices n ON n.id = s.device_id WHERE n.name ILIKE {text} ESCAPE '\\'
+                               UNION SELECT id FROM sandboxes WHERE id = {id}
+                               UNION SELECT id FROM sandboxes WHERE last_session_id = {id})"
             ),
         }
     }
