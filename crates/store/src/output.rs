@@ -156,62 +156,89 @@ fn io(e: std::io::Error) -> StoreError {
     StoreError::Io(e.to_string())
 }
 
+/// Per session, the offset held once stored; and per session, its committed length and
+/// the chunks to store after it.
+type Plan = (HashMap<SessionId, u64>, Vec<(SessionId, u64, Vec<OutputChunk>)>);
+
+/// What a batch adds, given each live session's committed length (`stored`): bytes
+/// already held are skipped, a gap the device lost is filled with NUL bytes, which
+/// terminals ignore, so offsets stay those of the program's stream. A session not in
+/// `stored` is not live and is left out (fenced).
+fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
+    let mut held: HashMap<SessionId, u64> = HashMap::new();
+    let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
+    for mut c in batch {
+        let Some(have) = held.get(&c.session).or_else(|| stored.get(&c.session)).copied() else { continue };
+        let end = c.offset + c.data.len() as u64;
+        if end <= have {
+            held.insert(c.session, have);
+            continue;
+        }
+        if c.offset < have {
+            c.data.drain(..(have - c.offset) as usize);
+            c.offset = have;
+        }
+        let prev_end = todo
+            .iter()
+            .find(|(s, _, _)| *s == c.session)
+            .and_then(|(_, _, l)| l.last())
+            .map(|l| l.offset + l.data.len() as u64)
+            .unwrap_or(have);
+        if c.offset > prev_end {
+            let fill = (c.offset - prev_end) as usize;
+            tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
+            let mut data = vec![0u8; fill];
+            data.extend_from_slice(&c.data);
+            c.data = data;
+            c.offset = prev_end;
+        }
+        held.insert(c.session, end);
+        match todo.iter_mut().find(|(s, _, _)| *s == c.session) {
+            Some((_, _, list)) => list.push(c),
+            None => todo.push((c.session, have, vec![c])),
+        }
+    }
+    (held, todo)
+}
+
+/// The committed output length of each live session `batch` has output of (one query
+/// per few hundred sessions, not one each).
+async fn live_output_bytes(conn: &mut sqlx::AnyConnection, batch: &[OutputChunk]) -> Result<HashMap<SessionId, u64>> {
+    let mut ids: Vec<String> = batch.iter().map(|c| c.session.to_string()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut out = HashMap::new();
+    for part in ids.chunks(LOOKUP_BATCH) {
+        let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
+        let sql =
+            format!("SELECT id, output_bytes FROM sessions WHERE id IN ({}) AND outcome IN ('starting', 'running')", marks.join(", "));
+        let mut q = sqlx::query(&sql);
+        for id in part {
+            q = q.bind(id.as_str());
+        }
+        for r in q.fetch_all(&mut *conn).await? {
+            out.insert(crate::parse_id(r.get("id"))?, r.get::<i64, _>("output_bytes") as u64);
+        }
+    }
+    Ok(out)
+}
+
 impl Store {
     /// Appends a batch of output: files first (synced), then the committed lengths in one
-    /// transaction. Returns, per session, the offset now held (what may be acknowledged).
+    /// transaction; or, on PostgreSQL, the rows and the lengths in one transaction that
+    /// holds the write lock from the lookup on, so what another replica stored meanwhile
+    /// is never stored twice. Returns, per session, the offset now held (what may be
+    /// acknowledged).
     ///
     /// Sessions missing from the answer are unknown or no longer live (fenced).
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
-        let mut held: HashMap<SessionId, u64> = HashMap::new();
-        let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
-        let stored = self.live_output_bytes(&batch).await?;
-        for mut c in batch {
-            let have = match held.get(&c.session) {
-                Some(h) => *h,
-                // Only a live run's output is stored: a run whose lease is gone (marked
-                // lost) is refused, left out of the answer, and its device told to stop it.
-                None => match stored.get(&c.session) {
-                    Some(h) => *h,
-                    None => continue,
-                },
-            };
-            let end = c.offset + c.data.len() as u64;
-            if end <= have {
-                held.insert(c.session, have);
-                continue;
-            }
-            if c.offset < have {
-                c.data.drain(..(have - c.offset) as usize);
-                c.offset = have;
-            }
-            // A gap (bytes the device lost, e.g. to a full disk while the link was down)
-            // is filled with NUL bytes, which terminals ignore, so offsets stay those of
-            // the program's stream.
-            let prev_end = todo
-                .iter()
-                .find(|(s, _, _)| *s == c.session)
-                .and_then(|(_, _, l)| l.last())
-                .map(|l| l.offset + l.data.len() as u64)
-                .unwrap_or(have);
-            if c.offset > prev_end {
-                let fill = (c.offset - prev_end) as usize;
-                tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
-                let mut data = vec![0u8; fill];
-                data.extend_from_slice(&c.data);
-                c.data = data;
-                c.offset = prev_end;
-            }
-            held.insert(c.session, end);
-            match todo.iter_mut().find(|(s, _, _)| *s == c.session) {
-                Some((_, _, list)) => list.push(c),
-                None => todo.push((c.session, have, vec![c])),
-            }
-        }
-        if todo.is_empty() {
-            return Ok(held);
-        }
         match &self.recordings {
             OutputStore::Files(files) => {
+                let stored = live_output_bytes(&mut *self.pool.acquire().await?, &batch).await?;
+                let (held, todo) = plan(batch, &stored);
+                if todo.is_empty() {
+                    return Ok(held);
+                }
                 let files = files.clone();
                 let written: Vec<(SessionId, u64)> = tokio::task::spawn_blocking(move || {
                     todo.iter()
@@ -229,61 +256,30 @@ impl Store {
                     raise_output_bytes(&mut tx, *session, *end).await?;
                 }
                 tx.commit().await?;
+                Ok(held)
             }
             OutputStore::Table => {
                 let mut tx = self.write().await?;
-                for (session, start, chunks) in &todo {
-                    // Under the write lock: what another replica stored since the check
-                    // above is skipped here, so a range is never held twice.
-                    let have: i64 = sqlx::query_scalar("SELECT output_bytes FROM sessions WHERE id = $1")
-                        .bind(session.to_string())
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let have = (have as u64).max(*start);
-                    let mut end = have;
+                let stored = live_output_bytes(&mut tx, &batch).await?;
+                let (held, todo) = plan(batch, &stored);
+                for (session, _, chunks) in &todo {
                     for c in chunks {
-                        let c_end = c.offset + c.data.len() as u64;
-                        if c_end <= end {
-                            continue;
-                        }
-                        let skip = end.saturating_sub(c.offset) as usize;
                         sqlx::query("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES ($1, $2, $3, $4)")
                             .bind(session.to_string())
-                            .bind(end as i64)
+                            .bind(c.offset as i64)
                             .bind(c.t_micros as i64)
-                            .bind(&c.data[skip..])
+                            .bind(&c.data)
                             .execute(&mut *tx)
                             .await?;
-                        end = c_end;
                     }
-                    raise_output_bytes(&mut tx, *session, end).await?;
+                    if let Some(last) = chunks.last() {
+                        raise_output_bytes(&mut tx, *session, last.offset + last.data.len() as u64).await?;
+                    }
                 }
                 tx.commit().await?;
+                Ok(held)
             }
         }
-        Ok(held)
-    }
-
-    /// The committed output length of each live session `batch` has output of (one
-    /// query per few hundred sessions, not one each).
-    async fn live_output_bytes(&self, batch: &[OutputChunk]) -> Result<HashMap<SessionId, u64>> {
-        let mut ids: Vec<String> = batch.iter().map(|c| c.session.to_string()).collect();
-        ids.sort();
-        ids.dedup();
-        let mut out = HashMap::new();
-        for part in ids.chunks(LOOKUP_BATCH) {
-            let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
-            let sql =
-                format!("SELECT id, output_bytes FROM sessions WHERE id IN ({}) AND outcome IN ('starting', 'running')", marks.join(", "));
-            let mut q = sqlx::query(&sql);
-            for id in part {
-                q = q.bind(id.as_str());
-            }
-            for r in q.fetch_all(&self.pool).await? {
-                out.insert(crate::parse_id(r.get("id"))?, r.get::<i64, _>("output_bytes") as u64);
-            }
-        }
-        Ok(out)
     }
 
     /// Stored output from `from` on, up to about `max_bytes`.
