@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use support::{bin, read_url, secs, test_database, Drover};
+use support::{bin, read_url, secs, spawn_drover_on, test_database, Drover};
 
 /// `drover ARGS` with `home` and, when given, `DROVER_DATABASE`.
 fn drover(home: &Path, db: Option<&str>, args: &[&str]) -> Output {
@@ -75,15 +75,7 @@ fn a_workspace_moves_to_another_engine_with_its_sessions_output_and_audit_trail(
     assert!(migrated.contains("up to date"), "{migrated}");
 
     // A server on the target has it all: the session, what it printed, its events.
-    let mut server = Command::new(bin())
-        .args(["server", "--listen", "127.0.0.1:0", "--database", &target])
-        .env("DROVER_HOME", target_home.path())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut server = spawn_drover_on(target_home.path(), Some(&target), &["server", "--listen", "127.0.0.1:0"]);
     let url = read_url(&mut server, "Drover server is running at ");
     let cli = Drover::attach_to(target_home.path(), &url, "testdev");
     let after = cli.show(&id);

@@ -8,25 +8,16 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use support::proxy::LinkProxy;
 use support::term::Attached;
-use support::{bin, read_url, secs, wait_until, Drover};
+use support::{read_url, secs, spawn_drover_on, wait_until, Drover};
 
 /// A `drover server` replica on `db`, in `home`, with short monitor leases.
 fn replica(home: &Path, db: &str) -> (Child, String) {
-    let mut child = Command::new(bin())
-        .args(["server", "--listen", "127.0.0.1:0", "--stop-grace", "1", "--lease-secs", "2"])
-        .env("DROVER_HOME", home)
-        .env("DROVER_DATABASE", db)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn drover server");
+    let mut child = spawn_drover_on(home, Some(db), &["server", "--listen", "127.0.0.1:0", "--stop-grace", "1", "--lease-secs", "2"]);
     let url = read_url(&mut child, "Drover server is running at ");
     (child, url)
 }
@@ -40,16 +31,11 @@ fn psql(db: &str, sql: &str) -> Vec<Vec<String>> {
 
 /// Who holds each monitor's lease now.
 fn lease_holders(db: &str) -> Vec<(String, String)> {
-    let now = drover_store_now();
+    let now = drover_store::now();
     psql(db, &format!("SELECT name, holder FROM leases WHERE expires_at > '{now}' ORDER BY name"))
         .into_iter()
         .map(|r| (r[0].clone(), r[1].clone()))
         .collect()
-}
-
-/// Now, in the stored time format.
-fn drover_store_now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
 fn addr(url: &str) -> std::net::SocketAddr {
@@ -119,15 +105,11 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     let front = LinkProxy::front(vec![addr(&url_b), addr(&url_a)]).unwrap();
     let cli = Drover::attach_to(home_a.path(), &url_a, "dev");
     let token = cli.json(&["device", "add", "dev", "--slots", "4"])["enrollment_token"].as_str().unwrap().to_string();
-    let device = Command::new(bin())
-        .args(["device", "--server", &front.url(), "--token", &token, "--name", "dev", "--slots", "4", "--heartbeat-secs", "1"])
-        .env("DROVER_HOME", procs.device_home.path())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn drover device");
+    let device = spawn_drover_on(
+        procs.device_home.path(),
+        None,
+        &["device", "--server", &front.url(), "--token", &token, "--name", "dev", "--slots", "4", "--heartbeat-secs", "1"],
+    );
     procs.add(device);
     cli.wait_device("dev", true);
     let links = psql(&db, "SELECT replica FROM device_links");

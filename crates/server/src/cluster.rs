@@ -181,7 +181,7 @@ async fn wait_for_note(notes: &mut tokio::sync::broadcast::Receiver<ClusterNote>
 /// Handles a batch of mail; true if there may be more.
 async fn take_mail(state: &AppState) -> Result<bool, drover_store::StoreError> {
     let mail = state.store.take_mail(&state.replica).await?;
-    let more = mail.len() >= 500;
+    let more = mail.len() >= drover_store::MAIL_BATCH;
     for body in mail {
         match serde_json::from_str::<Relayed>(&body) {
             Ok(m) => handle(state, m).await,

@@ -15,7 +15,7 @@ use crate::{now, parse_id, Change, Engine, Result, Store};
 /// The notification channel every replica listens on.
 const CHANNEL: &str = "drover";
 /// Mail taken per read.
-const MAIL_BATCH: i64 = 500;
+pub const MAIL_BATCH: usize = 500;
 
 /// A wake-up from another replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,13 +176,6 @@ impl Store {
         rows.iter().map(|r| Ok((parse_id(r.get("device_id"))?, r.get("replica")))).collect()
     }
 
-    /// Replicas seen within `alive`, with their URLs.
-    pub async fn replicas(&self, alive: Duration) -> Result<Vec<(String, String)>> {
-        let sql = format!("SELECT id, url FROM replicas WHERE seen_at >= {} ORDER BY id", self.engine.db_time("$1"));
-        let rows = sqlx::query(&sql).bind(-alive.as_secs_f64()).fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(|r| (r.get("id"), r.get("url"))).collect())
-    }
-
     /// Posts `body` to `replica`'s mailbox and wakes it (at the commit).
     pub async fn post(&self, replica: &str, body: &str) -> Result<()> {
         let mut tx = self.pool.begin().await?;
@@ -198,7 +191,7 @@ impl Store {
             "DELETE FROM relay WHERE seq IN (SELECT seq FROM relay WHERE replica = $1 ORDER BY seq LIMIT $2) RETURNING seq, body",
         )
         .bind(replica)
-        .bind(MAIL_BATCH)
+        .bind(MAIL_BATCH as i64)
         .fetch_all(&self.pool)
         .await?;
         let mut mail: Vec<(i64, String)> = rows.iter().map(|r| (r.get("seq"), r.get("body"))).collect();

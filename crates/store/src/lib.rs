@@ -43,12 +43,11 @@ use drover_core::{SessionId, WorkspaceId};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
-pub use cluster::ClusterNote;
+pub use cluster::{ClusterNote, MAIL_BATCH};
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use dialect::{Database, Engine};
 pub use events::{EventRow, NewEvent};
-pub use leases::LeaseRow;
 pub use liveness::LiveCheck;
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use output::{Mark, OutputChunk};
@@ -154,11 +153,6 @@ impl Store {
     /// The newest migration applied.
     pub async fn schema_version(&self) -> Result<i64> {
         Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(&self.pool).await?.unwrap_or(0))
-    }
-
-    /// The engine underneath.
-    pub fn engine(&self) -> Engine {
-        self.engine
     }
 
     /// Live changes (sessions created, started, ended; events recorded), sent after

@@ -410,8 +410,14 @@ pub struct Split {
 }
 
 fn spawn_drover(home: &Path, args: &[&str]) -> Child {
+    spawn_drover_on(home, test_database(home).as_deref(), args)
+}
+
+/// `drover ARGS` in `home`, its server (if it runs one) on database `db` (None: the
+/// default, SQLite in the home); stdout piped, for [`read_url`].
+pub fn spawn_drover_on(home: &Path, db: Option<&str>, args: &[&str]) -> Child {
     let mut c = Command::new(bin());
-    if let Some(db) = test_database(home) {
+    if let Some(db) = db {
         c.env("DROVER_DATABASE", db);
     }
     c.args(args)
