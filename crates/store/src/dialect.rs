@@ -12,10 +12,10 @@ use crate::{Result, StoreError};
 /// Where a store keeps its data: `--database` on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
-    /// A SQLite file (recordings beside it): one server.
+    /// A SQLite file: one server.
     Sqlite(PathBuf),
     /// A PostgreSQL database (`postgres://user:password@host:port/name`), which several
-    /// `drover server` replicas may share; recordings are kept in it.
+    /// `drover server` replicas may share.
     Postgres(String),
 }
 

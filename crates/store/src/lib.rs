@@ -23,6 +23,7 @@ mod devices;
 mod dialect;
 mod events;
 mod leases;
+mod legacy;
 mod liveness;
 mod members;
 mod output;
@@ -101,15 +102,13 @@ const CHANGES_BACKLOG: usize = 1024;
 pub struct Store {
     pool: AnyPool,
     engine: Engine,
-    recordings: output::OutputStore,
     changes: tokio::sync::broadcast::Sender<Change>,
     /// Listening to other replicas (PostgreSQL only).
     cluster: Option<std::sync::Arc<cluster::Cluster>>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the SQLite database at `path` and migrates it; session
-    /// recordings are kept in `recordings/` beside it.
+    /// Opens (creating if needed) the SQLite database at `path` and migrates it.
     pub async fn open_sqlite(path: &Path) -> Result<Store> {
         Store::open(&Database::Sqlite(path.to_path_buf())).await
     }
@@ -118,7 +117,7 @@ impl Store {
     pub async fn open(database: &Database) -> Result<Store> {
         sqlx::any::install_default_drivers();
         let changes = tokio::sync::broadcast::channel(CHANGES_BACKLOG).0;
-        let (pool, engine, recordings, cluster) = match database {
+        let (pool, engine, cluster) = match database {
             Database::Sqlite(path) => {
                 let url = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true).to_url_lossy();
                 let opts = AnyConnectOptions::from_url(&url)?;
@@ -134,9 +133,7 @@ impl Store {
                     .connect_with(opts)
                     .await?;
                 sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-                let dir = path.parent().unwrap_or(Path::new(".")).join("recordings");
-                let files = output::Recordings::new(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-                (pool, Engine::Sqlite, output::OutputStore::Files(files), None)
+                (pool, Engine::Sqlite, None)
             }
             Database::Postgres(url) => {
                 dialect::create_postgres_database(url).await?;
@@ -144,10 +141,14 @@ impl Store {
                 let pool = AnyPoolOptions::new().max_connections(10).connect_with(opts).await?;
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
                 let cluster = cluster::Cluster::start(url, changes.clone()).await?;
-                (pool, Engine::Postgres, output::OutputStore::Table, Some(cluster))
+                (pool, Engine::Postgres, Some(cluster))
             }
         };
-        Ok(Store { pool, engine, recordings, changes, cluster })
+        let store = Store { pool, engine, changes, cluster };
+        if let Database::Sqlite(path) = database {
+            store.move_recordings(&path.parent().unwrap_or(Path::new(".")).join("recordings")).await?;
+        }
+        Ok(store)
     }
 
     /// The newest migration applied.

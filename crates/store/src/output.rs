@@ -1,23 +1,19 @@
 //! A session's output stream and recording marks.
 //!
-//! On SQLite, output bytes are appended to a recording file per session
-//! (`recordings/<id>.raw` and its timing index `.idx`, the format the shim writes),
-//! synced to disk, and only then is the new length committed in the database
-//! (`sessions.output_bytes`) — the offset the server acknowledges; bytes a crash left
-//! past the committed length are cut back on reopen. On PostgreSQL, which several
-//! replicas share, the bytes are rows of `output_chunks`, committed in the same
-//! transaction as the new length, so every replica reads what any of them stored.
-//! Either way bytes already held are skipped, so a resent range is never stored twice.
+//! Output bytes are rows of `output_chunks`, committed in the same transaction as the
+//! session's new length (`sessions.output_bytes`), which is the offset the server
+//! acknowledges. The transaction holds the write lock from the lookup of the stored
+//! lengths on, so bytes already held (a resent range, or what another replica stored
+//! meanwhile) are skipped and never stored twice. One commit makes a whole group of
+//! sessions' output durable: with a thousand quiet sessions that is one sync where a
+//! file per session needed two each (see `legacy` for files earlier versions wrote).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use drover_core::SessionId;
-use drover_recording::{RecordingReader, RecordingWriter};
 use sqlx::Row;
 
-use crate::{Result, Store, StoreError};
+use crate::{Result, Store};
 
 /// A piece of output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,116 +40,71 @@ pub struct Mark {
 }
 
 /// Reads further apart than this in time stay separate chunks (keeps replay timing).
-const MERGE_WINDOW_MICROS: u64 = 10_000;
+pub(crate) const MERGE_WINDOW_MICROS: u64 = 10_000;
 
-/// Sessions looked up per query when a batch of output arrives.
+/// Sessions looked up (or updated) per statement when a batch of output arrives.
 const LOOKUP_BATCH: usize = 200;
+
+/// Chunks inserted per statement.
+const INSERT_BATCH: usize = 100;
 
 /// Rows read from `output_chunks` at a time.
 const TABLE_READ_ROWS: i64 = 512;
 
-/// Raises a session's committed output length to `end` (never lowers it).
-async fn raise_output_bytes(conn: &mut sqlx::AnyConnection, session: SessionId, end: u64) -> Result<()> {
-    sqlx::query(
-        "UPDATE sessions SET output_bytes = CASE WHEN output_bytes > $1 THEN output_bytes ELSE $1 END, last_output_at = $3 WHERE id = $2",
-    )
-    .bind(end as i64)
-    .bind(session.to_string())
-    .bind(crate::now())
-    .execute(conn)
-    .await?;
+/// Inserts `chunks` into `output_chunks`, a hundred rows per statement.
+pub(crate) async fn insert_chunks(conn: &mut sqlx::AnyConnection, chunks: &[OutputChunk]) -> Result<()> {
+    for part in chunks.chunks(INSERT_BATCH) {
+        let rows: Vec<String> =
+            (0..part.len()).map(|i| format!("(${}, ${}, ${}, ${})", 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4)).collect();
+        let sql = format!("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES {}", rows.join(", "));
+        let mut q = sqlx::query(&sql);
+        for c in part {
+            q = q.bind(c.session.to_string()).bind(c.offset as i64).bind(c.t_micros as i64).bind(c.data.as_slice());
+        }
+        q.execute(&mut *conn).await?;
+    }
     Ok(())
 }
 
-/// Where a store keeps session output.
-#[derive(Clone)]
-pub(crate) enum OutputStore {
-    /// Recording files beside the SQLite database.
-    Files(Arc<Recordings>),
-    /// Rows of the `output_chunks` table (PostgreSQL).
-    Table,
+/// Sets each session's committed output length (`ends`: session, new length), a few
+/// hundred sessions per statement. Called under the write lock with lengths past the
+/// stored ones.
+async fn set_output_bytes(conn: &mut sqlx::AnyConnection, ends: &[(SessionId, u64)]) -> Result<()> {
+    let now = crate::now();
+    for part in ends.chunks(LOOKUP_BATCH) {
+        let cases: Vec<String> = (0..part.len()).map(|i| format!("WHEN ${} THEN ${}", 2 * i + 2, 2 * i + 3)).collect();
+        let ids: Vec<String> = (0..part.len()).map(|i| format!("${}", 2 * i + 2)).collect();
+        let sql = format!(
+            "UPDATE sessions SET output_bytes = CASE id {} ELSE output_bytes END, last_output_at = $1 WHERE id IN ({})",
+            cases.join(" "),
+            ids.join(", ")
+        );
+        let mut q = sqlx::query(&sql).bind(now.as_str());
+        for (session, end) in part {
+            q = q.bind(session.to_string()).bind(*end as i64);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
-impl OutputStore {
-    /// Closes the writer of an ended session.
-    pub(crate) fn close(&self, session: SessionId) {
-        match self {
-            OutputStore::Files(files) => files.close(session),
-            OutputStore::Table => {}
-        }
-    }
-}
-
-/// The recording files of the server's sessions, with a writer kept open per live one.
-pub(crate) struct Recordings {
-    dir: PathBuf,
-    writers: Mutex<HashMap<SessionId, RecordingWriter>>,
-}
-
-impl Recordings {
-    pub(crate) fn new(dir: PathBuf) -> std::io::Result<Arc<Recordings>> {
-        std::fs::create_dir_all(&dir)?;
-        Ok(Arc::new(Recordings { dir, writers: Mutex::new(HashMap::new()) }))
-    }
-
-    fn paths(&self, session: SessionId) -> (PathBuf, PathBuf) {
-        (self.dir.join(format!("{session}.raw")), self.dir.join(format!("{session}.idx")))
-    }
-
-    /// Appends `chunks` (already trimmed to follow `held`) and syncs them to disk.
-    pub(crate) fn append(&self, session: SessionId, held: u64, chunks: &[OutputChunk]) -> std::io::Result<()> {
-        let mut writers = self.writers.lock().expect("writers lock");
-        if writers.get(&session).is_none_or(|w| w.len() != held) {
-            let (raw, idx) = self.paths(session);
-            writers.insert(session, RecordingWriter::open_at(&raw, &idx, held)?);
-        }
-        let w = writers.get_mut(&session).expect("writer just opened");
-        let result = chunks.iter().try_for_each(|c| w.append(&c.data, c.t_micros)).and_then(|_| w.sync());
-        if result.is_err() {
-            writers.remove(&session);
-        }
-        result
-    }
-
-    /// Closes the writer of an ended session.
-    pub(crate) fn close(&self, session: SessionId) {
-        self.writers.lock().expect("writers lock").remove(&session);
-    }
-
-    /// Deletes a session's recording files (retention); missing files are fine.
-    pub(crate) fn remove(&self, session: SessionId) -> std::io::Result<()> {
-        self.close(session);
-        for path in <[PathBuf; 2]>::from(self.paths(session)) {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+/// Joins chunks that continue one another within the merge window (fewer rows for a
+/// chatty program; replay timing is kept to the window).
+fn join_chunks(chunks: Vec<OutputChunk>) -> Vec<OutputChunk> {
+    let mut out: Vec<OutputChunk> = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        match out.last_mut() {
+            Some(last)
+                if last.session == c.session
+                    && last.offset + last.data.len() as u64 == c.offset
+                    && c.t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
+            {
+                last.data.extend_from_slice(&c.data)
             }
+            _ => out.push(c),
         }
-        Ok(())
     }
-
-    fn read(&self, session: SessionId, from: u64, max: usize) -> std::io::Result<Vec<OutputChunk>> {
-        let (raw, idx) = self.paths(session);
-        if !Path::new(&raw).exists() {
-            return Ok(Vec::new());
-        }
-        // The writer makes the output file, then its index: a read between the two (or
-        // after retention removed them) finds nothing stored yet.
-        let reader = match RecordingReader::open(&raw, &idx) {
-            Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        Ok(reader
-            .chunks(from, max, MERGE_WINDOW_MICROS)?
-            .into_iter()
-            .map(|c| OutputChunk { session, offset: c.offset, t_micros: c.t_micros, data: c.data })
-            .collect())
-    }
-}
-
-fn io(e: std::io::Error) -> StoreError {
-    StoreError::Io(e.to_string())
+    out
 }
 
 /// Per session, the offset held once stored; and per session, its committed length and
@@ -224,129 +175,80 @@ async fn live_output_bytes(conn: &mut sqlx::AnyConnection, batch: &[OutputChunk]
 }
 
 impl Store {
-    /// Appends a batch of output: files first (synced), then the committed lengths in one
-    /// transaction; or, on PostgreSQL, the rows and the lengths in one transaction that
-    /// holds the write lock from the lookup on, so what another replica stored meanwhile
-    /// is never stored twice. Returns, per session, the offset now held (what may be
-    /// acknowledged).
+    /// Appends a batch of output: the rows and the new lengths in one transaction that
+    /// holds the write lock from the lookup on. Returns, per session, the offset now
+    /// held (what may be acknowledged).
     ///
     /// Sessions missing from the answer are unknown or no longer live (fenced).
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
-        match &self.recordings {
-            OutputStore::Files(files) => {
-                let stored = live_output_bytes(&mut *self.pool.acquire().await?, &batch).await?;
-                let (held, todo) = plan(batch, &stored);
-                if todo.is_empty() {
-                    return Ok(held);
-                }
-                let files = files.clone();
-                let written: Vec<(SessionId, u64)> = tokio::task::spawn_blocking(move || {
-                    todo.iter()
-                        .map(|(session, start, chunks)| {
-                            let end = chunks.last().map(|c| c.offset + c.data.len() as u64).unwrap_or(*start);
-                            files.append(*session, *start, chunks).map(|_| (*session, end))
-                        })
-                        .collect::<std::io::Result<Vec<_>>>()
-                })
-                .await
-                .map_err(|e| StoreError::Io(e.to_string()))?
-                .map_err(io)?;
-                let mut tx = self.write().await?;
-                for (session, end) in &written {
-                    raise_output_bytes(&mut tx, *session, *end).await?;
-                }
-                tx.commit().await?;
-                Ok(held)
-            }
-            OutputStore::Table => {
-                let mut tx = self.write().await?;
-                let stored = live_output_bytes(&mut tx, &batch).await?;
-                let (held, todo) = plan(batch, &stored);
-                for (session, _, chunks) in &todo {
-                    for c in chunks {
-                        sqlx::query("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES ($1, $2, $3, $4)")
-                            .bind(session.to_string())
-                            .bind(c.offset as i64)
-                            .bind(c.t_micros as i64)
-                            .bind(&c.data)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    if let Some(last) = chunks.last() {
-                        raise_output_bytes(&mut tx, *session, last.offset + last.data.len() as u64).await?;
-                    }
-                }
-                tx.commit().await?;
-                Ok(held)
-            }
+        let mut tx = self.write().await?;
+        let stored = live_output_bytes(&mut tx, &batch).await?;
+        let (held, todo) = plan(batch, &stored);
+        if todo.is_empty() {
+            return Ok(held);
         }
+        let mut ends = Vec::with_capacity(todo.len());
+        let mut rows = Vec::new();
+        for (session, _, chunks) in todo {
+            if let Some(last) = chunks.last() {
+                ends.push((session, last.offset + last.data.len() as u64));
+            }
+            rows.extend(join_chunks(chunks));
+        }
+        insert_chunks(&mut tx, &rows).await?;
+        set_output_bytes(&mut tx, &ends).await?;
+        tx.commit().await?;
+        Ok(held)
     }
 
     /// Stored output from `from` on, up to about `max_bytes`.
     pub async fn read_output(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
-        match &self.recordings {
-            OutputStore::Files(files) => {
-                let files = files.clone();
-                tokio::task::spawn_blocking(move || files.read(session, from, max_bytes))
-                    .await
-                    .map_err(|e| StoreError::Io(e.to_string()))?
-                    .map_err(io)
+        // The chunk holding `from`, then those after it, a batch at a time.
+        let rows = sqlx::query(
+            "SELECT start_offset, t_micros, data FROM output_chunks WHERE session_id = $1 AND start_offset >= COALESCE(
+                (SELECT MAX(start_offset) FROM output_chunks WHERE session_id = $1 AND start_offset <= $2), 0)
+             ORDER BY start_offset LIMIT $3",
+        )
+        .bind(session.to_string())
+        .bind(from as i64)
+        .bind(TABLE_READ_ROWS)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out: Vec<OutputChunk> = Vec::new();
+        let mut size = 0usize;
+        for r in &rows {
+            let offset = r.get::<i64, _>("start_offset") as u64;
+            let t_micros = r.get::<i64, _>("t_micros") as u64;
+            let mut data: Vec<u8> = r.get("data");
+            if offset + data.len() as u64 <= from {
+                continue;
             }
-            OutputStore::Table => {
-                // The chunk holding `from`, then those after it, a batch at a time.
-                let rows = sqlx::query(
-                    "SELECT start_offset, t_micros, data FROM output_chunks WHERE session_id = $1 AND start_offset >= COALESCE(
-                        (SELECT MAX(start_offset) FROM output_chunks WHERE session_id = $1 AND start_offset <= $2), 0)
-                     ORDER BY start_offset LIMIT $3",
-                )
-                .bind(session.to_string())
-                .bind(from as i64)
-                .bind(TABLE_READ_ROWS)
-                .fetch_all(&self.pool)
-                .await?;
-                let mut out: Vec<OutputChunk> = Vec::new();
-                let mut size = 0usize;
-                for r in &rows {
-                    let offset = r.get::<i64, _>("start_offset") as u64;
-                    let t_micros = r.get::<i64, _>("t_micros") as u64;
-                    let mut data: Vec<u8> = r.get("data");
-                    if offset + data.len() as u64 <= from {
-                        continue;
-                    }
-                    let offset = if offset < from {
-                        data.drain(..(from - offset) as usize);
-                        from
-                    } else {
-                        offset
-                    };
-                    if size >= max_bytes {
-                        break;
-                    }
-                    size += data.len();
-                    match out.last_mut() {
-                        Some(last)
-                            if last.offset + last.data.len() as u64 == offset
-                                && t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
-                        {
-                            last.data.extend_from_slice(&data)
-                        }
-                        _ => out.push(OutputChunk { session, offset, t_micros, data }),
-                    }
+            let offset = if offset < from {
+                data.drain(..(from - offset) as usize);
+                from
+            } else {
+                offset
+            };
+            if size >= max_bytes {
+                break;
+            }
+            size += data.len();
+            match out.last_mut() {
+                Some(last)
+                    if last.offset + last.data.len() as u64 == offset && t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
+                {
+                    last.data.extend_from_slice(&data)
                 }
-                Ok(out)
+                _ => out.push(OutputChunk { session, offset, t_micros, data }),
             }
         }
+        Ok(out)
     }
 
-    /// Deletes a session's stored output (retention): its files, or (in `tx`) its rows.
+    /// Deletes a session's stored output (retention), in `tx`.
     pub(crate) async fn remove_output(&self, tx: &mut sqlx::AnyConnection, session: SessionId) -> Result<()> {
-        match &self.recordings {
-            OutputStore::Files(files) => files.remove(session).map_err(io),
-            OutputStore::Table => {
-                sqlx::query("DELETE FROM output_chunks WHERE session_id = $1").bind(session.to_string()).execute(&mut *tx).await?;
-                Ok(())
-            }
-        }
+        sqlx::query("DELETE FROM output_chunks WHERE session_id = $1").bind(session.to_string()).execute(&mut *tx).await?;
+        Ok(())
     }
 
     /// Records a resize or marker.

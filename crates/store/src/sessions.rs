@@ -398,7 +398,6 @@ impl Store {
         let kind = ending_kind(ending.outcome, ending.killed);
         insert(&mut tx, &NewEvent { workspace, session: Some(id), task: None, kind, actor: actor.to_string(), detail }).await?;
         tx.commit().await?;
-        self.recordings.close(id);
         self.changed(workspace, Some(id));
         Ok(Some(ending.clone()))
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::{Column, Row};
 
-use crate::output::OutputStore;
+use crate::output::insert_chunks;
 use crate::{now, parse_id, Engine, OutputChunk, Result, Store, StoreError};
 
 /// The tables an export holds, parents before the rows that refer to them. Runtime
@@ -181,7 +181,6 @@ impl Store {
                     .into(),
             ));
         }
-        let mut files: Vec<(SessionId, Vec<OutputChunk>)> = Vec::new();
         for line in open().map_err(io)?.lines() {
             match serde_json::from_str::<Line>(&line.map_err(io)?).map_err(|e| bad(0, e))? {
                 Line::Row { table, row } => {
@@ -218,24 +217,7 @@ impl Store {
                 }
                 Line::Output { session, offset, t_micros, data } => {
                     let data = B64.decode(data).map_err(|e| bad(0, e))?;
-                    match &self.recordings {
-                        OutputStore::Table => {
-                            sqlx::query("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES ($1, $2, $3, $4)")
-                                .bind(session.to_string())
-                                .bind(offset as i64)
-                                .bind(t_micros as i64)
-                                .bind(data)
-                                .execute(&mut *tx)
-                                .await?;
-                        }
-                        OutputStore::Files(_) => {
-                            let chunk = OutputChunk { session, offset, t_micros, data };
-                            match files.last_mut() {
-                                Some((s, list)) if *s == session => list.push(chunk),
-                                _ => files.push((session, vec![chunk])),
-                            }
-                        }
-                    }
+                    insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data }]).await?;
                 }
                 Line::Header { .. } | Line::End { .. } => {}
             }
@@ -249,15 +231,6 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-        }
-        if let OutputStore::Files(recordings) = &self.recordings {
-            // Files before the commit: a failure leaves no rows claiming output that is
-            // not there.
-            let recordings = recordings.clone();
-            tokio::task::spawn_blocking(move || files.iter().try_for_each(|(session, chunks)| recordings.append(*session, 0, chunks)))
-                .await
-                .map_err(|e| StoreError::Io(e.to_string()))?
-                .map_err(io)?;
         }
         tx.commit().await?;
         Ok(counted)

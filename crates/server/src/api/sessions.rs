@@ -61,7 +61,8 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
         .as_ref()
         .filter(|h| h.latest() > 0)
         .and_then(|h| chrono::Duration::from_std(h.since_output()).ok())
-        .map(|ago| drover_store::format_time(chrono::Utc::now() - ago));
+        .map(|ago| drover_store::format_time(chrono::Utc::now() - ago))
+        .or(r.last_output_at);
     SessionView {
         id: r.id,
         sandbox: r.sandbox,
