@@ -52,7 +52,12 @@ export function TypeBadges({ kind, taskType }: { kind: string; taskType: string 
   if (kind === "remote") return <span class="badge type" title="A session started on a device, with no task behind it">Remote</span>;
   return (
     <>
-      <span class="badge type">{taskType ?? "Task"}</span> <span class="badge type">Task</span>
+      <span class="badge type" title="The task's type">
+        {taskType ?? "Task"}
+      </span>{" "}
+      <span class="badge type" title="A sandbox working on a task, staffed by the workflow">
+        Task
+      </span>
     </>
   );
 }

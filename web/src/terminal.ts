@@ -6,6 +6,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import { api, ApiError, enc } from "./api";
 import type { Outcome, Session, ViewerEvent } from "./types";
 import { isLive } from "./types";
+import { OUTCOME_HELP } from "./badges";
 
 export type Pill =
   | { kind: "connecting" }
@@ -29,6 +30,24 @@ export function pillText(p: Pill): string {
       return `rejected: ${p.cause}`;
     case "no-permission":
       return "no permission";
+  }
+}
+
+/** The pill's one-line hover explanation. */
+export function pillHelp(p: Pill): string {
+  switch (p.kind) {
+    case "connecting":
+      return "Opening the connection to the session's terminal.";
+    case "connected":
+      return "Live: you see the program's screen as it prints, and what you type goes to it.";
+    case "reconnecting":
+      return "The connection dropped; retrying with a growing pause. The session itself keeps running.";
+    case "ended":
+      return OUTCOME_HELP[p.outcome];
+    case "rejected":
+      return "The server refused the connection; it is not retried. Sign in again or check the link.";
+    case "no-permission":
+      return "Only workspace owners and admins, and the operator of the session's agent, may open this terminal.";
   }
 }
 
@@ -78,9 +97,20 @@ export class LiveTerminal {
       fontFamily: 'ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono", monospace',
       fontSize: 13,
       theme: { background: "#0f1115" },
+      // Option-click selects on a Mac, as Shift does elsewhere, past a program's mouse mode.
+      macOptionClickForcesSelection: true,
     });
     this.term.loadAddon(this.fit);
     this.term.open(el);
+    // Shift (Option on a Mac) + wheel scrolls back through the scrollback even when a
+    // full-screen program has captured the mouse; browsers turn Shift+wheel sideways.
+    this.term.attachCustomWheelEventHandler((ev) => {
+      if (!ev.shiftKey && !ev.altKey) return true;
+      const delta = ev.deltaY || ev.deltaX;
+      if (delta !== 0) this.term.scrollLines(Math.sign(delta) * 3);
+      ev.preventDefault();
+      return false;
+    });
     this.term.onData((d) => this.send(this.encoder.encode(d)));
     this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
     this.resizeObserver = new ResizeObserver(() => this.refit());

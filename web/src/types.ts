@@ -80,6 +80,8 @@ export interface Session {
   task: string | null;
   stage: string | null;
   agent: string | null;
+  /** The repository its sandbox works in (task runs). */
+  repo?: string | null;
   last_output_at: string | null;
   last_progress: { label: string; at: string } | null;
   pruned_at?: string | null;
@@ -124,6 +126,11 @@ export interface ActivityEvent {
   label: string;
   actor: string;
   session: string | null;
+  task?: string | null;
+  /** The title of the session it concerns. */
+  session_title?: string | null;
+  /** The title of the task it concerns. */
+  task_title?: string | null;
   detail: Record<string, unknown> | null;
   at: string;
 }

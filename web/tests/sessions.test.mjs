@@ -71,6 +71,13 @@ test("a session from start to finished page", async () => {
   assert.match(text, /Released/);
   await until("the kill in the record", async () => (await page.locator("section.did").innerText()).includes("session killed"));
   await until("final screen", async () => (await screenText(page, '[data-testid="final-screen"]')).includes("sent-25"), 30_000);
+  // Every row of the final screen is inside its frame (none cut off at the bottom).
+  const overhang = await page.evaluate(() => {
+    const frame = document.querySelector('[data-testid="final-screen"]');
+    const screen = frame.querySelector(".xterm-screen");
+    return screen.getBoundingClientRect().bottom - frame.getBoundingClientRect().bottom;
+  });
+  assert.ok(overhang <= 0, `the final screen overhangs its frame by ${overhang}px`);
   await page.getByTestId("play").click();
   await until("recording plays", async () => (await screenText(page, '[data-testid="player"]')).includes("typed-42"), 20_000);
   await shot(page, "finished-desktop");
@@ -120,6 +127,22 @@ test("search narrows the list, the filter switches, and Load more reaches every 
     await page.locator("main tbody tr, main .timeline li").first().waitFor();
     await shot(page, `${path.slice(1).replace("/", "-")}-desktop`);
   }
+
+  // The device page keeps rows loaded with Load more when a change refreshes it.
+  await page.goto(`${d.url}/devices/e2e`);
+  await until("device batch", async () => (await page.locator("tbody tr").count()) === 50);
+  await page.getByRole("link", { name: "Load more" }).click();
+  await until("device rows", async () => (await page.locator("tbody tr").count()) === total);
+  await d.startSession(["sleep", "600"], ["--title", "one more"]);
+  await until("the new one on top", async () => (await page.locator("tbody tr").first().innerText()).includes("one more"));
+  assert.equal(await page.locator("tbody tr").count(), total + 1, "rows loaded with Load more stay");
+
+  // On a phone, its sessions are cards: every cell in view.
+  await page.setViewportSize({ width: 375, height: 740 });
+  const state = page.locator('tbody tr td[data-label="State"]').first();
+  const box = await state.boundingBox();
+  assert.ok(box && box.x + box.width <= 375, `State cell in view: ${JSON.stringify(box)}`);
+  await shot(page, "device-375");
   assert.deepEqual(errors, []);
 });
 

@@ -74,7 +74,16 @@ test("a task asks a question, is answered from its page and hands off", async ()
   const text = await summary.innerText();
   assert.match(text, /Agent\s+bot/);
   assert.match(text, /Stage\s+Code/);
+  assert.match(text, /Repo\s+app/);
   assert.match(text, /Completed/);
+
+  // The Sessions list names the repo; the activity feed names the task and the run.
+  await page.goto(`${d.url}/sessions?filter=all`);
+  await until("repo column", async () => (await page.locator('tbody tr td[data-label="Repo"]').first().innerText()) === "app");
+  await page.goto(`${d.url}/activity`);
+  const feed = page.locator("ol.feed");
+  await until("titles in the feed", async () => /task Colour the <b>button<\/b>/.test(await feed.innerText()));
+  assert.equal(await feed.locator("b").count(), 0, "a title is text, not markup");
 
   await page.setViewportSize({ width: 375, height: 740 });
   await page.goto(`${d.url}/tasks/${id}`);

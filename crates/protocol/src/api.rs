@@ -99,6 +99,9 @@ pub struct SessionView {
     /// The agent running it.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The repository its sandbox works in (task runs).
+    #[serde(default)]
+    pub repo: Option<String>,
     /// When it last printed anything (live sessions; RFC 3339).
     #[serde(default)]
     pub last_output_at: Option<String>,
@@ -207,6 +210,12 @@ pub struct EventView {
     /// The task it concerns.
     #[serde(default)]
     pub task: Option<String>,
+    /// The title of the session it concerns.
+    #[serde(default)]
+    pub session_title: Option<String>,
+    /// The title of the task it concerns.
+    #[serde(default)]
+    pub task_title: Option<String>,
     /// Details.
     pub detail: serde_json::Value,
     /// When (RFC 3339).

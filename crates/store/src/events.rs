@@ -35,6 +35,10 @@ pub struct EventRow {
     pub session: Option<String>,
     /// The task it concerns.
     pub task: Option<String>,
+    /// The title of the session's sandbox, when it concerns a session.
+    pub session_title: Option<String>,
+    /// The task's title, when it concerns a task.
+    pub task_title: Option<String>,
     /// Kind identifier.
     pub kind: String,
     /// Who did it.
@@ -44,6 +48,12 @@ pub struct EventRow {
     /// When.
     pub at: String,
 }
+
+/// Columns of an [`EventRow`], from `events`, with the titles of what it concerns.
+const EVENT_SELECT: &str = "SELECT seq, id, session_id, task_id, kind, actor, detail, at,
+    (SELECT b.title FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id WHERE s.id = events.session_id) AS session_title,
+    (SELECT t.title FROM tasks t WHERE t.id = events.task_id) AS task_title
+    FROM events";
 
 /// Inserts an event inside an open transaction; returns its id. The webhook deliveries
 /// it fires are written in the same transaction, before anything is sent.
@@ -105,10 +115,10 @@ impl Store {
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<EventRow>> {
-        let rows = sqlx::query(
-            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
+        let rows = sqlx::query(&format!(
+            "{EVENT_SELECT}
              WHERE workspace_id = $1 AND at >= $2 AND ($3 IS NULL OR at < $4) AND seq > $5 ORDER BY seq LIMIT $6",
-        )
+        ))
         .bind(workspace.to_string())
         .bind(since)
         .bind(until)
@@ -145,22 +155,20 @@ impl Store {
 
     /// A task's events (its Activity timeline), oldest first.
     pub async fn task_events(&self, task: TaskId, limit: i64) -> Result<Vec<EventRow>> {
-        let rows = sqlx::query(
-            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events WHERE task_id = $1 ORDER BY seq LIMIT $2",
-        )
-        .bind(task.to_string())
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(&format!("{EVENT_SELECT} WHERE task_id = $1 ORDER BY seq LIMIT $2",))
+            .bind(task.to_string())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.iter().map(event_row).collect())
     }
 
     /// A workspace's events, newest first, before `before_seq` (all when None).
     pub async fn list_events_before(&self, workspace: WorkspaceId, before_seq: Option<i64>, limit: i64) -> Result<Vec<EventRow>> {
-        let rows = sqlx::query(
-            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
+        let rows = sqlx::query(&format!(
+            "{EVENT_SELECT}
              WHERE workspace_id = $1 AND ($2 IS NULL OR seq < $3) ORDER BY seq DESC LIMIT $4",
-        )
+        ))
         .bind(workspace.to_string())
         .bind(before_seq)
         .bind(before_seq)
@@ -187,10 +195,10 @@ impl Store {
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<EventRow>> {
-        let rows = sqlx::query(
-            "SELECT seq, id, session_id, task_id, kind, actor, detail, at FROM events
+        let rows = sqlx::query(&format!(
+            "{EVENT_SELECT}
              WHERE workspace_id = $1 AND seq > $2 AND ($3 IS NULL OR session_id = $4) ORDER BY seq LIMIT $5",
-        )
+        ))
         .bind(workspace.to_string())
         .bind(after_seq)
         .bind(session.map(|s| s.to_string()))
@@ -208,6 +216,8 @@ fn event_row(r: &sqlx::any::AnyRow) -> EventRow {
         id: r.get("id"),
         task: r.get("task_id"),
         session: r.get("session_id"),
+        session_title: r.get("session_title"),
+        task_title: r.get("task_title"),
         kind: r.get("kind"),
         actor: r.get("actor"),
         detail: serde_json::from_str(r.get::<&str, _>("detail")).unwrap_or(serde_json::Value::Null),

@@ -54,6 +54,8 @@ pub struct SandboxItem {
     pub task: Option<SandboxTask>,
     /// The agent of its last run.
     pub agent: Option<String>,
+    /// The name of its repository (task sandboxes).
+    pub repo: Option<String>,
     /// What its runs cost (nano-dollars): None when no run reported usage, Some(None)
     /// ("unknown") when a run used a model with no price.
     pub cost: Option<Option<u64>>,
@@ -146,6 +148,7 @@ fn item(r: &sqlx::any::AnyRow) -> Result<SandboxItem> {
         created_at: r.get("created_at"),
         runs: r.get::<i64, _>("runs") as u32,
         live: r.get::<i64, _>("live") != 0,
+        repo: r.get("repo_name"),
         last_run,
         task: match r.get::<Option<String>, _>("t_type") {
             Some(kind) => {
@@ -176,7 +179,7 @@ impl Store {
         let mut sql = String::from(concat!(
             "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
                     s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
-                    s.stage AS s_stage, a.name AS agent_name,
+                    s.stage AS s_stage, a.name AS agent_name, r.name AS repo_name,
                     t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
             cost_text!("x.sandbox_id = b.id"),
             " AS b_cost, ",
@@ -187,6 +190,7 @@ impl Store {
              LEFT JOIN sessions s ON s.id = b.last_session_id
              LEFT JOIN agents a ON a.id = s.agent_id
              LEFT JOIN tasks t ON t.id = b.task_id
+             LEFT JOIN repos r ON r.id = b.repo_id
              WHERE b.workspace_id = $1",
         ));
         // Parameters are numbered as the clauses that use them are added: $1 is the

@@ -104,6 +104,8 @@ pub struct SessionRow {
     pub agent: Option<drover_core::AgentId>,
     /// The agent's name.
     pub agent_name: Option<String>,
+    /// The name of its sandbox's repository (task runs).
+    pub repo_name: Option<String>,
     /// The member it answers to: its agent's operator, or who started a task-free one.
     pub operator: Option<drover_core::MemberId>,
     /// Why it completes, once its work was handed off or retired with Mark done.
@@ -122,8 +124,10 @@ pub struct SessionRow {
     pub last_output_at: Option<String>,
 }
 
-pub(crate) const SESSION_SELECT: &str = "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name
-    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id";
+pub(crate) const SESSION_SELECT: &str =
+    "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name
+    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id
+    LEFT JOIN repos r ON r.id = b.repo_id";
 
 pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
     let outcome: String = r.get("outcome");
@@ -155,6 +159,7 @@ pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
         stage: r.get("stage"),
         agent: r.get::<Option<String>, _>("agent_id").as_deref().map(parse_id).transpose()?,
         agent_name: r.get("agent_name"),
+        repo_name: r.get("repo_name"),
         operator: r.get::<Option<String>, _>("operator_id").as_deref().map(parse_id).transpose()?,
         handed_off: r.get("handed_off"),
         stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(drover_core::liveness::StaleFlag::parse),

@@ -39,10 +39,16 @@ export function ActivityPage() {
         {events.map((e) => (
           <li key={e.id} data-kind={e.kind}>
             <span class="when">{when(e.at)}</span> <strong>{e.label}</strong> <span class="muted">by {e.actor}</span>
+            {e.task && (
+              <>
+                {" "}
+                · task <a href={`/tasks/${e.task}`}>{e.task_title ?? e.task}</a>
+              </>
+            )}
             {e.session && (
               <>
                 {" "}
-                · <a href={`/sessions/${e.session}`}>{e.session}</a>
+                · session <a href={`/sessions/${e.session}`} title={e.session}>{e.session_title ?? e.session}</a>
               </>
             )}
             <EventDetail e={e} />

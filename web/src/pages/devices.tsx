@@ -1,12 +1,11 @@
 // Devices: the list, and one device's page with its sessions.
 
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
-import { LiveDot, OutcomeBadge } from "../badges";
+import { OutcomeBadge } from "../badges";
 import { ago, duration, when } from "../format";
 import { subscribe } from "../live";
 import type { Device, Session } from "../types";
-import { isLive } from "../types";
 
 /** Connected, offline, or revoked (refused until it is added again). */
 function DeviceState({ d }: { d: Device }) {
@@ -67,30 +66,76 @@ export function DevicesPage() {
   );
 }
 
+/** Sessions per batch, and at most per refresh (the API's cap). */
+const BATCH = 50;
+const MAX_BATCH = 200;
+/** Live changes refresh the page at most this often. */
+const REFRESH_MS = 400;
+
+/** Positive when `a` comes after `b` in the list (newest first). */
+function newerFirst(a: Session, b: Session): number {
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+}
+
 export function DevicePage({ name }: { name: string }) {
   const [device, setDevice] = useState<Device | null>(null);
   const [sessions, setSessions] = useState<Session[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  const load = async (after: string | null) => {
-    const p = new URLSearchParams({ limit: "50" });
+  const rows = useRef<Session[]>([]);
+  const moreRef = useRef(false);
+  /** Loads the next batch after `after`, or (`after` null) the first `count` rows again,
+   *  keeping rows already loaded further down. */
+  const load = async (after: string | null, count = BATCH) => {
+    const limit = Math.min(MAX_BATCH, Math.max(BATCH, count));
+    const p = new URLSearchParams({ limit: String(limit) });
     if (after) p.set("cursor", after);
     try {
       const [devices, list] = await Promise.all([api<Device[]>("/api/v1/devices"), api<{ sessions: Session[] }>(`/api/v1/devices/${enc(name)}/sessions?${p}`)]);
       setDevice(devices.find((d) => d.name === name) ?? null);
-      setSessions((old) => (after ? [...old, ...list.sessions] : list.sessions));
-      const last = list.sessions[list.sessions.length - 1];
-      setCursor(last ? `${last.created_at}|${last.id}` : null);
-      setMore(list.sessions.length === 50);
+      const fresh = list.sessions;
+      let next: Session[];
+      let more = fresh.length === limit;
+      if (after) {
+        next = [...rows.current, ...fresh];
+      } else {
+        // Rows loaded with Load more, past the refreshed ones, stay.
+        const ids = new Set(fresh.map((s) => s.id));
+        const last = fresh[fresh.length - 1];
+        const older = last ? rows.current.filter((s) => !ids.has(s.id) && newerFirst(s, last) > 0) : [];
+        if (older.length > 0) more = moreRef.current;
+        next = [...fresh, ...older];
+      }
+      rows.current = next;
+      moreRef.current = more;
+      const end = next[next.length - 1];
+      setSessions(next);
+      setCursor(end ? `${end.created_at}|${end.id}` : null);
+      setMore(more);
       setError(null);
     } catch (e) {
       setError(errorText(e));
     }
   };
   useEffect(() => {
+    rows.current = [];
+    setSessions([]);
     load(null);
-    return subscribe(() => load(null));
+    // Live changes refresh what is shown, at most a few times a second.
+    let timer: number | undefined;
+    const unsubscribe = subscribe(() => {
+      if (timer !== undefined) return;
+      timer = window.setTimeout(() => {
+        timer = undefined;
+        load(null, rows.current.length);
+      }, REFRESH_MS);
+    });
+    return () => {
+      window.clearTimeout(timer);
+      unsubscribe();
+    };
   }, [name]);
   return (
     <section class="page">
@@ -106,7 +151,7 @@ export function DevicePage({ name }: { name: string }) {
       {error && <p class="error">{error}</p>}
       <h2>Sessions</h2>
       <div class="table-wrap">
-        <table>
+        <table class="cards">
           <thead>
             <tr>
               <th>Session</th>
@@ -119,15 +164,17 @@ export function DevicePage({ name }: { name: string }) {
           <tbody>
             {sessions.map((s) => (
               <tr key={s.id}>
-                <td>
+                <td data-label="Session" class="working-on">
                   <a href={`/sessions/${s.id}`}>{s.title}</a>
                 </td>
-                <td>
-                  <LiveDot live={isLive(s.outcome)} /> <OutcomeBadge outcome={s.outcome} />
+                <td data-label="State">
+                  <OutcomeBadge outcome={s.outcome} />
                 </td>
-                <td title={when(s.started_at ?? s.created_at)}>{ago(s.started_at ?? s.created_at)}</td>
-                <td>{s.outcome === "lost" ? "—" : duration(s.duration_secs)}</td>
-                <td>{s.started_by}</td>
+                <td data-label="Started" title={when(s.started_at ?? s.created_at)}>
+                  {ago(s.started_at ?? s.created_at)}
+                </td>
+                <td data-label="Duration">{s.outcome === "lost" ? "—" : duration(s.duration_secs)}</td>
+                <td data-label="Started by">{s.started_by}</td>
               </tr>
             ))}
           </tbody>

@@ -8,7 +8,7 @@ import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
 import { duration, ago, cap, when, bytes, usdExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
-import { keySequence, LiveTerminal, pillText, type Pill } from "../terminal";
+import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
 import type { ActivityEvent, InputReceipt, Session } from "../types";
 import { isLive } from "../types";
 
@@ -16,7 +16,7 @@ function PillView({ pill }: { pill: Pill }) {
   const tone =
     pill.kind === "connected" ? "ok" : pill.kind === "ended" ? `ended outcome-${pill.outcome}` : pill.kind === "connecting" || pill.kind === "reconnecting" ? "wait" : "bad";
   return (
-    <span class={`pill ${tone}`} data-testid="pill" role="status" aria-live="polite">
+    <span class={`pill ${tone}`} data-testid="pill" role="status" aria-live="polite" title={pillHelp(pill)}>
       {pillText(pill)}
     </span>
   );
@@ -199,6 +199,8 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
   useEffect(() => {
     const t = new LiveTerminal(session.id, el.current!, setPill, onSession);
     setLive(t);
+    // On a phone the terminal and the pinned key row fill the screen: bring them in.
+    if (window.matchMedia("(max-width: 720px)").matches) el.current!.scrollIntoView({ block: "end" });
     return () => t.dispose();
   }, [session.id]);
   const ended = pill.kind === "ended" || pill.kind === "rejected" || pill.kind === "no-permission";
@@ -244,10 +246,10 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
       {!ended && (
         <div class="banner info" data-testid="typing-banner">
           Typing in the terminal (and the keys below) goes straight to the program and is <strong>not recorded</strong> in the activity feed. Use the Send box to
-          leave a record. Hold Shift to select or scroll when a full-screen program has captured the mouse.
+          leave a record. Hold Shift (Option ⌥ on a Mac) to select text or scroll back when a full-screen program has captured the mouse.
         </div>
       )}
-      <div class="terminal" ref={el} data-testid="terminal" style={pill.kind === "no-permission" ? { display: "none" } : undefined} />
+      <div class="term-frame" ref={el} data-testid="terminal" style={pill.kind === "no-permission" ? { display: "none" } : undefined} />
       {!ended && <KeyRow live={live} />}
       {!ended && <SendBox id={session.id} />}
     </>
@@ -275,7 +277,7 @@ function FinalScreen({ id }: { id: string }) {
   return (
     <section aria-labelledby="final-h">
       <h2 id="final-h">Final screen</h2>
-      {error ? <p class="error">{error}</p> : <div class="terminal static" ref={el} data-testid="final-screen" />}
+      {error ? <p class="error">{error}</p> : <div class="term-frame static" ref={el} data-testid="final-screen" />}
     </section>
   );
 }
@@ -344,7 +346,7 @@ function Recording({ id }: { id: string }) {
           </a>
         </div>
       )}
-      <div class="terminal static" ref={el} data-testid="player" />
+      <div class="term-frame static" ref={el} data-testid="player" />
     </section>
   );
 }
@@ -407,7 +409,7 @@ function Summary({ s }: { s: Session }) {
   rows.push(
     ["Exit code", s.exit_code != null ? String(s.exit_code) : "—"],
     ["Reason", s.reason ?? "—"],
-    ["Repo", "—"],
+    ["Repo", s.repo ?? "—"],
     ["Device", <a href={`/devices/${enc(s.device)}`}>{s.device}</a>],
     ["Cost", <CostText s={s} />],
   );
@@ -502,7 +504,8 @@ export function SessionPage({ id }: { id: string }) {
       {liveAtOpen && finished && <Summary s={session} />}
       <Skills s={session} />
       <Activity id={id} version={version} />
-      {finished && !session.pruned_at && session.can_drop_in && <FinalScreen id={id} />}
+      {/* Watched to its end, the terminal above already shows the final screen. */}
+      {finished && !liveAtOpen && !session.pruned_at && session.can_drop_in && <FinalScreen id={id} />}
       {finished && !session.pruned_at && session.can_drop_in && <Recording id={id} />}
       {finished && !session.pruned_at && !session.can_drop_in && (
         <p class="muted" data-testid="no-scrollback">

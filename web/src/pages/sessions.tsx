@@ -30,7 +30,7 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
     <section class="attention" aria-labelledby="attention-h">
       <h2 id="attention-h">Sessions needing attention</h2>
       <div class="table-wrap">
-        <table>
+        <table class="cards">
           <thead>
             <tr>
               <th>Session</th>
@@ -43,17 +43,19 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
           <tbody>
             {rows.map((r) => (
               <tr key={r.session} data-session={r.session}>
-                <td>
+                <td data-label="Session">
                   <a href={`/sessions/${r.session}`}>{r.title}</a>
                 </td>
-                <td>
-                  <OutcomeBadge outcome={r.outcome} /> <span class="badge warning" title={r.explanation}>
-                    {r.flag}
+                <td data-label="State">
+                  <span class="cell">
+                    <OutcomeBadge outcome={r.outcome} /> <span class="badge warning" title={r.explanation}>
+                      {r.flag}
+                    </span>
                   </span>
                 </td>
-                <td>{r.agent ?? "—"}</td>
-                <td>{r.device}</td>
-                <td>{ago(r.last_contact_at)}</td>
+                <td data-label="Agent">{r.agent ?? "—"}</td>
+                <td data-label="Device">{r.device}</td>
+                <td data-label="Last contact">{ago(r.last_contact_at)}</td>
               </tr>
             ))}
           </tbody>
@@ -74,7 +76,7 @@ function Row({ b }: { b: Sandbox }) {
       </td>
       <td data-label="State">
         <span class="cell">
-          <LiveDot live={b.live} /> <StateBadge state={b.state} />
+          <LiveDot live={run?.outcome === "running"} /> <StateBadge state={b.state} />
           {!b.live && run && (
             <>
               {" "}
@@ -84,7 +86,9 @@ function Row({ b }: { b: Sandbox }) {
           {b.warning && (
             <>
               {" "}
-              <span class="badge warning">{b.warning}</span>
+              <span class="badge warning" title="A run is still live although its task has ended: stop it, or Finish the sandbox">
+                {b.warning}
+              </span>
             </>
           )}
         </span>
@@ -239,8 +243,11 @@ export function SessionsPage() {
           const i = old.findIndex((o) => o.id === b.id);
           const fits = matches(b, f);
           if (i >= 0) return fits ? old.map((o, j) => (j === i ? b : o)) : old.filter((_, j) => j !== i);
-          // New rows appear at the top when no search narrows the list.
-          return fits && !query.trim() ? [b, ...old] : old;
+          // New rows appear at the top, when the search (a substring of the title,
+          // device or id, as on the server) lets them in.
+          const needle = query.trim().toLowerCase();
+          const found = !needle || [b.working_on, b.device, b.id, b.last_run?.id ?? ""].some((s) => s.toLowerCase().includes(needle));
+          return fits && found ? [b, ...old] : old;
         });
       }),
     [],
@@ -249,9 +256,9 @@ export function SessionsPage() {
   const badges = overview && (
     <div class="header-badges">
       {overview.queued > 0 && (
-        <span class="badge info" title="Sessions set up and waiting for a device slot; each starts when a slot frees">
+        <a class="badge info" href="/tasks" title="Task runs waiting for a device slot; each starts when a slot frees. They are on the Tasks page.">
           {overview.queued} queued for a slot
-        </span>
+        </a>
       )}
       {overview.on_finished_tasks > 0 && (
         <span class="badge warning" title="Sessions still open although their task already finished">

@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
-import { LiveDot, OutcomeBadge } from "../badges";
+import { OutcomeBadge } from "../badges";
 import { ago, cap, usd, when } from "../format";
 import { subscribe } from "../live";
 import { navigate } from "../router";
@@ -389,7 +389,7 @@ export function TaskPage({ id }: { id: string }) {
                       ? "—"
                       : runs.map((r) => (
                           <div key={r.id} class="run">
-                            <LiveDot live={isLive(r.outcome)} /> <OutcomeBadge outcome={r.outcome} />{" "}
+                            <OutcomeBadge outcome={r.outcome} />{" "}
                             {isLive(r.outcome) && r.can_drop_in ? (
                               <a class="button primary" href={`/sessions/${r.id}`}>
                                 ▶ Drop in

@@ -35,6 +35,8 @@ pub fn view(e: EventRow) -> EventView {
         label: EventKind::parse(&e.kind).map(|k| k.label().to_string()).unwrap_or_else(|| e.kind.clone()),
         session: e.session.and_then(|s| s.parse().ok()),
         task: e.task,
+        session_title: e.session_title,
+        task_title: e.task_title,
         id: e.id,
         kind: e.kind,
         actor: e.actor,

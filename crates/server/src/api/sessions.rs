@@ -86,6 +86,7 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
         task: r.task,
         stage: r.stage,
         agent: r.agent_name,
+        repo: r.repo_name,
         last_output_at,
         last_progress: None,
         pruned_at: r.pruned_at,

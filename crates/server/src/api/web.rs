@@ -130,7 +130,7 @@ fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
         agent: b.agent,
         working_on,
         device: b.device_name,
-        repo: None,
+        repo: b.repo,
         cost_usd: b.cost.flatten().map(drover_core::spend::usd),
         cost_unknown: matches!(b.cost, Some(None)),
         task_cost_usd: b.task_cost.flatten().map(drover_core::spend::usd),
