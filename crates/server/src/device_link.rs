@@ -208,9 +208,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
                 let _ = state.store.record_event(&event).await;
             }
         }
-        DeviceMessage::Heartbeat => {
-            let _ = state.store.touch_device(device).await;
-        }
+        DeviceMessage::Heartbeat => state.contact.heard(&state.store, state.config.liveness.device_silent_after, device),
         DeviceMessage::Skills { session, skills } => {
             let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
             if row.is_some() {

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 mod cluster;
+mod contact;
 mod device_link;
 mod devices;
 mod error;

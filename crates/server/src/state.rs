@@ -27,6 +27,8 @@ pub struct AppState {
     pub(crate) cluster: Arc<crate::cluster::Cluster>,
     /// The one writer of every link's output.
     pub(crate) output: Arc<crate::writer::OutputWriter>,
+    /// Heartbeats waiting to be written together.
+    pub(crate) contact: Arc<crate::contact::ContactBook>,
     /// The monitors' leases this server holds.
     pub(crate) leases: Arc<crate::leases::Leases>,
     /// The workspace this server serves by default.
@@ -52,6 +54,7 @@ impl AppState {
             replica: format!("rep_{}", uuid::Uuid::now_v7().simple()),
             leases: Arc::default(),
             output: Arc::default(),
+            contact: Arc::default(),
             cluster: Arc::default(),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),

@@ -189,7 +189,27 @@ impl Store {
         sqlx::query("UPDATE devices SET last_contact_at = $1 WHERE id = $2").bind(&at).bind(id.to_string()).execute(&self.pool).await?;
         Ok(at)
     }
+
+    /// Records that these devices reported in now, in one transaction (heartbeats).
+    pub async fn touch_devices(&self, ids: &[DeviceId]) -> Result<()> {
+        let at = now();
+        let mut tx = self.write().await?;
+        for part in ids.chunks(TOUCH_BATCH) {
+            let marks: Vec<String> = (0..part.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!("UPDATE devices SET last_contact_at = $1 WHERE id IN ({})", marks.join(", "));
+            let mut q = sqlx::query(&sql).bind(&at);
+            for id in part {
+                q = q.bind(id.to_string());
+            }
+            q.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
 }
+
+/// Devices updated per statement by [`Store::touch_devices`].
+const TOUCH_BATCH: usize = 500;
 
 #[cfg(test)]
 mod tests {
@@ -209,6 +229,21 @@ mod tests {
         assert_eq!(list.len(), 1);
         assert!(list[0].last_contact_at.is_some());
         assert_eq!(list[0].live_sessions, 0);
+    }
+
+    #[tokio::test]
+    async fn heartbeats_of_many_devices_are_written_at_once() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "o").await.unwrap();
+        let mut ids = Vec::new();
+        for i in 0..600 {
+            ids.push(s.upsert_device(ws, &format!("box{i}"), 1).await.unwrap().id);
+        }
+        let quiet = s.upsert_device(ws, "quiet", 1).await.unwrap();
+        s.touch_devices(&ids).await.unwrap();
+        let list = s.list_devices(ws).await.unwrap();
+        assert_eq!(list.iter().filter(|d| d.last_contact_at.is_some()).count(), 600, "past one statement's batch");
+        assert!(list.iter().find(|d| d.id == quiet.id).unwrap().last_contact_at.is_none());
     }
     #[tokio::test]
     async fn enrollment_tokens_work_once_for_their_device_and_replace_its_credential() {
