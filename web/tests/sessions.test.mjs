@@ -173,6 +173,13 @@ test("on a phone-sized screen nothing overflows and the key row works", async ()
   await page.goto(`${d.url}/sessions/${id}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
   assert.equal(await overflow(), 0, "the live page fits 375 px");
+  // The terminal's last row (where the prompt sits) is in view above the pinned key row.
+  const gap = await page.evaluate(() => {
+    const frame = document.querySelector('[data-testid="terminal"]').getBoundingClientRect();
+    const keys = document.querySelector('[role="toolbar"]').getBoundingClientRect();
+    return { frameBottom: frame.bottom, keysTop: keys.top, viewport: innerHeight };
+  });
+  assert.ok(gap.frameBottom <= gap.keysTop + 1 && gap.keysTop < gap.viewport, `terminal and key row in view: ${JSON.stringify(gap)}`);
   // The window's size is the session's size.
   await until("session resized to the phone", async () => (await d.json("session", "show", id)).cols < 60);
   await page.setViewportSize({ width: 700, height: 740 });
@@ -200,4 +207,25 @@ test("on a phone-sized screen nothing overflows and the key row works", async ()
     await shot(page, `${path.slice(1).replace("/", "-")}-375`);
   }
   assert.deepEqual(errors, []);
+});
+
+test("Shift with the wheel scrolls back even when the program has captured the mouse", async () => {
+  const { page, errors } = await signedIn(b, d);
+  // Once the viewer is there (a joining viewer gets the screen, not the history): 300
+  // numbered lines, then mouse reporting on, as a full-screen program would.
+  const script = "read go; for i in $(seq 1 300); do echo line-$i; done; printf '\\033[?1000h\\033[?1006h'; sleep 600";
+  const id = await d.startSession(["bash", "-c", script], ["--title", "mouse mode"]);
+  await page.goto(`${d.url}/sessions/${id}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  await page.keyboard.press("Enter");
+  await until("all lines", async () => (await screenText(page)).includes("line-300"));
+  const box = await page.locator('[data-testid="terminal"] .xterm-screen').boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.keyboard.down("Shift");
+  for (let i = 0; i < 10; i++) await page.mouse.wheel(0, -200);
+  await page.keyboard.up("Shift");
+  await until("scrolled back", async () => !(await screenText(page)).includes("line-300"));
+  assert.deepEqual(errors, []);
+  await d.cli("session", "stop", id);
 });

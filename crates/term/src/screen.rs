@@ -110,7 +110,7 @@ impl Screen {
     /// Resizes the screen at the current point of the stream.
     pub async fn resize(&self, cols: u16, rows: u16) {
         let this = self.clone();
-        let _ = tokio::task::spawn_blocking(move || this.caught_up().parser.set_size(rows, cols)).await;
+        let _ = tokio::task::spawn_blocking(move || resize_keeping_cursor(&mut this.caught_up().parser, cols, rows)).await;
     }
 
     /// Feeds bytes that could not be recorded (the recording failed), in stream order
@@ -120,6 +120,24 @@ impl Screen {
         state.parser.process(bytes);
         state.parsed += bytes.len() as u64;
     }
+}
+
+/// Resizes `parser`'s screen as a terminal window does: shrinking it below the cursor
+/// first scrolls the lines above away (into the scrollback), so the cursor's line — the
+/// prompt, the last output — stays in view. (vt100 alone would cut the bottom rows off.)
+fn resize_keeping_cursor(parser: &mut vt100::Parser, cols: u16, rows: u16) {
+    let (old_rows, _) = parser.screen().size();
+    let (row, col) = parser.screen().cursor_position();
+    if rows < old_rows && row >= rows && !parser.screen().alternate_screen() {
+        let up = row + 1 - rows;
+        // To the bottom row, `up` line feeds (each scrolls one line), then back to the
+        // cursor's place among the moved lines.
+        let mut seq = format!("\x1b[{old_rows};1H").into_bytes();
+        seq.extend(std::iter::repeat_n(b'\n', up as usize));
+        seq.extend(format!("\x1b[{};{}H", row - up + 1, col + 1).into_bytes());
+        parser.process(&seq);
+    }
+    parser.set_size(rows, cols);
 }
 
 /// The follower: parses recorded output in small steps at the lowest priority until the
@@ -215,6 +233,26 @@ mod tests {
         let modes = screen.modes().await.unwrap();
         assert!(modes.bracketed_paste);
         assert_eq!(modes.cursor, (1, 5));
+    }
+
+    #[test]
+    fn shrinking_below_the_cursor_keeps_the_cursor_line_in_view() {
+        let mut parser = vt100::Parser::new(5, 10, 100);
+        parser.process(b"one\r\ntwo\r\nthree\r\nfour\r\n$ ls");
+        resize_keeping_cursor(&mut parser, 10, 3);
+        assert_eq!(parser.screen().contents(), "three\nfour\n$ ls");
+        assert_eq!(parser.screen().cursor_position(), (2, 4));
+        // What scrolled away is in the scrollback; growing again leaves the screen as is.
+        parser.set_scrollback(2);
+        assert_eq!(parser.screen().contents().lines().next(), Some("one"));
+        parser.set_scrollback(0);
+        resize_keeping_cursor(&mut parser, 10, 5);
+        assert_eq!(parser.screen().contents(), "three\nfour\n$ ls");
+        // A cursor already in view: nothing moves.
+        let mut top = vt100::Parser::new(5, 10, 0);
+        top.process(b"a\r\nb");
+        resize_keeping_cursor(&mut top, 10, 3);
+        assert_eq!((top.screen().contents().as_str(), top.screen().cursor_position()), ("a\nb", (1, 1)));
     }
 
     #[tokio::test]
