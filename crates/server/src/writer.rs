@@ -2,8 +2,9 @@
 //! batches its own output; with many devices printing a little each, that is one
 //! transaction per link per line. Their batches are queued here instead and written
 //! together: whatever arrived while the last write was committing goes into the next
-//! one, so the commit rate stays near what the disk does, not what the fleet prints,
-//! and a lone link pays no extra wait.
+//! one, and groups of small batches are spaced [`COMMIT_SPACING`] apart, so the commit
+//! rate stays bounded, not what the fleet prints, while a lone link that writes now and
+//! then waits for nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -14,9 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Bytes written in one transaction at most (a group stops growing past it).
 const GROUP_BYTES: usize = 16 * 1024 * 1024;
-/// How long a group of small batches waits for more.
-const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
-/// A group smaller than this waits for more (up to [`GROUP_WINDOW`]).
+/// The least time between the starts of two commits of small groups: a group waits for
+/// more until then (which is at once when the last commit was longer ago).
+const COMMIT_SPACING: std::time::Duration = std::time::Duration::from_millis(50);
+/// A group smaller than this waits for more (see [`COMMIT_SPACING`]).
 const SMALL_BYTES: usize = 256 * 1024;
 /// Batches waiting for the writer before links wait.
 const QUEUE: usize = 4096;
@@ -52,12 +54,14 @@ impl OutputWriter {
 }
 
 async fn run(store: Store, mut rx: mpsc::Receiver<Request>) {
+    let mut last_commit: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
         let mut group = vec![first];
         let mut bytes: usize = group[0].chunks.iter().map(|c| c.data.len()).sum();
-        // Small batches wait a moment for others (acknowledgements come that much later;
-        // viewers already have the bytes); a big one is written at once.
-        let deadline = tokio::time::Instant::now() + GROUP_WINDOW;
+        // Small batches wait for others until the spacing since the last commit is up
+        // (acknowledgements come that much later; viewers already have the bytes); a
+        // big one is written at once.
+        let deadline = last_commit.map_or_else(tokio::time::Instant::now, |t| t + COMMIT_SPACING);
         while bytes < GROUP_BYTES {
             let next =
                 if bytes < SMALL_BYTES { tokio::time::timeout_at(deadline, rx.recv()).await.ok().flatten() } else { rx.try_recv().ok() };
@@ -69,6 +73,7 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Request>) {
                 None => break,
             }
         }
+        last_commit = Some(tokio::time::Instant::now());
         let mut all = Vec::new();
         let mut asked: Vec<(HashSet<SessionId>, oneshot::Sender<Held>)> = Vec::new();
         for r in group {
