@@ -72,7 +72,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         return Err("refused".into());
     }
     state.store.upsert_device(workspace, &name, slots.max(1)).await.map_err(|e| e.to_string())?;
-    state.store.touch_device(device).await.map_err(|e| e.to_string())?;
+    state.store.touch_devices(&[device]).await.map_err(|e| e.to_string())?;
 
     // What the server expects, against what the device reports.
     let live = state.store.live_sessions_on(device).await.map_err(|e| e.to_string())?;

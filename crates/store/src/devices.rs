@@ -183,13 +183,6 @@ impl Store {
         rows.iter().map(device_row).collect()
     }
 
-    /// Records that the device reported in now (a one-column update).
-    pub async fn touch_device(&self, id: DeviceId) -> Result<String> {
-        let at = now();
-        sqlx::query("UPDATE devices SET last_contact_at = $1 WHERE id = $2").bind(&at).bind(id.to_string()).execute(&self.pool).await?;
-        Ok(at)
-    }
-
     /// Records that these devices reported in now, in one transaction (heartbeats).
     pub async fn touch_devices(&self, ids: &[DeviceId]) -> Result<()> {
         let at = now();
@@ -224,7 +217,7 @@ mod tests {
         assert_eq!(a.id, b.id);
         assert_eq!(b.slots, 5);
         assert!(b.last_contact_at.is_none());
-        s.touch_device(a.id).await.unwrap();
+        s.touch_devices(&[a.id]).await.unwrap();
         let list = s.list_devices(ws).await.unwrap();
         assert_eq!(list.len(), 1);
         assert!(list[0].last_contact_at.is_some());

@@ -17,6 +17,22 @@ macro_rules! cost_text {
     };
 }
 
+/// The `SELECT` a [`SessionRow`] is read from: sessions `s` with their sandbox `b`,
+/// device `d`, agent `a` and repository `r`, and `$extra` columns after their own.
+macro_rules! session_select {
+    () => {
+        session_select!("")
+    };
+    ($extra:literal) => {
+        concat!(
+            "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name",
+            $extra,
+            " FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id
+             LEFT JOIN agents a ON a.id = s.agent_id LEFT JOIN repos r ON r.id = b.repo_id"
+        )
+    };
+}
+
 mod cluster;
 mod credentials;
 mod devices;

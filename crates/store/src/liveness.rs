@@ -21,12 +21,10 @@ pub struct LiveCheck {
     pub sandbox_changed_at: String,
 }
 
-/// [`crate::sessions::SESSION_SELECT`]'s columns, and the device's and sandbox's times.
+/// A session's row, with its device's last contact and revocation and when its sandbox
+/// last changed.
 const CHECK_SELECT: &str =
-    "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name,
-    d.last_contact_at AS device_last_contact, d.revoked_at AS device_revoked_at, b.updated_at AS sandbox_changed_at
-    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id
-    LEFT JOIN repos r ON r.id = b.repo_id";
+    session_select!(", d.last_contact_at AS device_last_contact, d.revoked_at AS device_revoked_at, b.updated_at AS sandbox_changed_at");
 
 fn check_row(r: &sqlx::any::AnyRow) -> Result<LiveCheck> {
     Ok(LiveCheck {

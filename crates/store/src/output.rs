@@ -107,9 +107,8 @@ fn join_chunks(chunks: Vec<OutputChunk>) -> Vec<OutputChunk> {
     out
 }
 
-/// Per session, the offset held once stored; and per session, its committed length and
-/// the chunks to store after it.
-type Plan = (HashMap<SessionId, u64>, Vec<(SessionId, u64, Vec<OutputChunk>)>);
+/// Per session, the offset held once stored; and per session, the chunks to store.
+type Plan = (HashMap<SessionId, u64>, Vec<(SessionId, Vec<OutputChunk>)>);
 
 /// What a batch adds, given each live session's committed length (`stored`): bytes
 /// already held are skipped, a gap the device lost is filled with NUL bytes, which
@@ -117,7 +116,7 @@ type Plan = (HashMap<SessionId, u64>, Vec<(SessionId, u64, Vec<OutputChunk>)>);
 /// `stored` is not live and is left out (fenced).
 fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
     let mut held: HashMap<SessionId, u64> = HashMap::new();
-    let mut todo: Vec<(SessionId, u64, Vec<OutputChunk>)> = Vec::new();
+    let mut todo: Vec<(SessionId, Vec<OutputChunk>)> = Vec::new();
     for mut c in batch {
         let Some(have) = held.get(&c.session).or_else(|| stored.get(&c.session)).copied() else { continue };
         let end = c.offset + c.data.len() as u64;
@@ -129,12 +128,8 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
             c.data.drain(..(have - c.offset) as usize);
             c.offset = have;
         }
-        let prev_end = todo
-            .iter()
-            .find(|(s, _, _)| *s == c.session)
-            .and_then(|(_, _, l)| l.last())
-            .map(|l| l.offset + l.data.len() as u64)
-            .unwrap_or(have);
+        let prev_end =
+            todo.iter().find(|(s, _)| *s == c.session).and_then(|(_, l)| l.last()).map(|l| l.offset + l.data.len() as u64).unwrap_or(have);
         if c.offset > prev_end {
             let fill = (c.offset - prev_end) as usize;
             tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
@@ -144,9 +139,9 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
             c.offset = prev_end;
         }
         held.insert(c.session, end);
-        match todo.iter_mut().find(|(s, _, _)| *s == c.session) {
-            Some((_, _, list)) => list.push(c),
-            None => todo.push((c.session, have, vec![c])),
+        match todo.iter_mut().find(|(s, _)| *s == c.session) {
+            Some((_, list)) => list.push(c),
+            None => todo.push((c.session, vec![c])),
         }
     }
     (held, todo)
@@ -187,14 +182,8 @@ impl Store {
         if todo.is_empty() {
             return Ok(held);
         }
-        let mut ends = Vec::with_capacity(todo.len());
-        let mut rows = Vec::new();
-        for (session, _, chunks) in todo {
-            if let Some(last) = chunks.last() {
-                ends.push((session, last.offset + last.data.len() as u64));
-            }
-            rows.extend(join_chunks(chunks));
-        }
+        let ends: Vec<(SessionId, u64)> = todo.iter().map(|(session, _)| (*session, held[session])).collect();
+        let rows: Vec<OutputChunk> = todo.into_iter().flat_map(|(_, chunks)| join_chunks(chunks)).collect();
         insert_chunks(&mut tx, &rows).await?;
         set_output_bytes(&mut tx, &ends).await?;
         tx.commit().await?;

@@ -124,10 +124,7 @@ pub struct SessionRow {
     pub last_output_at: Option<String>,
 }
 
-pub(crate) const SESSION_SELECT: &str =
-    "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name
-    FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id LEFT JOIN agents a ON a.id = s.agent_id
-    LEFT JOIN repos r ON r.id = b.repo_id";
+pub(crate) const SESSION_SELECT: &str = session_select!();
 
 pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
     let outcome: String = r.get("outcome");

@@ -81,7 +81,6 @@ function newerFirst(a: Session, b: Session): number {
 export function DevicePage({ name }: { name: string }) {
   const [device, setDevice] = useState<Device | null>(null);
   const [sessions, setSessions] = useState<Session[]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const rows = useRef<Session[]>([]);
@@ -110,9 +109,7 @@ export function DevicePage({ name }: { name: string }) {
       }
       rows.current = next;
       moreRef.current = more;
-      const end = next[next.length - 1];
       setSessions(next);
-      setCursor(end ? `${end.created_at}|${end.id}` : null);
       setMore(more);
       setError(null);
     } catch (e) {
@@ -187,7 +184,8 @@ export function DevicePage({ name }: { name: string }) {
             href="#"
             onClick={(e) => {
               e.preventDefault();
-              load(cursor);
+              const end = rows.current[rows.current.length - 1];
+              if (end) load(`${end.created_at}|${end.id}`);
             }}
           >
             Load more

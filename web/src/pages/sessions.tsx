@@ -14,6 +14,12 @@ const HEADINGS: Record<Filter, string> = { live: "Sandboxes running now", open: 
 const FINISHED: SandboxState[] = ["done", "abandoned", "stopped"];
 const BATCH = 50;
 
+/** Whether any of `fields` holds `needle` (lower case; an empty needle matches), as the
+ *  server's search matches titles, devices and ids. */
+function mentions(needle: string, fields: string[]): boolean {
+  return !needle || fields.some((s) => s.toLowerCase().includes(needle));
+}
+
 function matches(b: Sandbox, filter: Filter): boolean {
   if (filter === "live") return b.live;
   if (filter === "open") return !FINISHED.includes(b.state);
@@ -23,7 +29,7 @@ function matches(b: Sandbox, filter: Filter): boolean {
 function Attention({ overview, q }: { overview: Overview | null; q: string }) {
   const needle = q.trim().toLowerCase();
   const rows = (overview?.attention ?? []).filter(
-    (r) => !needle || [r.title, r.device, r.session, r.agent ?? ""].some((s) => s.toLowerCase().includes(needle)),
+    (r) => mentions(needle, [r.title, r.device, r.session, r.agent ?? ""]),
   );
   if (rows.length === 0) return null;
   return (
@@ -245,8 +251,7 @@ export function SessionsPage() {
           if (i >= 0) return fits ? old.map((o, j) => (j === i ? b : o)) : old.filter((_, j) => j !== i);
           // New rows appear at the top, when the search (a substring of the title,
           // device or id, as on the server) lets them in.
-          const needle = query.trim().toLowerCase();
-          const found = !needle || [b.working_on, b.device, b.id, b.last_run?.id ?? ""].some((s) => s.toLowerCase().includes(needle));
+          const found = mentions(query.trim().toLowerCase(), [b.working_on, b.device, b.id, b.last_run?.id ?? ""]);
           return fits && found ? [b, ...old] : old;
         });
       }),
