@@ -2,7 +2,7 @@
 //! time and acknowledged by offset only after the commit; events that must follow their
 //! output (a session's end, a resize) are applied after the output before them is stored.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use drover_core::outcome::on_end;
 use drover_core::{DeviceId, RunEnd, SessionId};
@@ -13,8 +13,6 @@ use tokio::sync::mpsc;
 
 use crate::AppState;
 
-/// Longest a batch waits for more output before it is written.
-const BATCH_WINDOW: Duration = Duration::from_millis(10);
 /// Largest batch.
 const BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// Items queued before the device link waits.
@@ -60,20 +58,21 @@ pub async fn run(state: AppState, device: DeviceId, device_name: String, mut rx:
             apply(&state, device, &device_name, first).await;
             continue;
         };
+        // Whatever else is already queued joins the batch; nothing waits for more here
+        // (the writer groups batches from every link, see `writer`).
         let mut batch = vec![chunk];
         let mut bytes = batch[0].data.len();
-        let deadline = Instant::now() + BATCH_WINDOW;
         while bytes < BATCH_BYTES {
-            match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
-                Ok(Some(Item::Output(c))) => {
+            match rx.try_recv() {
+                Ok(Item::Output(c)) => {
                     bytes += c.data.len();
                     batch.push(c);
                 }
-                Ok(Some(other)) => {
+                Ok(other) => {
                     pending = Some(other);
                     break;
                 }
-                Ok(None) | Err(_) => break,
+                Err(_) => break,
             }
         }
         store_batch(&state, device, batch).await;

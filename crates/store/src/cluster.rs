@@ -121,7 +121,7 @@ impl Store {
              ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
             now = self.engine.db_time("0")
         );
-        sqlx::query(&sql).bind(replica).bind(url).execute(&self.pool).await?;
+        sqlx::query(&sql).bind(replica).bind(url).execute(&self.writes).await?;
         Ok(())
     }
 
@@ -129,7 +129,7 @@ impl Store {
     /// no one will read.
     pub async fn forget_replicas(&self, gone: Duration) -> Result<()> {
         let dead = format!("SELECT id FROM replicas WHERE seen_at < {}", self.engine.db_time("$1"));
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writes.begin().await?;
         let secs = -gone.as_secs_f64();
         for sql in [
             format!("DELETE FROM relay WHERE replica IN ({dead})"),
@@ -151,7 +151,7 @@ impl Store {
         .bind(device.to_string())
         .bind(replica)
         .bind(now())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok(())
     }
@@ -161,7 +161,7 @@ impl Store {
         sqlx::query("DELETE FROM device_links WHERE device_id = $1 AND replica = $2")
             .bind(device.to_string())
             .bind(replica)
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -178,7 +178,7 @@ impl Store {
 
     /// Posts `body` to `replica`'s mailbox and wakes it (at the commit).
     pub async fn post(&self, replica: &str, body: &str) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writes.begin().await?;
         sqlx::query("INSERT INTO relay (replica, body) VALUES ($1, $2)").bind(replica).bind(body).execute(&mut *tx).await?;
         sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(format!("m {replica}")).execute(&mut *tx).await?;
         tx.commit().await?;
@@ -192,7 +192,7 @@ impl Store {
         )
         .bind(replica)
         .bind(MAIL_BATCH as i64)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.writes)
         .await?;
         let mut mail: Vec<(i64, String)> = rows.iter().map(|r| (r.get("seq"), r.get("body"))).collect();
         mail.sort_by_key(|(seq, _)| *seq);
@@ -201,7 +201,7 @@ impl Store {
 
     /// Wakes `replica`, which follows `session`'s output: more of it is stored.
     pub async fn announce_output(&self, replica: &str, session: SessionId) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(format!("o {replica} {session}")).execute(&self.pool).await?;
+        sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(format!("o {replica} {session}")).execute(&self.writes).await?;
         Ok(())
     }
 }

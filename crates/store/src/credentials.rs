@@ -115,7 +115,7 @@ impl Store {
         .bind(digest)
         .bind(label)
         .bind(now())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok(id)
     }
@@ -152,7 +152,7 @@ impl Store {
         sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE device_id = $2 AND revoked_at IS NULL")
             .bind(now())
             .bind(device.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }

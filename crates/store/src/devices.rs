@@ -49,7 +49,7 @@ impl Store {
         .bind(name)
         .bind(slots as i64)
         .bind(now())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         self.device_by_name(workspace, name).await.map(|d| d.expect("device just written"))
     }
@@ -92,7 +92,7 @@ impl Store {
 
     /// Clears a device's revocation (it is being added again with a new credential).
     pub async fn unrevoke_device(&self, id: DeviceId) -> Result<()> {
-        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE id = $1").bind(id.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE id = $1").bind(id.to_string()).execute(&self.writes).await?;
         Ok(())
     }
 

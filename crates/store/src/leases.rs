@@ -20,13 +20,13 @@ impl Store {
             until = self.engine.db_time("$3"),
             now = self.engine.db_time("0"),
         );
-        let n = sqlx::query(&sql).bind(name).bind(holder).bind(ttl.as_secs_f64()).execute(&self.pool).await?.rows_affected();
+        let n = sqlx::query(&sql).bind(name).bind(holder).bind(ttl.as_secs_f64()).execute(&self.writes).await?.rows_affected();
         Ok(n == 1)
     }
 
     /// Gives up `holder`'s leases (a clean shutdown), so others take them at once.
     pub async fn release_leases(&self, holder: &str) -> Result<()> {
-        sqlx::query("DELETE FROM leases WHERE holder = $1").bind(holder).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM leases WHERE holder = $1").bind(holder).execute(&self.writes).await?;
         Ok(())
     }
 }

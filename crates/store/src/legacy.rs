@@ -116,7 +116,7 @@ impl Store {
                             .await?;
                         break;
                     }
-                    insert_chunks(&mut tx, &rows).await?;
+                    insert_chunks(&mut tx, &rows, None).await?;
                 }
             }
             tx.commit().await?;
@@ -148,7 +148,7 @@ mod tests {
         let (ws, _) = store.bootstrap("default", "alice").await.unwrap();
         let id = session(&store, ws).await;
         let other = session(&store, ws).await;
-        sqlx::query("UPDATE sessions SET output_bytes = 11 WHERE id = $1").bind(id.to_string()).execute(&store.pool).await.unwrap();
+        sqlx::query("UPDATE sessions SET output_bytes = 11 WHERE id = $1").bind(id.to_string()).execute(&store.writes).await.unwrap();
         drop(store);
 
         let recordings = dir.path().join("recordings");

@@ -17,18 +17,31 @@ macro_rules! cost_text {
     };
 }
 
+/// Joins a live session `s` to its last chunk of output `o` (none once it has ended):
+/// `o.start_offset + length(o.data)` is its committed length, `o.stored_at` when its
+/// output last arrived. Two index lookups; the commit of output writes no other row.
+macro_rules! last_chunk_join {
+    () => {
+        " LEFT JOIN output_chunks o ON s.outcome IN ('starting', 'running') AND o.session_id = s.id
+             AND o.start_offset = (SELECT MAX(m.start_offset) FROM output_chunks m WHERE m.session_id = s.id)"
+    };
+}
+
 /// The `SELECT` a [`SessionRow`] is read from: sessions `s` with their sandbox `b`,
-/// device `d`, agent `a` and repository `r`, and `$extra` columns after their own.
+/// device `d`, agent `a`, repository `r` and (live) last chunk `o`, and `$extra`
+/// columns after their own.
 macro_rules! session_select {
     () => {
         session_select!("")
     };
     ($extra:literal) => {
         concat!(
-            "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name",
+            "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name,
+             o.start_offset + length(o.data) AS live_output_end, o.stored_at AS live_output_at",
             $extra,
             " FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id
-             LEFT JOIN agents a ON a.id = s.agent_id LEFT JOIN repos r ON r.id = b.repo_id"
+             LEFT JOIN agents a ON a.id = s.agent_id LEFT JOIN repos r ON r.id = b.repo_id",
+            last_chunk_join!()
         )
     };
 }
@@ -116,7 +129,11 @@ const CHANGES_BACKLOG: usize = 1024;
 /// The database.
 #[derive(Clone)]
 pub struct Store {
+    /// Reads (and, on PostgreSQL, writes too).
     pool: AnyPool,
+    /// Writes: on SQLite one connection of its own (see [`Store::open`]); on
+    /// PostgreSQL the same pool as reads.
+    writes: AnyPool,
     engine: Engine,
     changes: tokio::sync::broadcast::Sender<Change>,
     /// Listening to other replicas (PostgreSQL only).
@@ -133,23 +150,17 @@ impl Store {
     pub async fn open(database: &Database) -> Result<Store> {
         sqlx::any::install_default_drivers();
         let changes = tokio::sync::broadcast::channel(CHANGES_BACKLOG).0;
-        let (pool, engine, cluster) = match database {
+        let (pool, writes, engine, cluster) = match database {
             Database::Sqlite(path) => {
                 let url = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true).to_url_lossy();
                 let opts = AnyConnectOptions::from_url(&url)?;
-                let pool = AnyPoolOptions::new()
-                    .max_connections(8)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
-                                .await?;
-                            Ok(())
-                        })
-                    })
-                    .connect_with(opts)
-                    .await?;
+                let pool = sqlite_pool(&opts, READERS, "").await?;
                 sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-                (pool, Engine::Sqlite, None)
+                // One connection does every write: SQLite runs one writer at a time
+                // anyway, and a connection's page cache is dropped whenever another one
+                // has written, so only a sole writer keeps the pages it writes warm.
+                let writes = sqlite_pool(&opts, 1, WRITER_CACHE).await?;
+                (pool, writes, Engine::Sqlite, None)
             }
             Database::Postgres(url) => {
                 dialect::create_postgres_database(url).await?;
@@ -157,10 +168,10 @@ impl Store {
                 let pool = AnyPoolOptions::new().max_connections(10).connect_with(opts).await?;
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
                 let cluster = cluster::Cluster::start(url, changes.clone()).await?;
-                (pool, Engine::Postgres, Some(cluster))
+                (pool.clone(), pool, Engine::Postgres, Some(cluster))
             }
         };
-        let store = Store { pool, engine, changes, cluster };
+        let store = Store { pool, writes, engine, changes, cluster };
         if let Database::Sqlite(path) = database {
             store.move_recordings(&path.parent().unwrap_or(Path::new(".")).join("recordings")).await?;
         }
@@ -183,7 +194,7 @@ impl Store {
     /// [`Engine::begin_write`]).
     async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         let (begin, lock) = self.engine.begin_write();
-        let mut tx = self.pool.begin_with(begin).await?;
+        let mut tx = self.writes.begin_with(begin).await?;
         if let Some(lock) = lock {
             tx.execute(lock).await?;
         }
@@ -196,10 +207,39 @@ impl Store {
         self.announce_change(change);
     }
 
-    /// Closes the pool, waiting for connections to finish.
+    /// Closes the pools, waiting for connections to finish.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.writes.close().await;
     }
+}
+
+/// SQLite connections that read.
+const READERS: u32 = 8;
+
+/// The SQLite writer's page cache, at most (it fills only as pages are used): enough
+/// for the pages a fleet's output touches between checkpoints.
+const WRITER_CACHE: &str = "PRAGMA cache_size = -65536;";
+
+/// A pool of `size` connections to the SQLite database at `opts`, each set up for a
+/// server (WAL, a sync per commit, statement journals in memory) plus `extra` pragmas.
+async fn sqlite_pool(opts: &AnyConnectOptions, size: u32, extra: &'static str) -> Result<AnyPool> {
+    Ok(AnyPoolOptions::new()
+        .max_connections(size)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                conn.execute(
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+                )
+                .await?;
+                if !extra.is_empty() {
+                    conn.execute(extra).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect_with(opts.clone())
+        .await?)
 }
 
 /// Now, in the stored time format.
@@ -210,6 +250,16 @@ pub fn now() -> String {
 /// Formats a time the way the store keeps it (fixed-width RFC 3339, UTC, microseconds).
 pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// Now, in µs since the Unix epoch (how `output_chunks.stored_at` keeps it).
+pub(crate) fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// A time kept in µs since the Unix epoch, in the stored time format.
+pub(crate) fn micros_time(micros: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_micros(micros).map(format_time)
 }
 
 /// Parses a stored or reported RFC 3339 time.

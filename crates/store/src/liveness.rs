@@ -76,7 +76,7 @@ impl Store {
         .bind(flag.map(StaleFlag::as_str))
         .bind(now())
         .bind(session.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writes)
         .await?;
         let Some(r) = r else { return Ok(false) };
         self.changed(crate::parse_id(r.get("workspace_id"))?, Some(session));

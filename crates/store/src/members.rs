@@ -407,7 +407,7 @@ impl Store {
             .bind(format_time(at))
             .bind(digest)
             .bind(format_time(at - chrono::Duration::minutes(1)))
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }

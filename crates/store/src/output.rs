@@ -1,12 +1,14 @@
 //! A session's output stream and recording marks.
 //!
-//! Output bytes are rows of `output_chunks`, committed in the same transaction as the
-//! session's new length (`sessions.output_bytes`), which is the offset the server
-//! acknowledges. The transaction holds the write lock from the lookup of the stored
+//! Output bytes are rows of `output_chunks`. A live session's committed length (the
+//! offset the server acknowledges) is the end of its last chunk, so one commit of a
+//! group of sessions' output inserts their rows and writes nothing else: with a
+//! thousand quiet sessions that is one sync for all, and about one page written per
+//! line printed. The transaction holds the write lock from the lookup of the stored
 //! lengths on, so bytes already held (a resent range, or what another replica stored
-//! meanwhile) are skipped and never stored twice. One commit makes a whole group of
-//! sessions' output durable: with a thousand quiet sessions that is one sync where a
-//! file per session needed two each (see `legacy` for files earlier versions wrote).
+//! meanwhile) are skipped and never stored twice. A session's end copies its length and
+//! last output time into its row (see `Store::end_session`), as its output may be
+//! pruned later; `legacy` moves recording files earlier versions wrote.
 
 use std::collections::HashMap;
 
@@ -42,7 +44,7 @@ pub struct Mark {
 /// Reads further apart than this in time stay separate chunks (keeps replay timing).
 pub(crate) const MERGE_WINDOW_MICROS: u64 = 10_000;
 
-/// Sessions looked up (or updated) per statement when a batch of output arrives.
+/// Sessions looked up per statement when a batch of output arrives.
 const LOOKUP_BATCH: usize = 200;
 
 /// Chunks inserted per statement.
@@ -51,37 +53,16 @@ const INSERT_BATCH: usize = 100;
 /// Rows read from `output_chunks` at a time.
 const TABLE_READ_ROWS: i64 = 512;
 
-/// Inserts `chunks` into `output_chunks`, a hundred rows per statement.
-pub(crate) async fn insert_chunks(conn: &mut sqlx::AnyConnection, chunks: &[OutputChunk]) -> Result<()> {
+/// Inserts `chunks` into `output_chunks`, a hundred rows per statement, stored at
+/// `stored_at` (µs since the Unix epoch; None when not known, as for moved recordings).
+pub(crate) async fn insert_chunks(conn: &mut sqlx::AnyConnection, chunks: &[OutputChunk], stored_at: Option<i64>) -> Result<()> {
     for part in chunks.chunks(INSERT_BATCH) {
         let rows: Vec<String> =
-            (0..part.len()).map(|i| format!("(${}, ${}, ${}, ${})", 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4)).collect();
-        let sql = format!("INSERT INTO output_chunks (session_id, start_offset, t_micros, data) VALUES {}", rows.join(", "));
-        let mut q = sqlx::query(&sql);
+            (0..part.len()).map(|i| format!("(${}, ${}, ${}, ${}, $1)", 4 * i + 2, 4 * i + 3, 4 * i + 4, 4 * i + 5)).collect();
+        let sql = format!("INSERT INTO output_chunks (session_id, start_offset, t_micros, data, stored_at) VALUES {}", rows.join(", "));
+        let mut q = sqlx::query(&sql).bind(stored_at);
         for c in part {
             q = q.bind(c.session.to_string()).bind(c.offset as i64).bind(c.t_micros as i64).bind(c.data.as_slice());
-        }
-        q.execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
-/// Sets each session's committed output length (`ends`: session, new length), a few
-/// hundred sessions per statement. Called under the write lock with lengths past the
-/// stored ones.
-async fn set_output_bytes(conn: &mut sqlx::AnyConnection, ends: &[(SessionId, u64)]) -> Result<()> {
-    let now = crate::now();
-    for part in ends.chunks(LOOKUP_BATCH) {
-        let cases: Vec<String> = (0..part.len()).map(|i| format!("WHEN ${} THEN ${}", 2 * i + 2, 2 * i + 3)).collect();
-        let ids: Vec<String> = (0..part.len()).map(|i| format!("${}", 2 * i + 2)).collect();
-        let sql = format!(
-            "UPDATE sessions SET output_bytes = CASE id {} ELSE output_bytes END, last_output_at = $1 WHERE id IN ({})",
-            cases.join(" "),
-            ids.join(", ")
-        );
-        let mut q = sqlx::query(&sql).bind(now.as_str());
-        for (session, end) in part {
-            q = q.bind(session.to_string()).bind(*end as i64);
         }
         q.execute(&mut *conn).await?;
     }
@@ -156,23 +137,27 @@ async fn live_output_bytes(conn: &mut sqlx::AnyConnection, batch: &[OutputChunk]
     let mut out = HashMap::new();
     for part in ids.chunks(LOOKUP_BATCH) {
         let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
-        let sql =
-            format!("SELECT id, output_bytes FROM sessions WHERE id IN ({}) AND outcome IN ('starting', 'running')", marks.join(", "));
+        let sql = format!(
+            "SELECT s.id, COALESCE(o.start_offset + length(o.data), s.output_bytes) AS held FROM sessions s {}
+             WHERE s.id IN ({}) AND s.outcome IN ('starting', 'running')",
+            last_chunk_join!(),
+            marks.join(", ")
+        );
         let mut q = sqlx::query(&sql);
         for id in part {
             q = q.bind(id.as_str());
         }
         for r in q.fetch_all(&mut *conn).await? {
-            out.insert(crate::parse_id(r.get("id"))?, r.get::<i64, _>("output_bytes") as u64);
+            out.insert(crate::parse_id(r.get("id"))?, r.get::<i64, _>("held") as u64);
         }
     }
     Ok(out)
 }
 
 impl Store {
-    /// Appends a batch of output: the rows and the new lengths in one transaction that
-    /// holds the write lock from the lookup on. Returns, per session, the offset now
-    /// held (what may be acknowledged).
+    /// Appends a batch of output in one transaction that holds the write lock from the
+    /// lookup of the stored lengths on. Returns, per session, the offset now held (what
+    /// may be acknowledged).
     ///
     /// Sessions missing from the answer are unknown or no longer live (fenced).
     pub async fn append_output(&self, batch: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>> {
@@ -182,10 +167,8 @@ impl Store {
         if todo.is_empty() {
             return Ok(held);
         }
-        let ends: Vec<(SessionId, u64)> = todo.iter().map(|(session, _)| (*session, held[session])).collect();
         let rows: Vec<OutputChunk> = todo.into_iter().flat_map(|(_, chunks)| join_chunks(chunks)).collect();
-        insert_chunks(&mut tx, &rows).await?;
-        set_output_bytes(&mut tx, &ends).await?;
+        insert_chunks(&mut tx, &rows, Some(crate::now_micros())).await?;
         tx.commit().await?;
         Ok(held)
     }
@@ -247,7 +230,7 @@ impl Store {
             .bind(mark.t_micros as i64)
             .bind(&mark.kind)
             .bind(&mark.data)
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }

@@ -90,7 +90,7 @@ pub struct SessionRow {
     pub started_at: Option<String>,
     /// When it ended.
     pub ended_at: Option<String>,
-    /// Output stored.
+    /// Output stored (the committed length: what the server acknowledges).
     pub output_bytes: u64,
     /// Output length reported at the end.
     pub final_offset: Option<u64>,
@@ -149,7 +149,8 @@ pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
         created_at: r.get("created_at"),
         started_at: r.get("started_at"),
         ended_at: r.get("ended_at"),
-        output_bytes: r.get::<i64, _>("output_bytes") as u64,
+        // Live: read from the last chunk (see `last_chunk_join!`); ended: as stored then.
+        output_bytes: r.get::<Option<i64>, _>("live_output_end").unwrap_or_else(|| r.get("output_bytes")) as u64,
         final_offset: r.get::<Option<i64>, _>("final_offset").map(|c| c as u64),
         stop_requested_by: r.get("stop_requested_by"),
         task: r.get::<Option<String>, _>("task_id").as_deref().map(parse_id).transpose()?,
@@ -164,7 +165,7 @@ pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
         usage: r.get("usage"),
         stop_reason: r.get("stop_reason"),
         skills: r.get("skills"),
-        last_output_at: r.get("last_output_at"),
+        last_output_at: r.get::<Option<i64>, _>("live_output_at").and_then(crate::micros_time).or_else(|| r.get("last_output_at")),
     })
 }
 
@@ -300,7 +301,7 @@ impl Store {
         .bind(cwd)
         .bind(now())
         .bind(id.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writes)
         .await?;
         let Some(row) = done else { return Ok(false) };
         self.changed(parse_id(row.get("workspace_id"))?, Some(id));
@@ -326,7 +327,7 @@ impl Store {
         sqlx::query("UPDATE sessions SET stop_requested_by = $1 WHERE id = $2 AND stop_requested_by IS NULL")
             .bind(by)
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -337,7 +338,7 @@ impl Store {
             .bind(cols as i64)
             .bind(rows as i64)
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -372,8 +373,19 @@ impl Store {
         };
         let ending = &ending;
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
+        // Its length and last output time, kept in its row from now on (while live they
+        // are read from its last chunk, and its output may be pruned later).
+        let last = sqlx::query(
+            "SELECT start_offset + length(data) AS output_end, stored_at FROM output_chunks WHERE session_id = $1 ORDER BY start_offset DESC LIMIT 1",
+        )
+        .bind(id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let output_end: Option<i64> = last.as_ref().map(|r| r.get("output_end"));
+        let last_output_at = last.as_ref().and_then(|r| r.get::<Option<i64>, _>("stored_at")).and_then(crate::micros_time);
         sqlx::query(
-            "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6 WHERE id = $7",
+            "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6,
+             output_bytes = COALESCE($8, output_bytes), last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
         )
         .bind(ending.outcome.as_str())
         .bind(ending.exit_code.map(i64::from))
@@ -382,6 +394,8 @@ impl Store {
         .bind(times.ended_at)
             .bind(final_offset as i64)
             .bind(id.to_string())
+            .bind(output_end)
+            .bind(last_output_at)
             .execute(&mut *tx)
             .await?;
         let sandbox: String = row.get("sandbox_id");

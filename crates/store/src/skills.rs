@@ -81,7 +81,7 @@ impl Store {
 
     /// Stores which skills reached a run (JSON, as its device reported).
     pub async fn set_session_skills(&self, session: SessionId, report: &str) -> Result<()> {
-        sqlx::query("UPDATE sessions SET skills = $1 WHERE id = $2").bind(report).bind(session.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE sessions SET skills = $1 WHERE id = $2").bind(report).bind(session.to_string()).execute(&self.writes).await?;
         Ok(())
     }
 }

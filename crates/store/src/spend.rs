@@ -89,7 +89,7 @@ impl Store {
         sqlx::query("UPDATE tasks SET spend_cap = $1 WHERE id = $2")
             .bind(nano.map(|n| n as i64))
             .bind(task.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -105,7 +105,7 @@ impl Store {
         sqlx::query("UPDATE workspaces SET spend_cap = $1 WHERE id = $2")
             .bind(nano.map(|n| n as i64))
             .bind(workspace.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -160,7 +160,7 @@ impl Store {
     /// Replaces the workspace's own prices.
     pub async fn set_workspace_prices(&self, workspace: WorkspaceId, prices: &[(String, drover_core::spend::Price)]) -> Result<()> {
         let json = (!prices.is_empty()).then(|| serde_json::to_string(prices).expect("prices serialise"));
-        sqlx::query("UPDATE workspaces SET prices = $1 WHERE id = $2").bind(json).bind(workspace.to_string()).execute(&self.pool).await?;
+        sqlx::query("UPDATE workspaces SET prices = $1 WHERE id = $2").bind(json).bind(workspace.to_string()).execute(&self.writes).await?;
         Ok(())
     }
 
@@ -183,7 +183,7 @@ impl Store {
             .bind(by)
             .bind(reason)
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?
             .rows_affected();
         Ok(n == 1)

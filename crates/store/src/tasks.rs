@@ -346,7 +346,7 @@ impl Store {
         sqlx::query("UPDATE workspaces SET workflow = $1 WHERE id = $2")
             .bind(serde_json::to_string(stages).expect("serialises"))
             .bind(workspace.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -390,7 +390,7 @@ impl Store {
             .bind(device.to_string())
             .bind(repo.to_string())
             .bind(path)
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -431,7 +431,7 @@ impl Store {
         .bind(&route.effort)
         .bind(serde_json::to_string(template).expect("strings serialise"))
         .bind(now())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok((done.rows_affected() == 1).then_some(id))
     }
@@ -552,7 +552,7 @@ impl Store {
         .bind(now())
         .bind(id.to_string())
         .bind(stage_index as i64)
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok(())
     }
@@ -562,7 +562,7 @@ impl Store {
         sqlx::query("UPDATE tasks SET queued_at = NULL, updated_at = $1 WHERE id = $2")
             .bind(now())
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -574,7 +574,7 @@ impl Store {
             .bind(now())
             .bind(now())
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -924,7 +924,7 @@ impl Store {
         sqlx::query("UPDATE sessions SET handed_off = COALESCE(handed_off, $1) WHERE id = $2")
             .bind(why)
             .bind(session.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -935,7 +935,7 @@ impl Store {
             .bind(digest)
             .bind(session.to_string())
             .bind(now())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! session's stored output, and an end line with the counts — and an import loads one
 //! into an empty database in a single transaction, refusing a file cut short.
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -102,6 +103,25 @@ impl Store {
         // One snapshot of every table (a read transaction), so rows that refer to each
         // other are exported together even if something writes meanwhile.
         let mut snapshot = self.pool.begin_with(self.engine.begin_snapshot()).await?;
+        // Each session's committed length and last output time: a live one's are read
+        // from its last chunk (its row holds them from its end on), and exported in
+        // its row.
+        let lengths = sqlx::query(concat!(
+            "SELECT s.id, COALESCE(o.start_offset + length(o.data), s.output_bytes) AS committed, o.stored_at FROM sessions s",
+            last_chunk_join!(),
+            " WHERE s.pruned_at IS NULL ORDER BY s.id"
+        ))
+        .fetch_all(&mut *snapshot)
+        .await?;
+        let mut kept: HashMap<String, (i64, Option<String>)> = HashMap::new();
+        let mut sessions: Vec<(String, i64)> = Vec::new();
+        for r in &lengths {
+            let (id, committed): (String, i64) = (r.get("id"), r.get("committed"));
+            kept.insert(id.clone(), (committed, r.get::<Option<i64>, _>("stored_at").and_then(crate::micros_time)));
+            if committed > 0 {
+                sessions.push((id, committed));
+            }
+        }
         for table in TABLES {
             let rows = sqlx::query(&format!("SELECT * FROM {table}")).fetch_all(&mut *snapshot).await?;
             for r in &rows {
@@ -109,19 +129,23 @@ impl Store {
                 for (i, c) in r.columns().iter().enumerate() {
                     row.insert(c.name().to_string(), value(r, i)?);
                 }
+                if *table == "sessions" {
+                    if let Some((committed, at)) = row.get("id").and_then(Value::as_str).and_then(|id| kept.get(id)) {
+                        row.insert("output_bytes".into(), Value::from(*committed));
+                        if let Some(at) = at {
+                            row.insert("last_output_at".into(), Value::from(at.as_str()));
+                        }
+                    }
+                }
                 write_line(out, &Line::Row { table: table.to_string(), row })?;
                 moved.rows += 1;
             }
         }
-        let sessions: Vec<(String, i64)> =
-            sqlx::query_as("SELECT id, output_bytes FROM sessions WHERE output_bytes > 0 AND pruned_at IS NULL ORDER BY id")
-                .fetch_all(&mut *snapshot)
-                .await?;
         snapshot.commit().await?;
         for (id, committed) in sessions {
             let session: SessionId = parse_id(&id)?;
-            // Only what the snapshot's rows say is stored: a recording file can hold
-            // bytes past that which a crash left uncommitted.
+            // Only what the snapshot holds: a live session's output read after it
+            // may have grown.
             let committed = committed as u64;
             let mut from = 0;
             while from < committed {
@@ -217,7 +241,7 @@ impl Store {
                 }
                 Line::Output { session, offset, t_micros, data } => {
                     let data = B64.decode(data).map_err(|e| bad(0, e))?;
-                    insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data }]).await?;
+                    insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data }], None).await?;
                 }
                 Line::Header { .. } | Line::End { .. } => {}
             }

@@ -25,7 +25,7 @@ impl Store {
             .bind(member.to_string())
             .bind(format_time(at))
             .bind(format_time(at + ttl))
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -62,7 +62,7 @@ impl Store {
             .bind(member.to_string())
             .bind(now())
             .bind(format_time(chrono::Utc::now() + session_ttl))
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }
@@ -98,7 +98,7 @@ impl Store {
         sqlx::query("UPDATE web_sessions SET revoked_at = $1 WHERE hash = $2 AND revoked_at IS NULL")
             .bind(now())
             .bind(session_digest)
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?;
         Ok(())
     }

@@ -150,7 +150,7 @@ impl Store {
         .bind(serde_json::to_string(&secrets).expect("serialises"))
         .bind(by)
         .bind(now())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok(id)
     }
@@ -211,7 +211,7 @@ impl Store {
         let n = sqlx::query("UPDATE webhook_endpoints SET disabled_reason = $1 WHERE id = $2")
             .bind(reason)
             .bind(id.to_string())
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await?
             .rows_affected();
         Ok(n == 1)
@@ -269,7 +269,7 @@ impl Store {
         .bind(&at)
         .bind(id.to_string())
         .bind(i64::from(attempts_before))
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?;
         Ok(())
     }
@@ -292,7 +292,7 @@ impl Store {
         .bind(now())
         .bind(id.to_string())
         .bind(endpoint.to_string())
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await?
         .rows_affected();
         Ok(n == 1)
