@@ -114,6 +114,11 @@ mod tests {
         assert!(p.events >= 2, "its own and the old workspace event: {p:?}");
         assert!(s.pruned_at(done).await.unwrap().is_some());
         assert!(s.read_output(done, 0, 1024).await.unwrap().is_empty());
+        // Its row kept its length and last output time from its end (the chunks they
+        // were read from are gone); the live one's are read from its last chunk.
+        let (kept, running) = (s.session(done).await.unwrap().unwrap(), s.session(live).await.unwrap().unwrap());
+        assert_eq!((kept.output_bytes, running.output_bytes), (5, 5));
+        assert!(kept.last_output_at.is_some() && running.last_output_at.is_some(), "{kept:?}");
         assert_eq!(s.pruned_at(live).await.unwrap(), None);
         assert_eq!(s.read_output(live, 0, 1024).await.unwrap()[0].data, b"hello");
         assert!(!s.list_events(ws, Some(live), 0, 10).await.unwrap().is_empty(), "a live session keeps its events");
