@@ -375,14 +375,16 @@ impl Store {
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
         // Its length and last output time, kept in its row from now on (while live they
         // are read from its last chunk, and its output may be pruned later).
-        let last = sqlx::query(
-            "SELECT start_offset + length(data) AS output_end, stored_at FROM output_chunks WHERE session_id = $1 ORDER BY start_offset DESC LIMIT 1",
-        )
+        let last = sqlx::query(concat!(
+            "SELECT o.start_offset + length(o.data) AS output_end, o.stored_at FROM sessions s",
+            last_chunk_join!(),
+            " WHERE s.id = $1"
+        ))
         .bind(id.to_string())
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
-        let output_end: Option<i64> = last.as_ref().map(|r| r.get("output_end"));
-        let last_output_at = last.as_ref().and_then(|r| r.get::<Option<i64>, _>("stored_at")).and_then(crate::micros_time);
+        let output_end: Option<i64> = last.get("output_end");
+        let last_output_at = last.get::<Option<i64>, _>("stored_at").and_then(crate::micros_time);
         sqlx::query(
             "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6,
              output_bytes = COALESCE($8, output_bytes), last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
