@@ -159,3 +159,72 @@ fn starting_on_a_device_that_is_not_connected_says_so() {
     let table = split.cli.ok(&["device", "list"]);
     assert!(table.contains("ghost") && table.contains("offline"), "{table}");
 }
+
+/// Makes the server's database refuse (or accept again) every write of output: a
+/// trigger that aborts each insert into `output_chunks`, as a failing disk or a broken
+/// connection would, while everything else keeps working.
+fn refuse_output(home: &Path, refuse: bool) {
+    let status = match support::test_database(home) {
+        Some(url) => {
+            let sql = if refuse {
+                "CREATE OR REPLACE FUNCTION test_refuse_output() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN RAISE EXCEPTION 'output refused by the test'; END $$; \
+                 CREATE TRIGGER test_refuse_output BEFORE INSERT ON output_chunks FOR EACH ROW EXECUTE FUNCTION test_refuse_output();"
+            } else {
+                "DROP TRIGGER test_refuse_output ON output_chunks;"
+            };
+            std::process::Command::new("psql").args(["-Xq", "-v", "ON_ERROR_STOP=1", &url, "-c", sql]).status()
+        }
+        None => {
+            let sql = if refuse {
+                "CREATE TRIGGER test_refuse_output BEFORE INSERT ON output_chunks BEGIN SELECT RAISE(ABORT, 'output refused by the test'); END;"
+            } else {
+                "DROP TRIGGER test_refuse_output;"
+            };
+            let db = home.join("drover.db");
+            std::process::Command::new("sqlite3").args(["-bail", "-cmd", ".timeout 10000"]).arg(&db).arg(sql).status()
+        }
+    };
+    assert!(status.expect("sqlite3 / psql").success(), "changing the output trigger failed");
+}
+
+/// Runs `cmd` (which keeps a copy of what it prints in `copy`, then exits) while the
+/// database refuses output; once it accepts output again, all of it is stored, once.
+fn refused_output_is_stored_whole(cmd: Vec<String>, copy: &Path, last: &str) {
+    let d = Drover::up();
+    refuse_output(d.home.path(), true);
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let id = d.start(&args);
+    // The program prints everything and exits while no output can be stored.
+    support::wait_until("the program to finish", secs(30), || std::fs::read_to_string(copy).ok().filter(|t| t.contains(last)).map(|_| ()));
+    std::thread::sleep(Duration::from_secs(2));
+    let s = d.show(&id);
+    // Its end is not recorded ahead of output that is not stored yet, and nothing of it
+    // counts as stored.
+    assert_eq!(s["outcome"], "running", "{s}");
+    assert_eq!(s["output_bytes"], 0, "{s}");
+
+    refuse_output(d.home.path(), false);
+    let s = d.wait_ended(&id, secs(60));
+    assert_eq!(s["outcome"], "incomplete", "{s}");
+    let raw = d.raw(&id);
+    assert_identical(&raw, copy);
+    assert_eq!(s["output_bytes"].as_u64(), Some(raw.len() as u64), "{s}");
+}
+
+#[test]
+fn output_the_database_refuses_for_a_while_is_kept_retried_and_stored_whole() {
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("tee.out");
+    refused_output_is_stored_whole(known_stream(&copy, 2000), &copy, "line 2000 of");
+}
+
+#[test]
+fn a_link_holding_more_refused_output_than_the_server_keeps_is_closed_and_resends_it_all() {
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("tee.out");
+    // About 3.4 MB, more than the server keeps for one link whose output it cannot store.
+    let script =
+        format!("head -c 2500000 /dev/urandom | base64 | tee {}; echo the end | tee -a {}; sleep 0.3", copy.display(), copy.display());
+    refused_output_is_stored_whole(vec!["sh".into(), "-c".into(), script], &copy, "the end");
+}

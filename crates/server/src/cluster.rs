@@ -291,18 +291,24 @@ pub(crate) fn input_body(data: &[u8]) -> String {
     B64.encode(data)
 }
 
-/// Tells the replicas following the sessions of a stored batch that more is stored.
-pub(crate) async fn announce_output(state: &AppState, sessions: impl Iterator<Item = SessionId>) {
+/// Tells the replicas following `session` that more of its output is stored (without
+/// waiting: the output writer calls this after each commit).
+pub(crate) fn announce_output(state: &AppState, session: SessionId) {
     if !state.store.is_shared() {
         return;
     }
-    for session in sessions {
-        for replica in state.cluster.watchers(session) {
-            if let Err(e) = state.store.announce_output(&replica, session).await {
+    let replicas = state.cluster.watchers(session);
+    if replicas.is_empty() {
+        return;
+    }
+    let store = state.store.clone();
+    tokio::spawn(async move {
+        for replica in replicas {
+            if let Err(e) = store.announce_output(&replica, session).await {
                 tracing::debug!("waking replica {replica}: {e}");
             }
         }
-    }
+    });
 }
 
 /// The hub of a live session: this server's, or one following it from the replica its

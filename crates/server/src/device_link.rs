@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::auth::Caller;
 use crate::devices::Delivery;
 use crate::ingest::{self, Item};
+use crate::writer::Link;
 use crate::{ApiError, AppState};
 
 /// How long a device has to say hello.
@@ -117,17 +118,27 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     }
     // Stages waiting for this device (or any device) may start now.
     state.scheduler.notify_one();
+    // Messages for the device: what is queued together goes out in one write.
     let writer = tokio::spawn(async move {
-        while let Some(m) = down_rx.recv().await {
-            if sink.send(m).await.is_err() {
+        'link: while let Some(m) = down_rx.recv().await {
+            let mut next = Some(m);
+            while let Some(m) = next.take() {
+                let closing = matches!(m, Message::Close(_));
+                if sink.feed(m).await.is_err() || closing {
+                    break 'link;
+                }
+                next = down_rx.try_recv().ok();
+            }
+            if sink.flush().await.is_err() {
                 break;
             }
         }
         let _ = sink.close().await;
     });
+    let link = Link { device, epoch };
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
-    let ingest = tokio::spawn(ingest::run(state.clone(), device, name.clone(), ingest_rx));
-    let result = read_loop(&state, device, &mut stream, &ingest_tx).await;
+    let ingest = tokio::spawn(ingest::run(state.clone(), link, name.clone(), ingest_rx));
+    let result = read_loop(&state, link, &mut stream, &ingest_tx).await;
     if state.devices.disconnect(device, epoch) && state.store.is_shared() {
         if let Err(e) = state.store.unlink_device(device, &state.replica).await {
             tracing::warn!(device = %name, "forgetting the link of a device that left: {e}");
@@ -135,6 +146,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     }
     drop(ingest_tx);
     let _ = ingest.await;
+    state.output.closed(&state, link).await;
     writer.abort();
     tracing::info!(device = %name, "device disconnected");
     result
@@ -142,7 +154,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
 
 async fn read_loop(
     state: &AppState,
-    device: DeviceId,
+    link: Link,
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
     ingest: &mpsc::Sender<Item>,
 ) -> Result<(), String> {
@@ -155,13 +167,13 @@ async fn read_loop(
                         hub.publish(offset, Bytes::from(data.clone()));
                     }
                     let chunk = OutputChunk { session, offset, t_micros, data };
-                    ingest.send(Item::Output(chunk)).await.map_err(|_| "ingest stopped")?;
+                    state.output.store(state, link, chunk).await.map_err(|_| "the output writer stopped")?;
                 }
-                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(device, snapshot),
+                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(link.device, snapshot),
                 Ok(DeviceBinary::Input { .. }) | Err(_) => return Err("unexpected binary frame".into()),
             },
             Message::Text(t) => match serde_json::from_str::<DeviceMessage>(&t) {
-                Ok(m) => message(state, device, m, ingest).await?,
+                Ok(m) => message(state, link.device, m, ingest).await?,
                 Err(e) => return Err(format!("undecodable message: {e}")),
             },
             Message::Close(_) => return Ok(()),

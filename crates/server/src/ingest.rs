@@ -1,28 +1,23 @@
-//! Stores what a device sends, in order: output is batched into one transaction at a
-//! time and acknowledged by offset only after the commit; events that must follow their
-//! output (a session's end, a resize) are applied after the output before them is stored.
-
-use std::time::Duration;
+//! Applies, in order, the events of a device's link that must follow its output (a
+//! session's end, a resize): each waits until the output read before it is stored.
+//! The output itself goes from the link straight to the writer (`crate::writer`).
 
 use drover_core::outcome::on_end;
 use drover_core::{DeviceId, RunEnd, SessionId};
 use drover_protocol::device::ServerMessage;
 use drover_protocol::viewer::ViewerEvent;
-use drover_store::{Mark, OutputChunk};
+use drover_store::Mark;
 use tokio::sync::mpsc;
 
+use crate::writer::Link;
 use crate::AppState;
 
-/// Largest batch.
-const BATCH_BYTES: usize = 4 * 1024 * 1024;
-/// Items queued before the device link waits.
+/// Events queued before the device link waits.
 pub const INGEST_QUEUE: usize = 1024;
 
-/// What the device link hands the ingest task.
+/// An event of the device link that follows its output.
 #[derive(Debug)]
 pub enum Item {
-    /// Output to store.
-    Output(OutputChunk),
     /// The terminal was resized.
     Resized {
         /// The session.
@@ -44,77 +39,25 @@ pub enum Item {
 }
 
 /// Runs until the device link drops its sender.
-pub async fn run(state: AppState, device: DeviceId, device_name: String, mut rx: mpsc::Receiver<Item>) {
-    let mut pending: Option<Item> = None;
-    loop {
-        let first = match pending.take() {
-            Some(i) => i,
-            None => match rx.recv().await {
-                Some(i) => i,
-                None => return,
-            },
-        };
-        let Item::Output(chunk) = first else {
-            apply(&state, device, &device_name, first).await;
-            continue;
-        };
-        // Whatever else is already queued joins the batch; nothing waits for more here
-        // (the writer groups batches from every link, see `writer`).
-        let mut batch = vec![chunk];
-        let mut bytes = batch[0].data.len();
-        while bytes < BATCH_BYTES {
-            match rx.try_recv() {
-                Ok(Item::Output(c)) => {
-                    bytes += c.data.len();
-                    batch.push(c);
-                }
-                Ok(other) => {
-                    pending = Some(other);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        store_batch(&state, device, batch).await;
+pub(crate) async fn run(state: AppState, link: Link, device_name: String, mut rx: mpsc::Receiver<Item>) {
+    while let Some(item) = rx.recv().await {
+        let stored = state.output.stored(&state, link).await;
+        apply(&state, link.device, &device_name, item, stored).await;
     }
 }
 
-async fn store_batch(state: &AppState, device: DeviceId, batch: Vec<OutputChunk>) {
-    let mut delay = Duration::from_millis(50);
-    loop {
-        match state.output.append(&state.store, batch.clone()).await {
-            Ok(held) => {
-                crate::cluster::announce_output(state, held.keys().copied()).await;
-                for (session, offset) in &held {
-                    let _ = state.devices.send(device, &ServerMessage::Ack { session: *session, offset: *offset }).await;
-                }
-                // Output of a run that is no longer live (its lease is gone): refused, and
-                // the device is told to stop the run.
-                let fenced: std::collections::HashSet<_> = batch.iter().map(|c| c.session).filter(|s| !held.contains_key(s)).collect();
-                for session in fenced {
-                    tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
-                    let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
-                }
-                return;
-            }
-            Err(e) => {
-                // Nothing is acknowledged, so nothing is lost: the device still holds it.
-                tracing::error!("storing output failed, retrying: {e}");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
-}
-
-async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item) {
+/// Applies `item`; `stored` says whether the output before it is stored (when not, the
+/// link was closed and the device reports its ends again when it reconnects).
+async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item, stored: bool) {
     match item {
-        Item::Output(_) => unreachable!("output is batched"),
         Item::Resized { session, t_micros, cols, rows } => {
             let mark = Mark { t_micros, kind: "r".into(), data: format!("{cols}x{rows}") };
             if let Err(e) = state.store.add_mark(session, &mark).await {
                 tracing::warn!("recording resize: {e}");
             }
+        }
+        Item::Ended { session, .. } if !stored => {
+            tracing::info!(%session, "not recording an end behind output that was not stored; the device reports it again");
         }
         Item::Ended { session, report } => {
             // The device keeps the session until it is released: only release once the

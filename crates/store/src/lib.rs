@@ -27,6 +27,14 @@ macro_rules! last_chunk_join {
     };
 }
 
+/// A session's committed output length, over [`last_chunk_join!`]: the end of its last
+/// chunk while it is live, what its end stored once it has ended.
+macro_rules! committed_length {
+    () => {
+        "COALESCE(o.start_offset + length(o.data), s.output_bytes)"
+    };
+}
+
 /// The `SELECT` a [`SessionRow`] is read from: sessions `s` with their sandbox `b`,
 /// device `d`, agent `a`, repository `r` and (live) last chunk `o`, and `$extra`
 /// columns after their own.
@@ -36,8 +44,9 @@ macro_rules! session_select {
     };
     ($extra:literal) => {
         concat!(
-            "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name,
-             o.start_offset + length(o.data) AS live_output_end, o.stored_at AS live_output_at",
+            "SELECT s.*, b.state AS sandbox_state, b.title, d.name AS device_name, a.name AS agent_name, r.name AS repo_name, ",
+            committed_length!(),
+            " AS committed_length, o.stored_at AS live_output_at",
             $extra,
             " FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id
              LEFT JOIN agents a ON a.id = s.agent_id LEFT JOIN repos r ON r.id = b.repo_id",

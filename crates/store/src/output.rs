@@ -138,8 +138,9 @@ async fn live_output_bytes(conn: &mut sqlx::AnyConnection, batch: &[OutputChunk]
     for part in ids.chunks(LOOKUP_BATCH) {
         let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
         let sql = format!(
-            "SELECT s.id, COALESCE(o.start_offset + length(o.data), s.output_bytes) AS held FROM sessions s {}
+            "SELECT s.id, {} AS held FROM sessions s {}
              WHERE s.id IN ({}) AND s.outcome IN ('starting', 'running')",
+            committed_length!(),
             last_chunk_join!(),
             marks.join(", ")
         );

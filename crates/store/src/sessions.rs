@@ -149,8 +149,7 @@ pub(crate) fn session_row(r: &sqlx::any::AnyRow) -> Result<SessionRow> {
         created_at: r.get("created_at"),
         started_at: r.get("started_at"),
         ended_at: r.get("ended_at"),
-        // Live: read from the last chunk (see `last_chunk_join!`); ended: as stored then.
-        output_bytes: r.get::<Option<i64>, _>("live_output_end").unwrap_or_else(|| r.get("output_bytes")) as u64,
+        output_bytes: r.get::<i64, _>("committed_length") as u64,
         final_offset: r.get::<Option<i64>, _>("final_offset").map(|c| c as u64),
         stop_requested_by: r.get("stop_requested_by"),
         task: r.get::<Option<String>, _>("task_id").as_deref().map(parse_id).transpose()?,
@@ -376,18 +375,20 @@ impl Store {
         // Its length and last output time, kept in its row from now on (while live they
         // are read from its last chunk, and its output may be pruned later).
         let last = sqlx::query(concat!(
-            "SELECT o.start_offset + length(o.data) AS output_end, o.stored_at FROM sessions s",
+            "SELECT ",
+            committed_length!(),
+            " AS output_end, o.stored_at FROM sessions s",
             last_chunk_join!(),
             " WHERE s.id = $1"
         ))
         .bind(id.to_string())
         .fetch_one(&mut *tx)
         .await?;
-        let output_end: Option<i64> = last.get("output_end");
+        let output_end: i64 = last.get("output_end");
         let last_output_at = last.get::<Option<i64>, _>("stored_at").and_then(crate::micros_time);
         sqlx::query(
             "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6,
-             output_bytes = COALESCE($8, output_bytes), last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
+             output_bytes = $8, last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
         )
         .bind(ending.outcome.as_str())
         .bind(ending.exit_code.map(i64::from))

@@ -107,7 +107,9 @@ impl Store {
         // from its last chunk (its row holds them from its end on), and exported in
         // its row.
         let lengths = sqlx::query(concat!(
-            "SELECT s.id, COALESCE(o.start_offset + length(o.data), s.output_bytes) AS committed, o.stored_at FROM sessions s",
+            "SELECT s.id, ",
+            committed_length!(),
+            " AS committed, o.stored_at FROM sessions s",
             last_chunk_join!(),
             " WHERE s.pruned_at IS NULL ORDER BY s.id"
         ))
