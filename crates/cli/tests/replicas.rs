@@ -1,7 +1,8 @@
 //! End-to-end: several `drover server` replicas on one PostgreSQL database, behind one
 //! address. The device's link is on one replica; the CLI and a live viewer use another;
 //! the device's replica is killed with SIGKILL mid-stream. Nothing is lost or doubled,
-//! input typed on the other replica reaches the program, and the background monitors
+//! input typed on the other replica reaches the program, a resize made on the link's
+//! replica reaches viewers on the other, and the background monitors
 //! move to the surviving replica within seconds. Runs in the PostgreSQL pass of the test
 //! command (`DROVER_TEST_DATABASE`, see scripts/postgres).
 
@@ -136,6 +137,20 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     typing.wait_for("typed on replica A", secs(20));
     cli.ok(&["session", "input", &echo, "sent through A's Send path"]);
     cli.wait_text(&echo, "sent through A's Send path\nsent through A's Send path", secs(20));
+    // A viewer on B (the link's replica) resizes the terminal: A, which follows the
+    // session from the database, learns the size the program has now.
+    let on_b = Drover::attach_to(home_a.path(), &url_b, "dev");
+    let config = on_b.home.path().join("client.json");
+    let mut client: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    client["url"] = url_b.clone().into();
+    std::fs::write(&config, client.to_string()).unwrap();
+    let wide = Attached::start(&on_b, &echo, &[], 132, 40);
+    wide.wait_for("[attached to", secs(20));
+    wait_until("A hears of the resize made on B", secs(20), || {
+        let s = cli.show(&echo);
+        (s["cols"] == 132 && s["rows"] == 40).then_some(())
+    });
+    drop(wide);
     let watching = Attached::start(&cli, &streamer, &["--read-only"], 100, 30);
     watching.wait_for("of the stream", secs(20));
 

@@ -364,6 +364,8 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
     let mut notes = state.store.cluster_notes().expect("PostgreSQL listens");
     let mut watched_at: Option<Instant> = None;
     let mut idle_since: Option<Instant> = None;
+    // The size in the row when last read: a change is a resize the device reported.
+    let mut size: Option<(u16, u16)> = None;
     loop {
         if state.devices.is_local(device) {
             return Ok(true);
@@ -385,6 +387,12 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
             for c in chunks {
                 hub.publish(c.offset, Bytes::from(c.data));
             }
+        }
+        if let Some(r) = &row {
+            if size.is_some_and(|s| s != (r.cols, r.rows)) {
+                hub.sized(r.cols, r.rows);
+            }
+            size = Some((r.cols, r.rows));
         }
         match row {
             Some(r) if !r.outcome.is_live() => {

@@ -230,6 +230,15 @@ impl Hub {
         }
     }
 
+    /// The size the program's terminal has now (as its device reported it, through the
+    /// database on another replica): viewers hear of it when it is not the size the hub
+    /// had (a viewer here that asked for it has set it already).
+    pub fn sized(&self, cols: u16, rows: u16) {
+        if self.size() != (cols, rows) {
+            self.resized(cols, rows, None);
+        }
+    }
+
     /// Interactive viewers attached.
     pub fn interactive(&self) -> u32 {
         self.lock().viewers.values().filter(|s| s.interactive).count() as u32

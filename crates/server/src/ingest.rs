@@ -55,6 +55,14 @@ async fn apply(state: &AppState, device: DeviceId, device_name: &str, item: Item
             if let Err(e) = state.store.add_mark(session, &mark).await {
                 tracing::warn!("recording resize: {e}");
             }
+            // The row holds the size the program has now: viewers on other replicas
+            // learn it from there (`cluster::mirror`), this replica's from its hub.
+            if let Err(e) = state.store.set_size(session, cols, rows).await {
+                tracing::warn!("recording the terminal's size: {e}");
+            }
+            if let Some(hub) = state.hubs.get(session) {
+                hub.sized(cols, rows);
+            }
         }
         Item::Ended { session, .. } if !stored => {
             tracing::info!(%session, "not recording an end behind output that was not stored; the device reports it again");
