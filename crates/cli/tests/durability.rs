@@ -220,11 +220,43 @@ fn output_the_database_refuses_for_a_while_is_kept_retried_and_stored_whole() {
 }
 
 #[test]
-fn a_link_holding_more_refused_output_than_the_server_keeps_is_closed_and_resends_it_all() {
+fn a_link_with_more_refused_output_than_it_may_queue_waits_and_loses_nothing() {
     let work = tempfile::tempdir().unwrap();
     let copy = work.path().join("tee.out");
-    // About 3.4 MB, more than the server keeps for one link whose output it cannot store.
+    // About 6 MB, more than the server queues for one link: the link waits for the
+    // database while the program finishes.
     let script =
-        format!("head -c 2500000 /dev/urandom | base64 | tee {}; echo the end | tee -a {}; sleep 0.3", copy.display(), copy.display());
+        format!("head -c 4500000 /dev/urandom | base64 | tee {}; echo the end | tee -a {}; sleep 0.3", copy.display(), copy.display());
     refused_output_is_stored_whole(vec!["sh".into(), "-c".into(), script], &copy, "the end");
+}
+
+#[test]
+fn a_link_that_ends_holding_refused_output_leaves_it_and_the_end_to_the_next_link() {
+    let mut split = Split::start("refused");
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("tee.out");
+    refuse_output(split.server_home.path(), true);
+    let cmd = known_stream(&copy, 2000);
+    let mut args = vec!["session", "start", "--device", "refused", "--"];
+    args.extend(cmd.iter().map(String::as_str));
+    let id = split.cli.ok(&args).trim().to_string();
+    support::wait_until("the program to finish", secs(30), || {
+        std::fs::read_to_string(&copy).ok().filter(|t| t.contains("line 2000 of")).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+
+    // The link ends while the server holds output it could not store, and the end
+    // reported behind it: neither is recorded.
+    split.kill_device();
+    std::thread::sleep(Duration::from_millis(500));
+    let s = split.cli.show(&id);
+    assert_eq!(s["outcome"], "running", "{s}");
+    assert_eq!(s["output_bytes"], 0, "{s}");
+
+    // The next link resends both.
+    refuse_output(split.server_home.path(), false);
+    split.start_device();
+    let s = split.cli.wait_ended(&id, secs(60));
+    assert_eq!(s["outcome"], "incomplete", "{s}");
+    assert_identical(&split.cli.raw(&id), &copy);
 }

@@ -291,19 +291,20 @@ pub(crate) fn input_body(data: &[u8]) -> String {
     B64.encode(data)
 }
 
-/// Tells the replicas following `session` that more of its output is stored (without
-/// waiting: the output writer calls this after each commit).
-pub(crate) fn announce_output(state: &AppState, session: SessionId) {
+/// Tells the replicas following any of `sessions` that more of their output is stored
+/// (without waiting: the output writer calls this after each commit).
+pub(crate) fn announce_output(state: &AppState, sessions: Vec<SessionId>) {
     if !state.store.is_shared() {
         return;
     }
-    let replicas = state.cluster.watchers(session);
-    if replicas.is_empty() {
+    let wakes: Vec<(String, SessionId)> =
+        sessions.into_iter().flat_map(|s| state.cluster.watchers(s).into_iter().map(move |r| (r, s))).collect();
+    if wakes.is_empty() {
         return;
     }
     let store = state.store.clone();
     tokio::spawn(async move {
-        for replica in replicas {
+        for (replica, session) in wakes {
             if let Err(e) = store.announce_output(&replica, session).await {
                 tracing::debug!("waking replica {replica}: {e}");
             }

@@ -2,7 +2,8 @@
 //!
 //! Hello → Welcome (with, per live session, the offset the server holds, so the device
 //! resumes each stream exactly there) → messages both ways. Output goes to the session's
-//! hub at once (live viewers) and to the ingest task (durable, then acknowledged).
+//! hub at once (live viewers) and to the output writer (durable, then acknowledged);
+//! events that must follow it (an end, a resize) go through the ingest task.
 
 use std::time::Duration;
 
@@ -21,13 +22,15 @@ use tokio::sync::mpsc;
 use crate::auth::Caller;
 use crate::devices::Delivery;
 use crate::ingest::{self, Item};
-use crate::writer::Link;
+use crate::writer::{Link, LinkOutput};
 use crate::{ApiError, AppState};
 
 /// How long a device has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Messages queued for a device before senders wait.
 const DOWNLINK_QUEUE: usize = 1024;
+/// Messages written to a device together at most before they are flushed.
+const DOWNLINK_FLUSH: usize = 64;
 
 /// The device link's read buffer. The WebSocket library zero-fills its whole read
 /// buffer before every read, so its 128 KiB default cost a fleet of quiet devices more
@@ -122,12 +125,14 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let writer = tokio::spawn(async move {
         'link: while let Some(m) = down_rx.recv().await {
             let mut next = Some(m);
+            let mut fed = 0;
             while let Some(m) = next.take() {
                 let closing = matches!(m, Message::Close(_));
                 if sink.feed(m).await.is_err() || closing {
                     break 'link;
                 }
-                next = down_rx.try_recv().ok();
+                fed += 1;
+                next = if fed < DOWNLINK_FLUSH { down_rx.try_recv().ok() } else { None };
             }
             if sink.flush().await.is_err() {
                 break;
@@ -135,10 +140,12 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         }
         let _ = sink.close().await;
     });
-    let link = Link { device, epoch };
+    let output = LinkOutput::new(Link { device, epoch });
+    let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
     let ingest = tokio::spawn(ingest::run(state.clone(), link, name.clone(), ingest_rx));
-    let result = read_loop(&state, link, &mut stream, &ingest_tx).await;
+    let result = read_loop(&state, &output, &mut stream, &ingest_tx).await;
+    state.output.closed(&state, link).await;
     if state.devices.disconnect(device, epoch) && state.store.is_shared() {
         if let Err(e) = state.store.unlink_device(device, &state.replica).await {
             tracing::warn!(device = %name, "forgetting the link of a device that left: {e}");
@@ -146,7 +153,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     }
     drop(ingest_tx);
     let _ = ingest.await;
-    state.output.closed(&state, link).await;
+    state.output.forget(&state, link).await;
     writer.abort();
     tracing::info!(device = %name, "device disconnected");
     result
@@ -154,7 +161,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
 
 async fn read_loop(
     state: &AppState,
-    link: Link,
+    output: &LinkOutput,
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
     ingest: &mpsc::Sender<Item>,
 ) -> Result<(), String> {
@@ -167,13 +174,13 @@ async fn read_loop(
                         hub.publish(offset, Bytes::from(data.clone()));
                     }
                     let chunk = OutputChunk { session, offset, t_micros, data };
-                    state.output.store(state, link, chunk).await.map_err(|_| "the output writer stopped")?;
+                    state.output.store(state, output, chunk).await.map_err(|_| "the output writer stopped")?;
                 }
-                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(link.device, snapshot),
+                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(output.link().device, snapshot),
                 Ok(DeviceBinary::Input { .. }) | Err(_) => return Err("unexpected binary frame".into()),
             },
             Message::Text(t) => match serde_json::from_str::<DeviceMessage>(&t) {
-                Ok(m) => message(state, link.device, m, ingest).await?,
+                Ok(m) => message(state, output.link().device, m, ingest).await?,
                 Err(e) => return Err(format!("undecodable message: {e}")),
             },
             Message::Close(_) => return Ok(()),

@@ -215,28 +215,14 @@ impl Devices {
         self.sender(id)?.send(Message::Text(text.into())).await.map_err(|_| NotConnected)
     }
 
-    /// Sends `msg` to the device's link on this server without waiting: when its queue
-    /// is full, a task waits instead. For the output writer, which must not stall every
-    /// link behind one slow device. A device not linked here is skipped.
+    /// Sends `msg` to the device's link on this server if its queue has room, without
+    /// waiting: for acknowledgements, each of which a later one (or the next link's
+    /// welcome) supersedes, so the output writer never waits on one slow device. A
+    /// device not linked here is skipped.
     pub fn post_local(&self, id: DeviceId, msg: &ServerMessage) {
         let Ok(tx) = self.sender(id) else { return };
         let text = serde_json::to_string(msg).expect("server messages serialise");
-        if let Err(mpsc::error::TrySendError::Full(m)) = tx.try_send(Message::Text(text.into())) {
-            tokio::spawn(async move {
-                let _ = tx.send(m).await;
-            });
-        }
-    }
-
-    /// Closes the device's link on this server if it is still the one at `epoch`: the
-    /// device reconnects (and resends what the server does not hold).
-    pub fn close_local(&self, id: DeviceId, epoch: u64) {
-        let tx = self.conns.lock().expect("conns").get(&id).filter(|c| c.epoch == epoch).map(|c| c.tx.clone());
-        if let Some(tx) = tx {
-            tokio::spawn(async move {
-                let _ = tx.send(Message::Close(None)).await;
-            });
-        }
+        let _ = tx.try_send(Message::Text(text.into()));
     }
 
     /// Sends keystrokes to a session on the device.

@@ -1,5 +1,7 @@
 //! Applies, in order, the events of a device's link that must follow its output (a
-//! session's end, a resize): each waits until the output read before it is stored.
+//! session's end, a resize): each waits until the output read before it is stored. An
+//! end behind output that will not be stored on this link is left for the device to
+//! report again; a resize is recorded even so (a mark carries its own time).
 //! The output itself goes from the link straight to the writer (`crate::writer`).
 
 use drover_core::outcome::on_end;

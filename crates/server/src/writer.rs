@@ -11,21 +11,20 @@
 //! [`OutputWriter::stored`], which answers once everything the link queued before it
 //! is stored.
 //!
-//! A write that fails is kept and retried, link by link, so nothing unacknowledged is
-//! lost and a link's output is never stored out of order (a gap would be filled with
-//! NUL bytes). When no link's write succeeds (the database is down) the writer waits
-//! out the retry before taking more, so links wait too. A link whose kept output grows
-//! past [`STALLED_BYTES`] is closed: the device reconnects and resends from the offset
-//! the server holds.
+//! Each link may have [`LINK_BUDGET`] bytes queued and not yet stored; its reader waits
+//! for more (and so does the device, through TCP). A write that fails is kept and
+//! retried, link by link, so nothing unacknowledged is lost, a link's output is never
+//! stored out of order (a gap would be filled with NUL bytes), and a link whose writes
+//! fail holds up only itself.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::ServerMessage;
 use drover_store::OutputChunk;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use crate::AppState;
@@ -39,12 +38,13 @@ const COMMIT_SPACING: Duration = Duration::from_millis(50);
 const SMALL_BYTES: usize = 256 * 1024;
 /// Requests waiting for the writer before links wait.
 const QUEUE: usize = 4096;
+/// Bytes of one link's output queued and not yet stored, at most (a larger piece
+/// counts as this much).
+const LINK_BUDGET: usize = 4 * 1024 * 1024;
 /// The first wait before a failed write is tried again; it doubles up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 /// The longest wait between tries of a failed write.
 const MAX_RETRY: Duration = Duration::from_secs(5);
-/// Output kept for one link whose writes fail, at most, before the link is closed.
-const STALLED_BYTES: usize = 2 * 1024 * 1024;
 
 /// One connection of a device: its output is stored in the order it was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,10 +59,48 @@ pub(crate) struct Link {
 #[derive(Debug)]
 pub(crate) struct Stopped;
 
+/// A link's way into the writer: the link, and its budget of output queued and not yet
+/// stored ([`LINK_BUDGET`]).
+pub(crate) struct LinkOutput {
+    link: Link,
+    budget: Arc<Semaphore>,
+}
+
+impl LinkOutput {
+    /// For a link that has just connected.
+    pub(crate) fn new(link: Link) -> LinkOutput {
+        LinkOutput { link, budget: Arc::new(Semaphore::new(LINK_BUDGET)) }
+    }
+
+    /// The link.
+    pub(crate) fn link(&self) -> Link {
+        self.link
+    }
+}
+
+/// What a piece of output takes of its link's budget.
+fn cost(chunk: &OutputChunk) -> usize {
+    chunk.data.len().clamp(1, LINK_BUDGET)
+}
+
 enum Request {
-    Output { link: Link, chunk: OutputChunk },
-    Stored { link: Link, reply: oneshot::Sender<bool> },
-    Closed { link: Link },
+    Output {
+        link: Link,
+        chunk: OutputChunk,
+        budget: Arc<Semaphore>,
+    },
+    Stored {
+        link: Link,
+        reply: oneshot::Sender<bool>,
+    },
+    /// The link's reader has stopped: nothing more of its output comes.
+    Closed {
+        link: Link,
+    },
+    /// Everything of the link is done with (its events too).
+    Forget {
+        link: Link,
+    },
 }
 
 /// The shared writer; started on first use.
@@ -80,13 +118,17 @@ impl OutputWriter {
         })
     }
 
-    /// Queues `chunk`, read from `link`, to be stored and then acknowledged on the link.
-    pub(crate) async fn store(&self, state: &AppState, link: Link, chunk: OutputChunk) -> Result<(), Stopped> {
-        self.queue(state).send(Request::Output { link, chunk }).await.map_err(|_| Stopped)
+    /// Queues `chunk`, read from `out`'s link, to be stored and then acknowledged on the
+    /// link; waits while the link has its whole budget queued.
+    pub(crate) async fn store(&self, state: &AppState, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
+        out.budget.acquire_many(cost(&chunk) as u32).await.map_err(|_| Stopped)?.forget();
+        let request = Request::Output { link: out.link, chunk, budget: out.budget.clone() };
+        self.queue(state).send(request).await.map_err(|_| Stopped)
     }
 
     /// Resolves once everything `link` queued before is stored: true, or false when it
-    /// never will be on this link (the link was closed; the device resends it).
+    /// never will be on this link (its link ended with output the database refused; the
+    /// device resends that output, and reports its ends again, when it reconnects).
     pub(crate) async fn stored(&self, state: &AppState, link: Link) -> bool {
         let (reply, answer) = oneshot::channel();
         if self.queue(state).send(Request::Stored { link, reply }).await.is_err() {
@@ -95,9 +137,16 @@ impl OutputWriter {
         answer.await.unwrap_or(false)
     }
 
-    /// Says `link` has ended (after all its output): what it still holds is dropped.
+    /// Says `link`'s reader has stopped (after all its output): output of it that could
+    /// not be stored is dropped, since the device resends it on its next link.
     pub(crate) async fn closed(&self, state: &AppState, link: Link) {
         let _ = self.queue(state).send(Request::Closed { link }).await;
+    }
+
+    /// Says everything of `link` is done with (after [`OutputWriter::closed`] and its
+    /// events).
+    pub(crate) async fn forget(&self, state: &AppState, link: Link) {
+        let _ = self.queue(state).send(Request::Forget { link }).await;
     }
 }
 
@@ -105,16 +154,33 @@ impl OutputWriter {
 #[derive(Default)]
 struct Part {
     chunks: Vec<OutputChunk>,
+    /// The link's budget, given back as its output is stored or dropped.
+    budget: Option<Arc<Semaphore>>,
     /// Waiting on this output being stored.
     waiting: Vec<oneshot::Sender<bool>>,
     /// The wait before the next try, when this is a retry.
     retry: Option<Duration>,
 }
 
+impl Part {
+    fn bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.data.len()).sum()
+    }
+
+    /// Gives the part's budget back to its link.
+    fn release(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.add_permits(self.chunks.iter().map(cost).sum());
+        }
+    }
+}
+
+/// Parts of several links.
+type Parts = Vec<(Link, Part)>;
+
 /// Output of a link whose write failed, kept for the next try.
 struct Stalled {
     part: Part,
-    bytes: usize,
     at: Instant,
 }
 
@@ -124,18 +190,21 @@ struct Group {
     parts: HashMap<Link, Part>,
     bytes: usize,
     closed: Vec<Link>,
+    /// Links forgotten (after `closed`, so handled after it).
+    forgotten: Vec<Link>,
 }
 
 struct Writer {
     state: AppState,
     stalled: HashMap<Link, Stalled>,
-    /// Links closed for holding too much failed output: the rest of theirs is dropped.
-    dropped: HashSet<Link>,
+    /// Links that ended with output the database refused (dropped): they answer
+    /// [`Request::Stored`] with false until forgotten.
+    failed: HashSet<Link>,
     last_commit: Option<Instant>,
 }
 
 async fn run(state: AppState, mut rx: mpsc::Receiver<Request>) {
-    let mut w = Writer { state, stalled: HashMap::new(), dropped: HashSet::new(), last_commit: None };
+    let mut w = Writer { state, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None };
     loop {
         let mut group = Group::default();
         let retry_at = w.stalled.values().map(|s| s.at).min();
@@ -173,23 +242,19 @@ impl Writer {
     /// Adds `r` to `group`, or to its link's kept output when that link is stalled.
     fn take(&mut self, group: &mut Group, r: Request) {
         match r {
-            Request::Output { link, chunk } => {
-                if self.dropped.contains(&link) {
-                    return;
-                }
-                if let Some(s) = self.stalled.get_mut(&link) {
-                    s.bytes += chunk.data.len();
-                    s.part.chunks.push(chunk);
-                    if s.bytes > STALLED_BYTES {
-                        self.drop_link(link);
+            Request::Output { link, chunk, budget } => {
+                let part = match self.stalled.get_mut(&link) {
+                    Some(s) => &mut s.part,
+                    None => {
+                        group.bytes += chunk.data.len();
+                        group.parts.entry(link).or_default()
                     }
-                    return;
-                }
-                group.bytes += chunk.data.len();
-                group.parts.entry(link).or_default().chunks.push(chunk);
+                };
+                part.budget.get_or_insert(budget);
+                part.chunks.push(chunk);
             }
             Request::Stored { link, reply } => {
-                if self.dropped.contains(&link) {
+                if self.failed.contains(&link) {
                     let _ = reply.send(false);
                 } else if let Some(s) = self.stalled.get_mut(&link) {
                     s.part.waiting.push(reply);
@@ -198,126 +263,112 @@ impl Writer {
                 }
             }
             Request::Closed { link } => group.closed.push(link),
+            Request::Forget { link } => group.forgotten.push(link),
         }
     }
 
-    /// Moves the kept output whose retry is due into `group` (nothing newer of its link
-    /// is there: a stalled link's output is kept behind it).
+    /// Moves the kept output whose retry is due into `group`, while it has room (nothing
+    /// newer of its link is there: a stalled link's output is kept behind it).
     fn take_due(&mut self, group: &mut Group) {
         let now = Instant::now();
         let due: Vec<Link> = self.stalled.iter().filter(|(_, s)| s.at <= now).map(|(l, _)| *l).collect();
         for link in due {
+            if group.bytes >= GROUP_BYTES {
+                break;
+            }
             if let Some(s) = self.stalled.remove(&link) {
-                group.bytes += s.bytes;
+                group.bytes += s.part.bytes();
                 group.parts.insert(link, s.part);
             }
         }
     }
 
-    /// Closes `link`, dropping what it holds: the device resends it when it reconnects.
-    fn drop_link(&mut self, link: Link) {
-        tracing::error!(device = %link.device, "output of this device's link could not be stored; closing the link so it resends");
-        if let Some(s) = self.stalled.remove(&link) {
-            for w in s.part.waiting {
-                let _ = w.send(false);
+    async fn commit(&mut self, group: Group) {
+        let Group { parts, closed, forgotten, .. } = group;
+        let (writes, waits): (Parts, Parts) = parts.into_iter().partition(|(_, p)| !p.chunks.is_empty());
+        for (_, part) in waits {
+            for w in part.waiting {
+                let _ = w.send(true);
             }
         }
-        self.dropped.insert(link);
-        self.state.devices.close_local(link.device, link.epoch);
-    }
-
-    async fn commit(&mut self, group: Group) {
-        let Group { parts, closed, .. } = group;
-        let writes = parts.values().any(|p| !p.chunks.is_empty());
-        let mut any_stored = !writes;
-        if writes {
+        if !writes.is_empty() {
             self.last_commit = Some(Instant::now());
-            let parts: Vec<(Link, Part)> = parts.into_iter().collect();
-            let all: Vec<OutputChunk> = parts.iter().flat_map(|(_, p)| p.chunks.iter().cloned()).collect();
-            let many = parts.len() > 1;
+            let all: Vec<OutputChunk> = writes.iter().flat_map(|(_, p)| p.chunks.iter().cloned()).collect();
+            let many = writes.len() > 1;
             match self.state.store.append_output(all).await {
-                Ok(held) => {
-                    any_stored = true;
-                    for (link, part) in parts {
-                        self.settle(link, part, &held);
-                    }
-                }
+                Ok(held) => self.settle(writes, &held),
                 Err(e) if !many => {
-                    for (link, part) in parts {
+                    for (link, part) in writes {
                         self.stall(link, part, &e);
                     }
                 }
-                // One link's output written again on its own, so a bad write fails only
+                // Each link's output written again on its own, so a bad write fails only
                 // that link.
                 Err(_) => {
-                    for (link, part) in parts {
+                    for (link, part) in writes {
                         match self.state.store.append_output(part.chunks.clone()).await {
-                            Ok(held) => {
-                                any_stored = true;
-                                self.settle(link, part, &held);
-                            }
+                            Ok(held) => self.settle(vec![(link, part)], &held),
                             Err(e) => self.stall(link, part, &e),
                         }
                     }
                 }
             }
-        } else {
-            for (_, part) in parts {
-                for w in part.waiting {
-                    let _ = w.send(true);
-                }
-            }
         }
+        // A link that ended with output the database refused: that output is dropped
+        // (unacknowledged: the device resends it on its next link).
         for link in closed {
-            self.dropped.remove(&link);
-            if let Some(s) = self.stalled.remove(&link) {
+            if let Some(mut s) = self.stalled.remove(&link) {
+                tracing::warn!(device = %link.device, "a link ended with output not yet stored; its device resends it");
+                s.part.release();
                 for w in s.part.waiting {
                     let _ = w.send(false);
                 }
+                self.failed.insert(link);
             }
         }
-        // Nothing could be stored (the database is away): wait for the retry before
-        // taking more, so the links wait too instead of piling output up here.
-        if !any_stored {
-            if let Some(at) = self.stalled.values().map(|s| s.at).min() {
-                tokio::time::sleep_until(at).await;
-            }
+        for link in forgotten {
+            self.failed.remove(&link);
         }
     }
 
-    /// A stored part: acknowledges its sessions on the link, stops the runs whose
+    /// Stored parts: acknowledges their sessions on their links, stops the runs whose
     /// output was refused, and answers whoever waited.
-    fn settle(&mut self, link: Link, part: Part, held: &HashMap<SessionId, u64>) {
-        let sessions: HashSet<SessionId> = part.chunks.iter().map(|c| c.session).collect();
-        for session in sessions {
-            match held.get(&session) {
-                Some(&offset) => {
-                    self.state.devices.post_local(link.device, &ServerMessage::Ack { session, offset });
-                    crate::cluster::announce_output(&self.state, session);
-                }
-                // Output of a run that is no longer live (its lease is gone): refused,
-                // and the device is told to stop the run.
-                None => {
-                    tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
-                    let state = self.state.clone();
-                    tokio::spawn(async move {
-                        let _ = state.devices.send(link.device, &ServerMessage::Release { session }).await;
-                    });
+    fn settle(&mut self, parts: Parts, held: &HashMap<SessionId, u64>) {
+        let mut announced = Vec::new();
+        for (link, mut part) in parts {
+            part.release();
+            let sessions: HashSet<SessionId> = part.chunks.iter().map(|c| c.session).collect();
+            for session in sessions {
+                match held.get(&session) {
+                    Some(&offset) => {
+                        self.state.devices.post_local(link.device, &ServerMessage::Ack { session, offset });
+                        announced.push(session);
+                    }
+                    // Output of a run that is no longer live (its lease is gone): refused,
+                    // and the device is told to stop the run.
+                    None => {
+                        tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
+                        let state = self.state.clone();
+                        tokio::spawn(async move {
+                            let _ = state.devices.send(link.device, &ServerMessage::Release { session }).await;
+                        });
+                    }
                 }
             }
+            for w in part.waiting {
+                let _ = w.send(true);
+            }
         }
-        for w in part.waiting {
-            let _ = w.send(true);
-        }
+        crate::cluster::announce_output(&self.state, announced);
     }
 
     /// Keeps a part that failed to be stored for a later try (nothing of it is
-    /// acknowledged, so nothing is lost).
+    /// acknowledged, so nothing is lost; its link's budget stays taken, so its reader
+    /// waits once the budget is used up).
     fn stall(&mut self, link: Link, mut part: Part, e: &drover_store::StoreError) {
         tracing::error!(device = %link.device, "storing output failed, retrying: {e}");
         let wait = part.retry.map_or(FIRST_RETRY, |d| (d * 2).min(MAX_RETRY));
         part.retry = Some(wait);
-        let bytes = part.chunks.iter().map(|c| c.data.len()).sum();
-        self.stalled.insert(link, Stalled { part, bytes, at: Instant::now() + wait });
+        self.stalled.insert(link, Stalled { part, at: Instant::now() + wait });
     }
 }
