@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use drover_core::liveness::{flag, recheck, stalled, stalled_reason, Observed, StaleFlag, Verdict};
 use drover_core::RunEnd;
 use drover_protocol::device::ServerMessage;
-use drover_store::{LiveCheck, SessionRow, StoreError};
+use drover_store::{LiveCheck, LiveGlance, SessionRow, StoreError};
 
 use crate::leases::Monitor;
 use crate::{ingest, AppState};
@@ -36,19 +36,31 @@ fn age(now: DateTime<Utc>, at: Option<&str>) -> Option<Duration> {
 }
 
 /// What the monitor knows about one live session now.
-fn observe(now: DateTime<Utc>, c: &LiveCheck) -> Observed {
+fn observe(now: DateTime<Utc>, g: &LiveGlance) -> Observed {
     // A new session gets the same window from its creation as a device's silence.
-    let since_created = age(now, Some(&c.session.created_at)).unwrap_or_default();
-    let since_contact = age(now, c.last_contact_at.as_deref()).map_or(since_created, |d| d.min(since_created));
-    let sandbox_finished_for = if c.session.sandbox_state.is_finished() { age(now, Some(&c.sandbox_changed_at)) } else { None };
-    Observed { since_contact, sandbox_finished_for, device_revoked: c.device_revoked }
+    let since_created = age(now, Some(&g.created_at)).unwrap_or_default();
+    let since_contact = age(now, g.last_contact_at.as_deref()).map_or(since_created, |d| d.min(since_created));
+    let sandbox_finished_for = if g.sandbox_finished { age(now, Some(&g.sandbox_changed_at)) } else { None };
+    Observed { since_contact, sandbox_finished_for, device_revoked: g.device_revoked }
 }
 
 /// One check of every live session; a failure on one is logged and the rest go on.
+/// A glance at each tells which need a closer look: one with a flag to raise or clear,
+/// or a task's run (which may have stalled). The rest, nearly all of a fleet, cost no
+/// more than their glance.
 pub async fn check(state: &AppState) -> Result<(), StoreError> {
-    for c in state.store.live_checks().await? {
-        if let Err(e) = check_one(state, &c).await {
-            tracing::warn!(session = %c.session.id, "stale monitor: {e}");
+    let now = Utc::now();
+    for g in state.store.live_glances().await? {
+        if !g.task_run && g.stale_flag.is_none() && flag(&state.config.liveness, &observe(now, &g)).is_none() {
+            continue;
+        }
+        let checked = match state.store.live_check(g.session).await {
+            Ok(Some(c)) => check_one(state, &c).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            tracing::warn!(session = %g.session, "stale monitor: {e}");
         }
     }
     Ok(())
@@ -86,7 +98,7 @@ async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
     if is_stalled(state, c, Utc::now()).await? {
         return end_lost(state, &c.session, RunEnd::Lost { reason: stalled_reason(state.config.stall_after) }).await;
     }
-    let earned = flag(&state.config.liveness, &observe(Utc::now(), c));
+    let earned = flag(&state.config.liveness, &observe(Utc::now(), &c.glance()));
     match recheck(c.session.stale_flag, earned) {
         Verdict::Clear => {
             if c.session.stale_flag.is_some() {
@@ -102,7 +114,8 @@ async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
             // The read above may be stale (the device may have reconnected meanwhile):
             // decide again on a fresh read, right before ending the run.
             let Some(fresh) = state.store.live_check(c.session.id).await? else { return Ok(()) };
-            let Verdict::Lost(f) = recheck(fresh.session.stale_flag, flag(&state.config.liveness, &observe(Utc::now(), &fresh))) else {
+            let Verdict::Lost(f) = recheck(fresh.session.stale_flag, flag(&state.config.liveness, &observe(Utc::now(), &fresh.glance())))
+            else {
                 return Ok(());
             };
             let reason = f.lost_reason().to_string();

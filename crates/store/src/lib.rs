@@ -87,7 +87,7 @@ pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use dialect::{Database, Engine};
 pub use events::{EventRow, NewEvent};
-pub use liveness::LiveCheck;
+pub use liveness::{LiveCheck, LiveGlance};
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use output::{Mark, OutputChunk};
 pub use retention::Pruned;

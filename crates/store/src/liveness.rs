@@ -2,11 +2,11 @@
 //! contact and its sandbox's state, and the flag it raised on each.
 
 use drover_core::liveness::StaleFlag;
-use drover_core::{SessionId, WorkspaceId};
+use drover_core::{SandboxState, SessionId, WorkspaceId};
 use sqlx::Row;
 
 use crate::sessions::session_row;
-use crate::{now, Result, SessionRow, Store};
+use crate::{now, parse_id, Result, SessionRow, Store, StoreError};
 
 /// A live session as the monitor sees it.
 #[derive(Debug, Clone)]
@@ -19,6 +19,45 @@ pub struct LiveCheck {
     pub device_revoked: bool,
     /// When its sandbox last changed state (when it finished, for a finished one).
     pub sandbox_changed_at: String,
+}
+
+/// What the monitor's sweep reads of every live session: enough to tell whether it
+/// needs a closer look ([`Store::live_check`]). A fleet has thousands of live sessions,
+/// nearly all of them fine, so this is a few columns, not their whole rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveGlance {
+    /// The session.
+    pub session: SessionId,
+    /// When it was created.
+    pub created_at: String,
+    /// The flag it carries now.
+    pub stale_flag: Option<StaleFlag>,
+    /// It is a task's run (which may stall: that takes the closer look).
+    pub task_run: bool,
+    /// Its sandbox has finished.
+    pub sandbox_finished: bool,
+    /// When its sandbox last changed state.
+    pub sandbox_changed_at: String,
+    /// When its device last reported in.
+    pub last_contact_at: Option<String>,
+    /// Its device's credential was revoked.
+    pub device_revoked: bool,
+}
+
+impl LiveCheck {
+    /// The same session as the sweep sees it.
+    pub fn glance(&self) -> LiveGlance {
+        LiveGlance {
+            session: self.session.id,
+            created_at: self.session.created_at.clone(),
+            stale_flag: self.session.stale_flag,
+            task_run: self.session.task.is_some(),
+            sandbox_finished: self.session.sandbox_state.is_finished(),
+            sandbox_changed_at: self.sandbox_changed_at.clone(),
+            last_contact_at: self.last_contact_at.clone(),
+            device_revoked: self.device_revoked,
+        }
+    }
 }
 
 /// A session's row, with its device's last contact and revocation and when its sandbox
@@ -36,12 +75,32 @@ fn check_row(r: &sqlx::any::AnyRow) -> Result<LiveCheck> {
 }
 
 impl Store {
-    /// Every live session, in every workspace, for a check.
-    pub async fn live_checks(&self) -> Result<Vec<LiveCheck>> {
-        let rows = sqlx::query(&format!("{CHECK_SELECT} WHERE s.outcome IN ('starting', 'running') ORDER BY s.created_at, s.id"))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(check_row).collect()
+    /// Every live session, in every workspace, as the monitor's sweep sees it.
+    pub async fn live_glances(&self) -> Result<Vec<LiveGlance>> {
+        let rows = sqlx::query(
+            "SELECT s.id, s.created_at, s.stale_flag, s.task_id, b.state AS sandbox_state, b.updated_at AS sandbox_changed_at,
+                    d.last_contact_at, d.revoked_at
+             FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id
+             WHERE s.outcome IN ('starting', 'running') ORDER BY s.created_at, s.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let state: String = r.get("sandbox_state");
+                let state = SandboxState::parse(&state).ok_or_else(|| StoreError::Corrupt(format!("sandbox state {state}")))?;
+                Ok(LiveGlance {
+                    session: parse_id(r.get("id"))?,
+                    created_at: r.get("created_at"),
+                    stale_flag: r.get::<Option<String>, _>("stale_flag").as_deref().and_then(StaleFlag::parse),
+                    task_run: r.get::<Option<String>, _>("task_id").is_some(),
+                    sandbox_finished: state.is_finished(),
+                    sandbox_changed_at: r.get("sandbox_changed_at"),
+                    last_contact_at: r.get("last_contact_at"),
+                    device_revoked: r.get::<Option<String>, _>("revoked_at").is_some(),
+                })
+            })
+            .collect()
     }
 
     /// One live session as the monitor sees it, read now; None once it has ended.
@@ -94,9 +153,14 @@ mod tests {
         let (s, _d) = store().await;
         let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
         let id = session(&s, ws).await;
-        assert_eq!(s.live_checks().await.unwrap().len(), 1);
+        // The sweep's glance and the closer look agree on every field the glance has.
+        let full = s.live_check(id).await.unwrap().expect("live");
+        assert_eq!(s.live_glances().await.unwrap(), vec![full.glance()]);
         assert!(s.stale_sessions(ws).await.unwrap().is_empty());
         assert!(s.set_stale_flag(id, Some(StaleFlag::DeviceSilent)).await.unwrap());
+        let glances = s.live_glances().await.unwrap();
+        assert_eq!(glances[0].stale_flag, Some(StaleFlag::DeviceSilent));
+        assert_eq!(glances, vec![s.live_check(id).await.unwrap().expect("live").glance()]);
         assert!(!s.set_stale_flag(id, Some(StaleFlag::DeviceSilent)).await.unwrap(), "already so");
         let stale = s.stale_sessions(ws).await.unwrap();
         assert_eq!(stale[0].session.stale_flag, Some(StaleFlag::DeviceSilent));
