@@ -223,10 +223,10 @@ fn output_the_database_refuses_for_a_while_is_kept_retried_and_stored_whole() {
 fn a_link_with_more_refused_output_than_it_may_queue_waits_and_loses_nothing() {
     let work = tempfile::tempdir().unwrap();
     let copy = work.path().join("tee.out");
-    // About 6 MB, more than the server queues for one link: the link waits for the
-    // database while the program finishes.
+    // About 19 MB, more than the server queues for one link (16 MiB): the link waits for
+    // the database while the program finishes.
     let script =
-        format!("head -c 4500000 /dev/urandom | base64 | tee {}; echo the end | tee -a {}; sleep 0.3", copy.display(), copy.display());
+        format!("head -c 14000000 /dev/urandom | base64 | tee {}; echo the end | tee -a {}; sleep 0.3", copy.display(), copy.display());
     refused_output_is_stored_whole(vec!["sh".into(), "-c".into(), script], &copy, "the end");
 }
 

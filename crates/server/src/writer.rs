@@ -39,8 +39,10 @@ const SMALL_BYTES: usize = 256 * 1024;
 /// Requests waiting for the writer before links wait.
 const QUEUE: usize = 4096;
 /// Bytes of one link's output queued and not yet stored, at most (a larger piece
-/// counts as this much).
-const LINK_BUDGET: usize = 4 * 1024 * 1024;
+/// counts as this much). A group's worth: a link streaming fast fills the next group
+/// while the last one commits (its viewers get its bytes as they are read, so a
+/// smaller budget would hold them to the database's pace).
+const LINK_BUDGET: usize = GROUP_BYTES;
 /// The first wait before a failed write is tried again; it doubles up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 /// The longest wait between tries of a failed write.
