@@ -176,23 +176,11 @@ impl Store {
         cursor: Option<&SandboxCursor>,
         limit: i64,
     ) -> Result<Vec<SandboxItem>> {
-        let mut sql = String::from(concat!(
-            "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
-                    s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
-                    s.stage AS s_stage, a.name AS agent_name, r.name AS repo_name,
-                    t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
-            cost_text!("x.sandbox_id = b.id"),
-            " AS b_cost, ",
-            cost_text!("x.task_id = b.task_id"),
-            " AS t_cost
-             FROM sandboxes b
-             JOIN devices d ON d.id = b.device_id
-             LEFT JOIN sessions s ON s.id = b.last_session_id
-             LEFT JOIN agents a ON a.id = s.agent_id
-             LEFT JOIN tasks t ON t.id = b.task_id
-             LEFT JOIN repos r ON r.id = b.repo_id
-             WHERE b.workspace_id = $1",
-        ));
+        // The batch is chosen from `sandboxes` alone (on its list index) and only its rows
+        // are joined to the rest: every join is to at most one row, so the batch is the
+        // same, and a planner with stale statistics (a fleet's runs started since the
+        // last ANALYZE) cannot join every match before taking the first few.
+        let mut batch = String::from("SELECT * FROM sandboxes b WHERE b.workspace_id = $1");
         // Parameters are numbered as the clauses that use them are added: $1 is the
         // workspace, then whatever applies (PostgreSQL refuses parameters left unused).
         let mut args: Vec<String> = vec![workspace.to_string()];
@@ -201,8 +189,8 @@ impl Store {
             format!("${}", args.len())
         };
         match filter {
-            SandboxFilter::Live => sql.push_str(" AND b.live = 1"),
-            SandboxFilter::Open => sql.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
+            SandboxFilter::Live => batch.push_str(" AND b.live = 1"),
+            SandboxFilter::Open => batch.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
             SandboxFilter::All => {}
         }
         let search = search.map(str::trim).filter(|q| !q.is_empty());
@@ -213,17 +201,39 @@ impl Store {
             if q.chars().count() >= 3 {
                 let text = if self.engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
                 let (text, id) = (arg(text), arg(q.to_string()));
-                sql.push_str(&self.engine.sandbox_search(&text, &id));
+                batch.push_str(&self.engine.sandbox_search(&text, &id));
             } else {
                 let p = arg(like_pattern(q));
-                sql.push_str(&format!(" AND (b.title {like} {p} ESCAPE '\\' OR d.name {like} {p} ESCAPE '\\')"));
+                batch.push_str(&format!(
+                    " AND (b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\'))"
+                ));
             }
         }
         if let Some(c) = cursor {
             let (at, id) = (arg(c.created_at.clone()), arg(c.id.to_string()));
-            sql.push_str(&format!(" AND (b.created_at, b.id) < ({at}, {id})"));
+            batch.push_str(&format!(" AND (b.created_at, b.id) < ({at}, {id})"));
         }
-        sql.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT ${}", args.len() + 1));
+        batch.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT ${}", args.len() + 1));
+        let sql = format!(
+            concat!(
+                "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
+                        s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
+                        s.stage AS s_stage, a.name AS agent_name, r.name AS repo_name,
+                        t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
+                cost_text!("x.sandbox_id = b.id"),
+                " AS b_cost, ",
+                cost_text!("x.task_id = b.task_id"),
+                " AS t_cost
+                 FROM ({}) b
+                 JOIN devices d ON d.id = b.device_id
+                 LEFT JOIN sessions s ON s.id = b.last_session_id
+                 LEFT JOIN agents a ON a.id = s.agent_id
+                 LEFT JOIN tasks t ON t.id = b.task_id
+                 LEFT JOIN repos r ON r.id = b.repo_id
+                 ORDER BY b.created_at DESC, b.id DESC"
+            ),
+            batch
+        );
         let mut query = sqlx::query(&sql);
         for a in &args {
             query = query.bind(a.as_str());
