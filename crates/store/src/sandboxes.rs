@@ -166,6 +166,22 @@ fn item(r: &sqlx::any::AnyRow) -> Result<SandboxItem> {
     })
 }
 
+/// How a batch of the sandbox list is searched.
+#[derive(Debug, Clone, Copy)]
+enum Search<'a> {
+    /// Not searched.
+    None,
+    /// A short text (under three characters): the list walked in order.
+    Short(&'a str),
+    /// On its index (trigram or FTS), then sorted.
+    Indexed(&'a str),
+    /// Among the newest [`WALK_ROWS`] only (a common word finds its batch there).
+    Walk(&'a str),
+}
+
+/// Sandboxes a search looks through in order before it takes the index.
+const WALK_ROWS: usize = 2000;
+
 impl Store {
     /// A batch of the sandbox list, newest first, after `cursor`.
     pub async fn list_sandboxes(
@@ -173,6 +189,37 @@ impl Store {
         workspace: WorkspaceId,
         filter: SandboxFilter,
         search: Option<&str>,
+        cursor: Option<&SandboxCursor>,
+        limit: i64,
+    ) -> Result<Vec<SandboxItem>> {
+        let search = search.map(str::trim).filter(|q| !q.is_empty());
+        let how = match search {
+            // Three characters or more: the trigram index (or FTS) finds the substring (or
+            // the id). On PostgreSQL a common word matches thousands, which the index
+            // path must all sort: the newest WALK_ROWS are looked through first, and only
+            // a search that finds less than a batch there takes the index.
+            Some(q) if q.chars().count() >= 3 && self.engine.search_takes_pattern() => {
+                let first = self.sandbox_batch(workspace, filter, Search::Walk(q), cursor, limit).await?;
+                if first.len() as i64 == limit {
+                    return Ok(first);
+                }
+                Search::Indexed(q)
+            }
+            Some(q) if q.chars().count() >= 3 => Search::Indexed(q),
+            // Shorter ones match so much that walking the list in order finds a batch
+            // quickly.
+            Some(q) => Search::Short(q),
+            None => Search::None,
+        };
+        self.sandbox_batch(workspace, filter, how, cursor, limit).await
+    }
+
+    /// One batch of the sandbox list, searched `how`.
+    async fn sandbox_batch(
+        &self,
+        workspace: WorkspaceId,
+        filter: SandboxFilter,
+        how: Search<'_>,
         cursor: Option<&SandboxCursor>,
         limit: i64,
     ) -> Result<Vec<SandboxItem>> {
@@ -193,16 +240,15 @@ impl Store {
             SandboxFilter::Open => batch.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
             SandboxFilter::All => {}
         }
-        let search = search.map(str::trim).filter(|q| !q.is_empty());
-        // Three characters or more: the trigram index finds the substring (or the id);
-        // shorter ones match so much that walking the list in order finds a batch quickly.
-        if let Some(q) = search {
-            let like = self.engine.like();
-            if q.chars().count() >= 3 {
+        let like = self.engine.like();
+        match how {
+            Search::None | Search::Walk(_) => {}
+            Search::Indexed(q) => {
                 let text = if self.engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
                 let (text, id) = (arg(text), arg(q.to_string()));
                 batch.push_str(&self.engine.sandbox_search(&text, &id));
-            } else {
+            }
+            Search::Short(q) => {
                 let p = arg(like_pattern(q));
                 batch.push_str(&format!(
                     " AND (b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\'))"
@@ -212,6 +258,16 @@ impl Store {
         if let Some(c) = cursor {
             let (at, id) = (arg(c.created_at.clone()), arg(c.id.to_string()));
             batch.push_str(&format!(" AND (b.created_at, b.id) < ({at}, {id})"));
+        }
+        if let Search::Walk(q) = how {
+            // What the indexed search matches (title, device name, sandbox or session id),
+            // among the newest WALK_ROWS.
+            let (p, id) = (arg(like_pattern(q)), arg(q.to_string()));
+            batch = format!(
+                "SELECT * FROM ({batch} ORDER BY b.created_at DESC, b.id DESC LIMIT {WALK_ROWS}) b
+                 WHERE b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\')
+                    OR b.id = {id} OR b.last_session_id = {id}"
+            );
         }
         batch.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT ${}", args.len() + 1));
         let sql = format!(
@@ -337,5 +393,21 @@ mod tests {
         assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("BOX"), None, 100).await.unwrap().len(), 7);
         let by_session = s.list_sandboxes(ws, SandboxFilter::All, Some(&ids[4].to_string()), None, 100).await.unwrap();
         assert_eq!(by_session.len(), 1);
+        // Batches a search finds among the newest sandboxes (PostgreSQL looks there
+        // first) are those the index finds: paged by 2, every match once, newest first.
+        for q in ["job", "box"] {
+            let all: Vec<_> = s.list_sandboxes(ws, SandboxFilter::All, Some(q), None, 100).await.unwrap().iter().map(|b| b.id).collect();
+            assert!(all.len() > 4, "{q}: {all:?}");
+            let (mut paged, mut cursor) = (Vec::new(), None);
+            loop {
+                let page = s.list_sandboxes(ws, SandboxFilter::All, Some(q), cursor.as_ref(), 2).await.unwrap();
+                paged.extend(page.iter().map(|b| b.id));
+                match page.last() {
+                    Some(last) if page.len() == 2 => cursor = Some(SandboxCursor { created_at: last.created_at.clone(), id: last.id }),
+                    _ => break,
+                }
+            }
+            assert_eq!(paged, all, "{q}");
+        }
     }
 }
