@@ -2,7 +2,8 @@
 //! address. The device's link is on one replica; the CLI and a live viewer use another;
 //! the device's replica is killed with SIGKILL mid-stream. Nothing is lost or doubled,
 //! input typed on the other replica reaches the program, a resize made on the link's
-//! replica reaches viewers on the other, and the background monitors
+//! replica reaches viewers on the other, viewers who can type are counted on both
+//! (the shim leaves terminal queries to them), and the background monitors
 //! move to the surviving replica within seconds. Runs in the PostgreSQL pass of the test
 //! command (`DROVER_TEST_DATABASE`, see scripts/postgres).
 
@@ -151,6 +152,28 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
         (s["cols"] == 132 && s["rows"] == 40).then_some(())
     });
     drop(wide);
+
+    // Who can type is counted on every replica: with a viewer typing on A and a
+    // read-only one on B (the link's replica), the shim leaves terminal queries to the
+    // one who types. The program asks for the terminal's attributes and prints the
+    // first answer it reads: the shim's would come at once, the viewer's only when typed.
+    let asker = cli.start(&[
+        "bash",
+        "-c",
+        "stty -icanon -echo; IFS= read -r go; printf '\\033[c'; IFS= read -r -d c reply; echo \"GOT:${reply:1}:END\"; sleep 600",
+    ]);
+    let mut asking = Attached::start(&cli, &asker, &[], 80, 24);
+    asking.wait_for("[attached to", secs(20));
+    let reading = Attached::start(&on_b, &asker, &["--read-only"], 80, 24);
+    reading.wait_for("[attached to", secs(20));
+    for (on, name) in [(&cli, "A"), (&on_b, "B")] {
+        wait_until(&format!("replica {name} counts the viewers on both"), secs(20), || (on.show(&asker)["attached"] == 2).then_some(()));
+    }
+    asking.type_bytes(b"go\r");
+    asking.wait_for("\x1b[c", secs(20));
+    asking.type_bytes(b"\x1b[?9;9c");
+    let got = cli.wait_text(&asker, ":END", secs(20));
+    assert!(got.contains("GOT:[?9;9:END"), "the program's query was answered by the shim, not the viewer typing on A: {got:?}");
     let watching = Attached::start(&cli, &streamer, &["--read-only"], 100, 30);
     watching.wait_for("of the stream", secs(20));
 
@@ -162,6 +185,7 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
         (h.len() == 4 && h.iter().all(|(_, holder)| *holder != b_name)).then_some(h)
     });
     assert_eq!(moved.iter().map(|(_, h)| h).collect::<std::collections::HashSet<_>>().len(), 1, "{moved:?}");
+    wait_until("B's viewer no longer counts once B is gone", secs(20), || (cli.show(&asker)["attached"] == 1).then_some(()));
     cli.wait_text(&streamer, "END-OF-STREAM", secs(90));
     watching.wait_for("END-OF-STREAM", secs(30));
     assert_ne!(psql(&db, "SELECT replica FROM device_links"), [[b_name.clone()]], "the link moved to A");
@@ -179,6 +203,9 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     cli.wait_text(&echo, "after the failover\nafter the failover", secs(20));
     cli.ok(&["session", "stop", &streamer]);
     cli.ok(&["session", "stop", &echo]);
+    cli.ok(&["session", "stop", &asker]);
     drop(typing);
+    drop(asking);
+    drop(reading);
     drop(watching);
 }

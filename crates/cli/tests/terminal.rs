@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use support::term::Attached;
-use support::{secs, Drover};
+use support::{secs, Drover, Split};
 
 #[test]
 fn attach_is_an_interactive_terminal_and_typing_is_not_audited() {
@@ -165,4 +165,40 @@ fn a_stalled_viewer_never_holds_the_program_or_other_viewers_back() {
     assert_eq!(d.show(&id)["outcome"], "running");
     d.ok(&["session", "input", &id, "still answering"]);
     drop(stalled);
+}
+
+/// The answer a program printed after its `n`th terminal query (see the asker below).
+fn answer(d: &Drover, id: &str, n: u32) -> String {
+    let text = d.wait_text(id, &format!("GOT{n}:"), secs(20));
+    let after = text.split(&format!("GOT{n}:")).nth(1).unwrap_or_default();
+    after.split(":END").next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn terminal_queries_are_left_to_a_viewer_who_types_and_answered_by_the_shim_once_none_does() {
+    let mut split = Split::start("asker");
+    // Asks for the terminal's attributes twice, each after a line of input, and prints
+    // the first answer it reads: the shim's comes at once, a viewer's only when typed.
+    let id = split.cli.start(&[
+        "bash",
+        "-c",
+        "stty -icanon -echo; for n in 1 2; do IFS= read -r go; printf '\\033[c'; IFS= read -r -d c reply; echo \"GOT$n:${reply:1}:END\"; done; sleep 600",
+    ]);
+    let mut viewer = Attached::start(&split.cli, &id, &[], 80, 24);
+    viewer.wait_for("[attached to", secs(20));
+    viewer.type_bytes(b"go\r");
+    viewer.wait_for("\x1b[c", secs(20));
+    viewer.type_bytes(b"\x1b[?9;9c");
+    assert_eq!(answer(&split.cli, &id, 1), "[?9;9", "the shim answered a query while a viewer could type");
+
+    // The device's daemon goes away, the viewer leaves meanwhile, the daemon comes back:
+    // the shim, which kept running, learns that no one types now.
+    split.kill_device();
+    drop(viewer);
+    split.cli.wait_for(&id, secs(20), |s| s["attached"] == 0);
+    split.start_device();
+    split.cli.ok(&["session", "input", &id, "go"]);
+    let second = answer(&split.cli, &id, 2);
+    assert!(second.starts_with("[?") && second != "[?9;9", "the shim answers once no viewer can: {second:?}");
+    split.cli.ok(&["session", "stop", &id]);
 }

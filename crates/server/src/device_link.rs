@@ -12,7 +12,7 @@ use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{State, WebSocketUpgrade};
 use axum::response::Response;
 use bytes::Bytes;
-use drover_core::{DeviceId, RunEnd, WorkspaceId};
+use drover_core::{DeviceId, RunEnd, SessionId, WorkspaceId};
 use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
 use drover_protocol::PROTOCOL_VERSION;
 use drover_store::{OutputChunk, Principal};
@@ -140,6 +140,12 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         }
         let _ = sink.close().await;
     });
+    // What the shim was last told of its viewers may be out of date (some came or
+    // went while the device was away): it is told again.
+    let resumed: Vec<SessionId> = welcome_resumed.iter().map(|(s, _)| *s).collect();
+    if !resumed.is_empty() {
+        crate::cluster::tell_viewers(&state, device, &resumed, false).await;
+    }
     let output = LinkOutput::new(Link { device, epoch });
     let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);

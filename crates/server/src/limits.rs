@@ -1,7 +1,8 @@
 //! Sign-in rate limiting: at most N attempts per key (a client address, a member name) in
 //! a sliding window. An attempt is counted before its password is checked, so a burst of
 //! parallel requests cannot slip past the limit; a successful one is then forgiven. In
-//! memory: a restart forgets, which only ever lets someone in sooner.
+//! memory on one server (a restart forgets, which only ever lets someone in sooner); in
+//! the shared database with replicas, so the limit is not multiplied by their number.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -19,11 +20,13 @@ pub struct LoginLimiter {
     attempts: Mutex<HashMap<String, VecDeque<Instant>>>,
 }
 
-/// A counted attempt; [`LoginLimiter::forgive`] takes it back when it succeeded.
+/// A counted attempt; [`forgive`] takes it back when it succeeded.
 #[derive(Debug)]
 pub struct Attempt {
     keys: Vec<String>,
     at: Instant,
+    /// Its ids in the shared database (replicas), where it was counted instead.
+    stored: Vec<i64>,
 }
 
 impl LoginLimiter {
@@ -60,7 +63,12 @@ impl LoginLimiter {
             }
             map.entry(k.to_string()).or_default().push_back(now);
         }
-        Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now })
+        Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now, stored: Vec::new() })
+    }
+
+    /// The sliding window.
+    pub fn window(&self) -> Duration {
+        self.window
     }
 
     /// The limit for a client address (the configured one).
@@ -93,14 +101,32 @@ impl LoginLimiter {
 /// Counts a sign-in attempt (a password, an invitation code, an enrollment token) from
 /// `addr`, and for `name` if it is a valid member name, before anything is checked; 429
 /// when one of them is at its limit.
-pub(crate) fn count_attempt(state: &crate::AppState, addr: std::net::SocketAddr, name: Option<&str>) -> Result<Attempt, crate::ApiError> {
+pub(crate) async fn count_attempt(
+    state: &crate::AppState,
+    addr: std::net::SocketAddr,
+    name: Option<&str>,
+) -> Result<Attempt, crate::ApiError> {
     let ip = format!("ip:{}", addr.ip());
     let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
     let mut keys = vec![(ip.as_str(), state.logins.per_address())];
     if let Some(n) = &name {
         keys.push((n.as_str(), state.logins.per_name()));
     }
-    state.logins.attempt(&keys, Instant::now()).map_err(|wait| crate::ApiError::TooManyRequests(wait.as_secs().max(1)))
+    let limited = |wait: Duration| crate::ApiError::TooManyRequests(wait.as_secs().max(1));
+    if state.store.is_shared() {
+        let stored = state.store.count_login_attempt(&keys, state.logins.window()).await?.map_err(limited)?;
+        return Ok(Attempt { keys: Vec::new(), at: Instant::now(), stored });
+    }
+    state.logins.attempt(&keys, Instant::now()).map_err(limited)
+}
+
+/// Takes back an attempt that succeeded.
+pub(crate) async fn forgive(state: &crate::AppState, attempt: Attempt) {
+    if attempt.stored.is_empty() {
+        state.logins.forgive(attempt);
+    } else if let Err(e) = state.store.forgive_login_attempt(&attempt.stored).await {
+        tracing::warn!("taking back a successful sign-in attempt: {e}");
+    }
 }
 
 #[cfg(test)]

@@ -110,13 +110,17 @@ impl Viewer {
         if let Some((cols, rows)) = size {
             self.resize(cols, rows, None).await;
         }
+        // Joined (and the device told) before the hello: once a viewer is attached, the
+        // shim knows whether someone can type.
+        let Joined { id, lag, mut rx, queued } = self.hub.join(self.interactive);
+        self.viewers_changed().await;
         let (cols, rows) = self.hub.size();
         let hello = ViewerEvent::Hello { session: self.session, cols, rows, read_only: !self.interactive };
         if send_event(&mut sink, &hello).await.is_err() {
+            self.hub.leave(id);
+            self.viewers_changed().await;
             return;
         }
-        let Joined { id, lag, mut rx, queued } = self.hub.join(self.interactive);
-        self.viewers_changed().await;
         let mut first = true;
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         // With replicas, the device's link can move away from this one while the viewer
@@ -266,8 +270,7 @@ impl Viewer {
     }
 
     async fn viewers_changed(&self) {
-        let interactive = self.hub.interactive();
-        let _ = self.state.devices.send(self.device, &ServerMessage::Viewers { session: self.session, interactive }).await;
+        crate::cluster::viewers_changed(&self.state, &self.hub, self.session, self.device).await;
     }
 }
 

@@ -4,6 +4,7 @@
 //! the replica a message or new output is for and to pass on live-view changes. On
 //! SQLite there is one server and none of this runs.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,15 @@ pub enum ClusterNote {
         /// The session.
         session: SessionId,
     },
+}
+
+/// How many viewers a session has: watching, and of those, able to type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewerCount {
+    /// Viewers attached.
+    pub attached: u32,
+    /// Attached viewers that can type (not read-only).
+    pub interactive: u32,
 }
 
 /// The PostgreSQL side of a store: where to listen, and what was heard.
@@ -134,6 +144,7 @@ impl Store {
         for sql in [
             format!("DELETE FROM relay WHERE replica IN ({dead})"),
             format!("DELETE FROM device_links WHERE replica IN ({dead})"),
+            format!("DELETE FROM replica_viewers WHERE replica IN ({dead})"),
             format!("DELETE FROM replicas WHERE id IN ({dead})"),
         ] {
             sqlx::query(&sql).bind(secs).execute(&mut *tx).await?;
@@ -176,6 +187,95 @@ impl Store {
         rows.iter().map(|r| Ok((parse_id(r.get("device_id"))?, r.get("replica")))).collect()
     }
 
+    /// Records `replica`'s viewers of `session` now (none: forgets them).
+    pub async fn set_viewers(&self, replica: &str, session: SessionId, count: ViewerCount) -> Result<()> {
+        if count == ViewerCount::default() {
+            sqlx::query("DELETE FROM replica_viewers WHERE session_id = $1 AND replica = $2")
+                .bind(session.to_string())
+                .bind(replica)
+                .execute(&self.writes)
+                .await?;
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO replica_viewers (session_id, replica, attached, interactive) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (session_id, replica) DO UPDATE SET attached = excluded.attached, interactive = excluded.interactive",
+        )
+        .bind(session.to_string())
+        .bind(replica)
+        .bind(count.attached as i64)
+        .bind(count.interactive as i64)
+        .execute(&self.writes)
+        .await?;
+        Ok(())
+    }
+
+    /// The viewers of each of `sessions` on every replica seen within `alive` (a
+    /// session no one watches is left out).
+    pub async fn viewers(&self, sessions: &[SessionId], alive: Duration) -> Result<HashMap<SessionId, ViewerCount>> {
+        if sessions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT v.session_id, SUM(v.attached) AS attached, SUM(v.interactive) AS interactive
+             FROM replica_viewers v JOIN replicas r ON r.id = v.replica
+             WHERE v.session_id = ANY(string_to_array($1, ' ')) AND r.seen_at >= {}
+             GROUP BY v.session_id",
+            self.engine.db_time("$2")
+        );
+        let ids = sessions.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" ");
+        let rows = sqlx::query(&sql).bind(ids).bind(-alive.as_secs_f64()).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                let count = |c: &str| u32::try_from(r.get::<i64, _>(c)).unwrap_or(0);
+                Ok((parse_id(r.get("session_id"))?, ViewerCount { attached: count("attached"), interactive: count("interactive") }))
+            })
+            .collect()
+    }
+
+    /// Counts a sign-in attempt under each of `keys` (`(key, limit)`) on every replica,
+    /// unless one of them has had `limit` attempts within `window` already: then how
+    /// long until it may try again. Ok holds the attempt's ids, for
+    /// [`Store::forgive_login_attempt`]. Attempts are counted one at a time (under the
+    /// write lock), so parallel ones on several replicas cannot slip past the limit.
+    pub async fn count_login_attempt(&self, keys: &[(&str, usize)], window: Duration) -> Result<std::result::Result<Vec<i64>, Duration>> {
+        let mut tx = self.write().await?;
+        let (now, since) = (self.engine.db_time("0"), self.engine.db_time("$1"));
+        let back = -window.as_secs_f64();
+        sqlx::query(&format!("DELETE FROM login_attempts WHERE at < {since}")).bind(back).execute(&mut *tx).await?;
+        let mut wait: Option<Duration> = None;
+        let count = format!("SELECT count(*) AS n, min(at) AS oldest, {now} AS now FROM login_attempts WHERE key = $2 AND at >= {since}");
+        for (key, limit) in keys {
+            let r = sqlx::query(&count).bind(back).bind(*key).fetch_one(&mut *tx).await?;
+            if (r.get::<i64, _>("n") as usize) < *limit {
+                continue;
+            }
+            let oldest = r.get::<Option<String>, _>("oldest").as_deref().and_then(crate::parse_time);
+            let now = crate::parse_time(&r.get::<String, _>("now"));
+            let since_oldest = oldest.zip(now).and_then(|(o, n)| (n - o).to_std().ok()).unwrap_or_default();
+            let w = window.saturating_sub(since_oldest);
+            wait = Some(wait.map_or(w, |x| x.max(w)));
+        }
+        if let Some(w) = wait {
+            return Ok(Err(w.max(Duration::from_secs(1))));
+        }
+        let mut ids = Vec::with_capacity(keys.len());
+        let insert = format!("INSERT INTO login_attempts (key, at) VALUES ($1, {now}) RETURNING seq");
+        for (key, _) in keys {
+            ids.push(sqlx::query(&insert).bind(*key).fetch_one(&mut *tx).await?.get::<i64, _>("seq"));
+        }
+        tx.commit().await?;
+        Ok(Ok(ids))
+    }
+
+    /// Takes back a successful sign-in attempt ([`Store::count_login_attempt`]'s ids).
+    pub async fn forgive_login_attempt(&self, ids: &[i64]) -> Result<()> {
+        for id in ids {
+            sqlx::query("DELETE FROM login_attempts WHERE seq = $1").bind(*id).execute(&self.writes).await?;
+        }
+        Ok(())
+    }
+
     /// Posts `body` to `replica`'s mailbox and wakes it (at the commit).
     pub async fn post(&self, replica: &str, body: &str) -> Result<()> {
         let mut tx = self.writes.begin().await?;
@@ -203,5 +303,72 @@ impl Store {
     pub async fn announce_output(&self, replica: &str, session: SessionId) -> Result<()> {
         sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(format!("o {replica} {session}")).execute(&self.writes).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{database, session, store};
+
+    #[tokio::test]
+    async fn sign_in_attempts_are_limited_across_replicas() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = database(&dir);
+        let a = Store::open(&db).await.unwrap();
+        if !a.is_shared() {
+            return; // replicas share PostgreSQL only
+        }
+        let b = Store::open(&db).await.unwrap();
+        let window = Duration::from_secs(60);
+        let keys = [("ip:10.0.0.1", 3), ("name:alice", 30)];
+        let first = a.count_login_attempt(&keys, window).await.unwrap().unwrap();
+        b.count_login_attempt(&keys, window).await.unwrap().unwrap();
+        a.count_login_attempt(&keys, window).await.unwrap().unwrap();
+        // Three counted on two replicas: the fourth is refused on either.
+        let wait = b.count_login_attempt(&keys, window).await.unwrap().expect_err("the address is at its limit");
+        assert!(wait > Duration::from_secs(55) && wait <= window, "{wait:?}");
+        assert!(a.count_login_attempt(&[("ip:10.0.0.2", 3)], window).await.unwrap().is_ok(), "other addresses are not");
+        // A success is forgiven.
+        a.forgive_login_attempt(&first).await.unwrap();
+        assert!(b.count_login_attempt(&keys, window).await.unwrap().is_ok());
+        // Attempts older than the window no longer count.
+        sqlx::query("UPDATE login_attempts SET at = '2000-01-01T00:00:00.000000Z'").execute(&a.pool).await.unwrap();
+        assert!(a.count_login_attempt(&keys, window).await.unwrap().is_ok());
+    }
+
+    #[tokio::test]
+    async fn viewers_are_summed_over_live_replicas_only() {
+        let (s, _dir) = store().await;
+        if !s.is_shared() {
+            return; // replicas share PostgreSQL only
+        }
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let id = session(&s, ws).await;
+        let alive = Duration::from_secs(30);
+        s.replica_seen("a", "http://a").await.unwrap();
+        s.replica_seen("b", "http://b").await.unwrap();
+        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount::default());
+        s.set_viewers("a", id, ViewerCount { attached: 2, interactive: 1 }).await.unwrap();
+        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }).await.unwrap();
+        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 3, interactive: 2 });
+        s.set_viewers("a", id, ViewerCount { attached: 1, interactive: 0 }).await.unwrap();
+        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 2, interactive: 1 });
+        s.set_viewers("b", id, ViewerCount::default()).await.unwrap();
+        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 1, interactive: 0 });
+
+        let other = session(&s, ws).await;
+        s.set_viewers("b", other, ViewerCount { attached: 4, interactive: 0 }).await.unwrap();
+        let both = s.viewers(&[id, other], alive).await.unwrap();
+        assert_eq!((both[&id], both[&other]), (ViewerCount { attached: 1, interactive: 0 }, ViewerCount { attached: 4, interactive: 0 }));
+        s.set_viewers("b", other, ViewerCount::default()).await.unwrap();
+
+        // A replica not seen lately no longer counts, and is forgotten with its viewers.
+        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }).await.unwrap();
+        sqlx::query("UPDATE replicas SET seen_at = '2000-01-01T00:00:00.000000Z' WHERE id = 'b'").execute(&s.pool).await.unwrap();
+        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 1, interactive: 0 });
+        s.forget_replicas(Duration::from_secs(3600)).await.unwrap();
+        let left: i64 = sqlx::query("SELECT count(*) AS n FROM replica_viewers").fetch_one(&s.pool).await.unwrap().get("n");
+        assert_eq!(left, 1);
     }
 }

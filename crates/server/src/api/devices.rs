@@ -90,7 +90,7 @@ pub async fn enroll(
     axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<std::net::SocketAddr>,
     super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
 ) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
-    let attempt = crate::limits::count_attempt(&state, addr, None)?;
+    let attempt = crate::limits::count_attempt(&state, addr, None).await?;
     let well_formed = req.token.len() <= 128 && req.token.starts_with(crate::auth::ENROLLMENT_TOKEN_PREFIX) && req.name.len() <= 63;
     let credential = crate::auth::new_token(crate::auth::DEVICE_TOKEN_PREFIX);
     let enrolled = if well_formed {
@@ -99,7 +99,7 @@ pub async fn enroll(
         None
     };
     if let Some(device) = enrolled {
-        state.logins.forgive(attempt);
+        crate::limits::forgive(&state, attempt).await;
         // The credential it replaced stops working now, on a live link too.
         state.devices.kick(device).await;
     } else {

@@ -78,12 +78,12 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 
 /// Checks a name and password against the store, under the rate limit; the member on success.
 async fn authenticate(state: &AppState, addr: SocketAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
-    let attempt = crate::limits::count_attempt(state, addr, Some(name))?;
+    let attempt = crate::limits::count_attempt(state, addr, Some(name)).await?;
     let member = if check_member_name(name).is_ok() { state.store.member_by_name(state.workspace, name).await? } else { None };
     let hash = member.as_ref().and_then(|m| m.password_hash.clone());
     let bounded = password.len() <= drover_core::names::MAX_PASSWORD_BYTES;
     if bounded && passwords::verify(password.to_string(), hash).await? {
-        state.logins.forgive(attempt);
+        crate::limits::forgive(state, attempt).await;
         return Ok(member.expect("a password matched"));
     }
     Err(ApiError::Unauthorized(
@@ -260,11 +260,11 @@ pub async fn accept(
     ApiJson(req): ApiJson<AcceptInvite>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_origin(&headers)?;
-    let attempt = crate::limits::count_attempt(&state, addr, None)?;
+    let attempt = crate::limits::count_attempt(&state, addr, None).await?;
     if check_code(&code).is_err() || state.store.invite_role(&auth::digest(&code)).await?.is_none() {
         return Err(refused(MemberRefused::InviteInvalid));
     }
-    state.logins.forgive(attempt);
+    crate::limits::forgive(&state, attempt).await;
     check_member_name(&req.name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_password(&req.password).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let hash = passwords::hash(req.password).await?;
