@@ -113,6 +113,10 @@ pub struct Devices {
 
 /// How long a message relayed to another replica may take to reach the device's link.
 const RELAYED_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// A relayed request's answer is waited for this much longer than the device is: the
+/// link's replica gives the device the whole timeout, and the answer comes back
+/// through the database.
+const RELAY_MARGIN: Duration = Duration::from_secs(2);
 
 /// A device is not connected.
 #[derive(Debug, Clone, Copy)]
@@ -306,9 +310,9 @@ impl Devices {
     ) -> Result<T, NoAnswer> {
         let req = self.req_id();
         let rx = pending.wait(req, id);
-        let sent = match local {
-            Some(msg) => self.send_local(id, &msg(req)).await,
-            None => self.relay(id, |me| relayed(me, req)).await,
+        let (sent, timeout) = match local {
+            Some(msg) => (self.send_local(id, &msg(req)).await, timeout),
+            None => (self.relay(id, |me| relayed(me, req)).await, timeout + RELAY_MARGIN),
         };
         if sent.is_err() {
             pending.forget(req);

@@ -221,21 +221,26 @@ impl Hub {
 
     /// Records a new size and tells the other viewers.
     pub fn resized(&self, cols: u16, rows: u16, by: Option<u64>) {
+        Hub::resize_in(&mut self.lock(), cols, rows, by);
+    }
+
+    /// The size the program's terminal has now (as its device reported it, through the
+    /// database on another replica): viewers hear of it when it is not the size the hub
+    /// had (a viewer here that asked for it has set it already). One look under the
+    /// lock, so a viewer's resize in between is not undone.
+    pub fn sized(&self, cols: u16, rows: u16) {
         let mut g = self.lock();
+        if g.size != (cols, rows) {
+            Hub::resize_in(&mut g, cols, rows, None);
+        }
+    }
+
+    fn resize_in(g: &mut Inner, cols: u16, rows: u16, by: Option<u64>) {
         g.size = (cols, rows);
         for (id, slot) in g.viewers.iter() {
             if Some(*id) != by {
                 let _ = slot.tx.send(ViewerOut::Event(ViewerEvent::Resize { cols, rows }));
             }
-        }
-    }
-
-    /// The size the program's terminal has now (as its device reported it, through the
-    /// database on another replica): viewers hear of it when it is not the size the hub
-    /// had (a viewer here that asked for it has set it already).
-    pub fn sized(&self, cols: u16, rows: u16) {
-        if self.size() != (cols, rows) {
-            self.resized(cols, rows, None);
         }
     }
 
