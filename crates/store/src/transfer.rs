@@ -9,6 +9,7 @@ use std::io::{BufRead, Write};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use drover_core::SessionId;
+use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::{Column, Row};
@@ -125,8 +126,11 @@ impl Store {
             }
         }
         for table in TABLES {
-            let rows = sqlx::query(&format!("SELECT * FROM {table}")).fetch_all(&mut *snapshot).await?;
-            for r in &rows {
+            // Row by row: a table (events, say) may not fit in memory.
+            let sql = format!("SELECT * FROM {table}");
+            let mut rows = sqlx::query(&sql).fetch(&mut *snapshot);
+            while let Some(r) = rows.try_next().await? {
+                let r = &r;
                 let mut row = Map::new();
                 for (i, c) in r.columns().iter().enumerate() {
                     row.insert(c.name().to_string(), value(r, i)?);
