@@ -17,7 +17,7 @@ use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::{MergeResult, ServerMessage, Worktree};
 use drover_protocol::shim::Snapshot;
 use drover_protocol::viewer::ViewerEvent;
-use drover_store::{ClusterNote, ViewerCount};
+use drover_store::ClusterNote;
 use serde::{Deserialize, Serialize};
 
 use crate::devices::{Delivery, NoAnswer};
@@ -100,12 +100,6 @@ pub(crate) struct Cluster {
     watchers: Mutex<HashMap<SessionId, HashMap<String, Instant>>>,
     /// Sessions this replica follows for its viewers, and when one last wanted it.
     mirrors: Mutex<HashMap<SessionId, Instant>>,
-    /// Sessions whose device (linked here) was told a count of typing viewers that
-    /// includes other replicas' (or could not be told): told again now and then, as
-    /// such a replica may die. With the count told (None: not told).
-    counted: Mutex<HashMap<SessionId, (DeviceId, Option<u32>)>>,
-    /// One count told at a time, so the last a device hears is the latest.
-    telling: tokio::sync::Mutex<()>,
 }
 
 impl Cluster {
@@ -133,16 +127,14 @@ pub fn spawn(state: AppState) {
     tokio::spawn(async move {
         let every = (s.config.lease_ttl / 3).min(Duration::from_secs(1));
         let mut tidied = Instant::now();
-        let mut recounted = Instant::now();
         loop {
-            if recounted.elapsed() >= WATCH_EVERY {
-                recounted = Instant::now();
-                recount(&s).await;
-            }
             if tidied.elapsed() >= TIDY_EVERY {
                 tidied = Instant::now();
                 if let Err(e) = s.store.forget_replicas(FORGET_AFTER).await {
                     tracing::warn!("forgetting replicas gone for good: {e}");
+                }
+                if let Err(e) = s.store.forget_login_attempts(s.config.login_window).await {
+                    tracing::warn!("forgetting sign-in attempts that count no more: {e}");
                 }
                 s.cluster.watchers.lock().expect("watchers lock").retain(|_, w| {
                     w.retain(|_, until| *until > Instant::now());
@@ -221,7 +213,7 @@ async fn handle(state: &AppState, m: Relayed) {
         Relayed::Watch { session, from } => {
             state.cluster.watchers.lock().expect("watchers lock").entry(session).or_default().insert(from, Instant::now() + WATCH_FOR);
         }
-        Relayed::Viewers { session, device } => tell_viewers(state, device, &[session], false).await,
+        Relayed::Viewers { session, device } => crate::viewers::tell(state, device, &[session], false).await,
         Relayed::Answer { req, device, answer } => devices.answered(req, device, answer),
         // Requests wait on the device: answered from a task of their own, so one slow
         // device does not hold up this replica's other mail.
@@ -255,82 +247,6 @@ async fn handle(state: &AppState, m: Relayed) {
                 reply(&state, &from, req, device, answer).await;
             });
         }
-    }
-}
-
-/// Tells `session`'s device how many viewers can type, after one joined or left `hub`
-/// here. With replicas, every replica's viewers count: this one's are stored, and the
-/// link's replica tells the device their sum (so a read-only viewer here never tells
-/// the shim to answer terminal queries while someone types on another replica).
-pub(crate) async fn viewers_changed(state: &AppState, hub: &Hub, session: SessionId, device: DeviceId) {
-    if !state.store.is_shared() {
-        let _ = state.devices.send_local(device, &ServerMessage::Viewers { session, interactive: hub.interactive() }).await;
-        return;
-    }
-    let here = ViewerCount { attached: hub.attached(), interactive: hub.interactive() };
-    if let Err(e) = state.store.set_viewers(&state.replica, session, here).await {
-        tracing::warn!(%session, "recording this replica's viewers: {e}");
-    }
-    if state.devices.is_local(device) {
-        tell_viewers(state, device, &[session], false).await;
-    } else if let Some(replica) = state.devices.remote_replica(device) {
-        post(&state.store, &replica, &Relayed::Viewers { session, device }).await;
-    }
-}
-
-/// Tells `device` (linked here) how many viewers of each of `sessions` can type: on
-/// SQLite this server's, on PostgreSQL every live replica's. With `changed_only`, a
-/// count the device was already told is not sent again.
-pub(crate) async fn tell_viewers(state: &AppState, device: DeviceId, sessions: &[SessionId], changed_only: bool) {
-    let here = |session| state.hubs.get(session).map_or(0, |h| h.interactive());
-    if !state.store.is_shared() {
-        for &session in sessions {
-            let _ = state.devices.send_local(device, &ServerMessage::Viewers { session, interactive: here(session) }).await;
-        }
-        return;
-    }
-    let _one = state.cluster.telling.lock().await;
-    let counts = match state.store.viewers(sessions, state.config.lease_ttl).await {
-        Ok(counts) => counts,
-        Err(e) => {
-            tracing::warn!(%device, "counting viewers on every replica (told later): {e}");
-            let mut counted = state.cluster.counted.lock().expect("counted lock");
-            counted.extend(sessions.iter().map(|&s| (s, (device, None))));
-            return;
-        }
-    };
-    for &session in sessions {
-        let total = counts.get(&session).map_or(0, |c| c.interactive);
-        let told = {
-            let mut counted = state.cluster.counted.lock().expect("counted lock");
-            let told = counted.get(&session).and_then(|(_, told)| *told);
-            if total == here(session) {
-                counted.remove(&session);
-            } else {
-                counted.insert(session, (device, Some(total)));
-            }
-            told
-        };
-        if changed_only && told == Some(total) {
-            continue;
-        }
-        let _ = state.devices.send_local(device, &ServerMessage::Viewers { session, interactive: total }).await;
-    }
-}
-
-/// Tells devices linked here again of viewers on other replicas, in case one of those
-/// replicas died with its viewers.
-async fn recount(state: &AppState) {
-    let mut by_device: HashMap<DeviceId, Vec<SessionId>> = HashMap::new();
-    state.cluster.counted.lock().expect("counted lock").retain(|&session, (device, _)| {
-        let here = state.devices.is_local(*device);
-        if here {
-            by_device.entry(*device).or_default().push(session);
-        }
-        here
-    });
-    for (device, sessions) in by_device {
-        tell_viewers(state, device, &sessions, true).await;
     }
 }
 
@@ -463,9 +379,10 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
     let mut linked_to: Option<String> = None;
     loop {
         if state.devices.is_local(device) {
-            tell_viewers(state, device, &[session], false).await;
+            crate::viewers::tell(state, device, &[session], false).await;
             return Ok(true);
         }
+        // A link that is new (or back after a gap) hears of the viewers here.
         let replica = state.devices.remote_replica(device);
         if let Some(replica) = replica.as_ref().filter(|r| linked_to.as_ref() != Some(*r)) {
             if hub.attached() > 0 {
@@ -473,9 +390,7 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
             }
             watched_at = None;
         }
-        if replica.is_some() {
-            linked_to = replica;
-        }
+        linked_to = replica;
         if watched_at.is_none_or(|t| t.elapsed() >= WATCH_EVERY) {
             if let Some(replica) = &linked_to {
                 post(&state.store, replica, &Relayed::Watch { session, from: state.replica.clone() }).await;

@@ -100,6 +100,14 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     sink.send(Message::Text(serde_json::to_string(&welcome).expect("serialises").into())).await.map_err(|e| e.to_string())?;
 
     let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
+    // What the shims were last told of their viewers may be out of date (some came or
+    // went while the device was away): they are told again before anything else can
+    // reach the device.
+    let resumed: Vec<SessionId> = welcome_resumed.iter().map(|(s, _)| *s).collect();
+    if !resumed.is_empty() {
+        let send = |m: &ServerMessage| down_tx.try_send(Message::Text(serde_json::to_string(m).expect("serialises").into())).is_ok();
+        crate::viewers::tell_via(&state, device, &resumed, false, send).await;
+    }
     let epoch = state.devices.connect(device, down_tx);
     if state.store.is_shared() {
         // Other replicas reach this device through this one from now on.
@@ -140,12 +148,6 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         }
         let _ = sink.close().await;
     });
-    // What the shim was last told of its viewers may be out of date (some came or
-    // went while the device was away): it is told again.
-    let resumed: Vec<SessionId> = welcome_resumed.iter().map(|(s, _)| *s).collect();
-    if !resumed.is_empty() {
-        crate::cluster::tell_viewers(&state, device, &resumed, false).await;
-    }
     let output = LinkOutput::new(Link { device, epoch });
     let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
@@ -205,7 +207,13 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
                     let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
                 } else if row.device == device {
                     let _ = state.store.mark_running(session, pid, &cwd).await;
-                    state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
+                    let hub = state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
+                    // A viewer who came while the device was still preparing the run was
+                    // counted before its shim existed: the shim hears of them now.
+                    if state.store.is_shared() || hub.interactive() > 0 {
+                        let state = state.clone();
+                        tokio::spawn(async move { crate::viewers::tell(&state, device, &[session], false).await });
+                    }
                 }
             }
         }

@@ -222,11 +222,11 @@ impl Devices {
     /// Sends `msg` to the device's link on this server if its queue has room, without
     /// waiting: for acknowledgements, each of which a later one (or the next link's
     /// welcome) supersedes, so the output writer never waits on one slow device. A
-    /// device not linked here is skipped.
-    pub fn post_local(&self, id: DeviceId, msg: &ServerMessage) {
-        let Ok(tx) = self.sender(id) else { return };
+    /// device not linked here is skipped. False if it was not sent.
+    pub fn post_local(&self, id: DeviceId, msg: &ServerMessage) -> bool {
+        let Ok(tx) = self.sender(id) else { return false };
         let text = serde_json::to_string(msg).expect("server messages serialise");
-        let _ = tx.try_send(Message::Text(text.into()));
+        tx.try_send(Message::Text(text.into())).is_ok()
     }
 
     /// Sends keystrokes to a session on the device.

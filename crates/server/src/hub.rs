@@ -8,7 +8,7 @@
 //! snapshot's offset on, once.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -66,6 +66,25 @@ struct Inner {
     size: (u16, u16),
     last_output: Instant,
     ended: Option<ViewerEvent>,
+}
+
+/// The source of [`ViewersNow::reading`].
+static NEXT_READING: AtomicU64 = AtomicU64::new(1);
+
+/// A number for a reading of viewers (see [`ViewersNow::reading`]).
+pub fn next_reading() -> u64 {
+    NEXT_READING.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A hub's viewers at one moment ([`Hub::viewers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViewersNow {
+    /// Viewers attached.
+    pub attached: u32,
+    /// Those that can type.
+    pub interactive: u32,
+    /// When: later readings have larger numbers.
+    pub reading: u64,
 }
 
 /// One live session's hub.
@@ -242,6 +261,15 @@ impl Hub {
                 let _ = slot.tx.send(ViewerOut::Event(ViewerEvent::Resize { cols, rows }));
             }
         }
+    }
+
+    /// Its viewers now, with a number that grows with every reading of any hub here,
+    /// so of two readings the later is known (see `Store::set_viewers`).
+    pub fn viewers(&self) -> ViewersNow {
+        let g = self.lock();
+        let reading = next_reading();
+        let interactive = g.viewers.values().filter(|s| s.interactive).count() as u32;
+        ViewersNow { attached: g.viewers.len() as u32, interactive, reading }
     }
 
     /// Interactive viewers attached.

@@ -24,6 +24,7 @@ mod spend;
 mod state;
 mod tasks;
 mod viewer;
+mod viewers;
 mod web;
 pub mod webhooks;
 mod writer;
@@ -118,6 +119,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::i
     if state.store.is_shared() {
         state.devices.relay_through(state.store.clone(), state.replica.clone());
         cluster::spawn(state.clone());
+        viewers::spawn(state.clone());
     }
     leases::spawn(state.clone());
     scheduler::spawn(state.clone());

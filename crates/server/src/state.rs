@@ -25,6 +25,8 @@ pub struct AppState {
     pub replica: String,
     /// What this replica knows of the others (PostgreSQL).
     pub(crate) cluster: Arc<crate::cluster::Cluster>,
+    /// Viewer counts stored and told to devices.
+    pub(crate) viewers: Arc<crate::viewers::ViewerCounts>,
     /// The one writer of every link's output.
     pub(crate) output: Arc<crate::writer::OutputWriter>,
     /// Heartbeats waiting to be written together.
@@ -56,6 +58,7 @@ impl AppState {
             output: Arc::default(),
             contact: Arc::default(),
             cluster: Arc::default(),
+            viewers: Arc::default(),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),
             hand_offs: Arc::default(),

@@ -270,7 +270,7 @@ impl Viewer {
     }
 
     async fn viewers_changed(&self) {
-        crate::cluster::viewers_changed(&self.state, &self.hub, self.session, self.device).await;
+        crate::viewers::changed(&self.state, &self.hub, self.session, self.device).await;
     }
 }
 

@@ -44,6 +44,15 @@ pub struct ViewerCount {
     pub interactive: u32,
 }
 
+/// A session's viewers on every live replica.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionViewers {
+    /// All of them.
+    pub total: ViewerCount,
+    /// How many are attached on replicas other than the one asking.
+    pub elsewhere: u32,
+}
+
 /// The PostgreSQL side of a store: where to listen, and what was heard.
 pub(crate) struct Cluster {
     /// This store's own name in change notices, so it does not hear itself.
@@ -135,8 +144,8 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets replicas not seen for `gone` and what was theirs: device links and mail
-    /// no one will read.
+    /// Forgets replicas not seen for `gone` and what was theirs (device links, mail no
+    /// one will read, viewers), and the viewers of sessions that have ended.
     pub async fn forget_replicas(&self, gone: Duration) -> Result<()> {
         let dead = format!("SELECT id FROM replicas WHERE seen_at < {}", self.engine.db_time("$1"));
         let mut tx = self.writes.begin().await?;
@@ -149,6 +158,12 @@ impl Store {
         ] {
             sqlx::query(&sql).bind(secs).execute(&mut *tx).await?;
         }
+        // Viewers of sessions that have ended count no more.
+        sqlx::query(
+            "DELETE FROM replica_viewers v USING sessions s WHERE s.id = v.session_id AND s.outcome NOT IN ('starting', 'running')",
+        )
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -187,48 +202,48 @@ impl Store {
         rows.iter().map(|r| Ok((parse_id(r.get("device_id"))?, r.get("replica")))).collect()
     }
 
-    /// Records `replica`'s viewers of `session` now (none: forgets them).
-    pub async fn set_viewers(&self, replica: &str, session: SessionId, count: ViewerCount) -> Result<()> {
-        if count == ViewerCount::default() {
-            sqlx::query("DELETE FROM replica_viewers WHERE session_id = $1 AND replica = $2")
-                .bind(session.to_string())
-                .bind(replica)
-                .execute(&self.writes)
-                .await?;
-            return Ok(());
-        }
+    /// Records `replica`'s viewers of `session` as of `reading` (a number that grows
+    /// with each reading on that replica): a write of an older reading than the one
+    /// stored is ignored, so writes that cross on the way keep the latest.
+    pub async fn set_viewers(&self, replica: &str, session: SessionId, count: ViewerCount, reading: u64) -> Result<()> {
         sqlx::query(
-            "INSERT INTO replica_viewers (session_id, replica, attached, interactive) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (session_id, replica) DO UPDATE SET attached = excluded.attached, interactive = excluded.interactive",
+            "INSERT INTO replica_viewers (session_id, replica, attached, interactive, reading) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (session_id, replica) DO UPDATE
+             SET attached = excluded.attached, interactive = excluded.interactive, reading = excluded.reading
+             WHERE replica_viewers.reading < excluded.reading",
         )
         .bind(session.to_string())
         .bind(replica)
         .bind(count.attached as i64)
         .bind(count.interactive as i64)
+        .bind(reading as i64)
         .execute(&self.writes)
         .await?;
         Ok(())
     }
 
     /// The viewers of each of `sessions` on every replica seen within `alive` (a
-    /// session no one watches is left out).
-    pub async fn viewers(&self, sessions: &[SessionId], alive: Duration) -> Result<HashMap<SessionId, ViewerCount>> {
+    /// session no one watches is left out), and how many of them are on replicas other
+    /// than `here`.
+    pub async fn viewers(&self, sessions: &[SessionId], alive: Duration, here: &str) -> Result<HashMap<SessionId, SessionViewers>> {
         if sessions.is_empty() {
             return Ok(HashMap::new());
         }
         let sql = format!(
-            "SELECT v.session_id, SUM(v.attached) AS attached, SUM(v.interactive) AS interactive
+            "SELECT v.session_id, SUM(v.attached) AS attached, SUM(v.interactive) AS interactive,
+                    SUM(CASE WHEN v.replica = $3 THEN 0 ELSE v.attached END) AS elsewhere
              FROM replica_viewers v JOIN replicas r ON r.id = v.replica
              WHERE v.session_id = ANY(string_to_array($1, ' ')) AND r.seen_at >= {}
              GROUP BY v.session_id",
             self.engine.db_time("$2")
         );
         let ids = sessions.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" ");
-        let rows = sqlx::query(&sql).bind(ids).bind(-alive.as_secs_f64()).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&sql).bind(ids).bind(-alive.as_secs_f64()).bind(here).fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 let count = |c: &str| u32::try_from(r.get::<i64, _>(c)).unwrap_or(0);
-                Ok((parse_id(r.get("session_id"))?, ViewerCount { attached: count("attached"), interactive: count("interactive") }))
+                let total = ViewerCount { attached: count("attached"), interactive: count("interactive") };
+                Ok((parse_id(r.get("session_id"))?, SessionViewers { total, elsewhere: count("elsewhere") }))
             })
             .collect()
     }
@@ -236,24 +251,37 @@ impl Store {
     /// Counts a sign-in attempt under each of `keys` (`(key, limit)`) on every replica,
     /// unless one of them has had `limit` attempts within `window` already: then how
     /// long until it may try again. Ok holds the attempt's ids, for
-    /// [`Store::forgive_login_attempt`]. Attempts are counted one at a time (under the
-    /// write lock), so parallel ones on several replicas cannot slip past the limit.
+    /// [`Store::forgive_login_attempt`]. Attempts under one key are counted one at a
+    /// time (a lock per key, not the write lock output waits on), so parallel ones on
+    /// several replicas cannot slip past the limit.
     pub async fn count_login_attempt(&self, keys: &[(&str, usize)], window: Duration) -> Result<std::result::Result<Vec<i64>, Duration>> {
-        let mut tx = self.write().await?;
+        let mut tx = self.writes.begin().await?;
+        let mut sorted: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        for key in sorted {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0)) IS NULL AS locked")
+                .bind(format!("drover login {key}"))
+                .fetch_one(&mut *tx)
+                .await?;
+        }
         let (now, since) = (self.engine.db_time("0"), self.engine.db_time("$1"));
         let back = -window.as_secs_f64();
-        sqlx::query(&format!("DELETE FROM login_attempts WHERE at < {since}")).bind(back).execute(&mut *tx).await?;
+        let count = format!("SELECT count(*) AS n, {now} AS now FROM login_attempts WHERE key = $2 AND at >= {since}");
+        // The attempt whose lapse brings the key under its limit.
+        let lapsing = format!("SELECT at FROM login_attempts WHERE key = $2 AND at >= {since} ORDER BY at OFFSET $3 LIMIT 1");
         let mut wait: Option<Duration> = None;
-        let count = format!("SELECT count(*) AS n, min(at) AS oldest, {now} AS now FROM login_attempts WHERE key = $2 AND at >= {since}");
         for (key, limit) in keys {
             let r = sqlx::query(&count).bind(back).bind(*key).fetch_one(&mut *tx).await?;
-            if (r.get::<i64, _>("n") as usize) < *limit {
+            let n = r.get::<i64, _>("n");
+            if (n as usize) < *limit {
                 continue;
             }
-            let oldest = r.get::<Option<String>, _>("oldest").as_deref().and_then(crate::parse_time);
+            let at = sqlx::query(&lapsing).bind(back).bind(*key).bind(n - *limit as i64).fetch_optional(&mut *tx).await?;
+            let at = at.and_then(|a| crate::parse_time(&a.get::<String, _>("at")));
             let now = crate::parse_time(&r.get::<String, _>("now"));
-            let since_oldest = oldest.zip(now).and_then(|(o, n)| (n - o).to_std().ok()).unwrap_or_default();
-            let w = window.saturating_sub(since_oldest);
+            let since_then = at.zip(now).and_then(|(a, n)| (n - a).to_std().ok()).unwrap_or_default();
+            let w = window.saturating_sub(since_then);
             wait = Some(wait.map_or(w, |x| x.max(w)));
         }
         if let Some(w) = wait {
@@ -266,6 +294,13 @@ impl Store {
         }
         tx.commit().await?;
         Ok(Ok(ids))
+    }
+
+    /// Forgets sign-in attempts older than `window`: they count no more.
+    pub async fn forget_login_attempts(&self, window: Duration) -> Result<()> {
+        let sql = format!("DELETE FROM login_attempts WHERE at < {}", self.engine.db_time("$1"));
+        sqlx::query(&sql).bind(-window.as_secs_f64()).execute(&self.writes).await?;
+        Ok(())
     }
 
     /// Takes back a successful sign-in attempt ([`Store::count_login_attempt`]'s ids).
@@ -332,13 +367,19 @@ mod tests {
         // A success is forgiven.
         a.forgive_login_attempt(&first).await.unwrap();
         assert!(b.count_login_attempt(&keys, window).await.unwrap().is_ok());
-        // Attempts older than the window no longer count.
+        // A lower limit than there are attempts: the wait is until enough have lapsed.
+        let wait = a.count_login_attempt(&[("ip:10.0.0.1", 1)], window).await.unwrap().expect_err("over a lower limit");
+        assert!(wait > Duration::from_secs(55) && wait <= window, "{wait:?}");
+        // Attempts older than the window no longer count, and are forgotten.
         sqlx::query("UPDATE login_attempts SET at = '2000-01-01T00:00:00.000000Z'").execute(&a.pool).await.unwrap();
         assert!(a.count_login_attempt(&keys, window).await.unwrap().is_ok());
+        b.forget_login_attempts(window).await.unwrap();
+        let left: i64 = sqlx::query("SELECT count(*) AS n FROM login_attempts").fetch_one(&a.pool).await.unwrap().get("n");
+        assert_eq!(left, 2, "the two just counted");
     }
 
     #[tokio::test]
-    async fn viewers_are_summed_over_live_replicas_only() {
+    async fn viewers_are_summed_over_live_replicas_only_and_the_latest_reading_wins() {
         let (s, _dir) = store().await;
         if !s.is_shared() {
             return; // replicas share PostgreSQL only
@@ -346,29 +387,40 @@ mod tests {
         let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
         let id = session(&s, ws).await;
         let alive = Duration::from_secs(30);
+        let seen = |a: u32, i: u32, elsewhere: u32| SessionViewers { total: ViewerCount { attached: a, interactive: i }, elsewhere };
+        let of = |id| {
+            let s = &s;
+            async move { s.viewers(&[id], alive, "a").await.unwrap().remove(&id).unwrap_or_default() }
+        };
         s.replica_seen("a", "http://a").await.unwrap();
         s.replica_seen("b", "http://b").await.unwrap();
-        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount::default());
-        s.set_viewers("a", id, ViewerCount { attached: 2, interactive: 1 }).await.unwrap();
-        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }).await.unwrap();
-        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 3, interactive: 2 });
-        s.set_viewers("a", id, ViewerCount { attached: 1, interactive: 0 }).await.unwrap();
-        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 2, interactive: 1 });
-        s.set_viewers("b", id, ViewerCount::default()).await.unwrap();
-        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 1, interactive: 0 });
+        assert_eq!(of(id).await, seen(0, 0, 0));
+        s.set_viewers("a", id, ViewerCount { attached: 2, interactive: 1 }, 1).await.unwrap();
+        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }, 1).await.unwrap();
+        assert_eq!(of(id).await, seen(3, 2, 1));
+        s.set_viewers("a", id, ViewerCount { attached: 1, interactive: 0 }, 3).await.unwrap();
+        // An older reading that arrives late changes nothing.
+        s.set_viewers("a", id, ViewerCount { attached: 5, interactive: 5 }, 2).await.unwrap();
+        assert_eq!(of(id).await, seen(2, 1, 1));
+        s.set_viewers("b", id, ViewerCount::default(), 2).await.unwrap();
+        assert_eq!(of(id).await, seen(1, 0, 0));
 
         let other = session(&s, ws).await;
-        s.set_viewers("b", other, ViewerCount { attached: 4, interactive: 0 }).await.unwrap();
-        let both = s.viewers(&[id, other], alive).await.unwrap();
-        assert_eq!((both[&id], both[&other]), (ViewerCount { attached: 1, interactive: 0 }, ViewerCount { attached: 4, interactive: 0 }));
-        s.set_viewers("b", other, ViewerCount::default()).await.unwrap();
+        s.set_viewers("b", other, ViewerCount { attached: 4, interactive: 0 }, 3).await.unwrap();
+        let both = s.viewers(&[id, other], alive, "a").await.unwrap();
+        assert_eq!((both[&id], both[&other]), (seen(1, 0, 0), seen(4, 0, 4)));
 
         // A replica not seen lately no longer counts, and is forgotten with its viewers.
-        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }).await.unwrap();
+        s.set_viewers("b", id, ViewerCount { attached: 1, interactive: 1 }, 4).await.unwrap();
         sqlx::query("UPDATE replicas SET seen_at = '2000-01-01T00:00:00.000000Z' WHERE id = 'b'").execute(&s.pool).await.unwrap();
-        assert_eq!(s.viewers(&[id], alive).await.unwrap().remove(&id).unwrap_or_default(), ViewerCount { attached: 1, interactive: 0 });
+        assert_eq!(of(id).await, seen(1, 0, 0));
         s.forget_replicas(Duration::from_secs(3600)).await.unwrap();
-        let left: i64 = sqlx::query("SELECT count(*) AS n FROM replica_viewers").fetch_one(&s.pool).await.unwrap().get("n");
-        assert_eq!(left, 1);
+        let rows =
+            || async { sqlx::query("SELECT count(*) AS n FROM replica_viewers").fetch_one(&s.pool).await.unwrap().get::<i64, _>("n") };
+        assert_eq!(rows().await, 1);
+        // An ended session's viewers are forgotten too.
+        sqlx::query("UPDATE sessions SET outcome = 'released' WHERE id = $1").bind(id.to_string()).execute(&s.pool).await.unwrap();
+        s.forget_replicas(Duration::from_secs(3600)).await.unwrap();
+        assert_eq!(rows().await, 0);
     }
 }

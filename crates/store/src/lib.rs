@@ -82,7 +82,7 @@ use drover_core::{SessionId, WorkspaceId};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
-pub use cluster::{ClusterNote, ViewerCount, MAIL_BATCH};
+pub use cluster::{ClusterNote, SessionViewers, ViewerCount, MAIL_BATCH};
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use dialect::{Database, Engine};

@@ -152,7 +152,7 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let mut v = view(&state, &caller, row);
     if state.store.is_shared() {
         // Viewers on every replica, not only this one's.
-        v.attached = state.store.viewers(&[v.id], state.config.lease_ttl).await?.get(&v.id).map_or(0, |c| c.attached);
+        v.attached = crate::viewers::attached(&state, v.id).await?;
     }
     v.last_progress = progress.map(|(kind, at)| drover_protocol::api::Progress {
         label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind),
