@@ -378,8 +378,8 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
     // viewers here (what they changed meanwhile went to the old one, or nowhere).
     let mut linked_to: Option<String> = None;
     loop {
+        // A link come here was told of every replica's viewers as it opened.
         if state.devices.is_local(device) {
-            crate::viewers::tell(state, device, &[session], false).await;
             return Ok(true);
         }
         // A link that is new (or back after a gap) hears of the viewers here.

@@ -15,6 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use drover_core::SessionId;
 use drover_protocol::viewer::ViewerEvent;
+use drover_store::ViewerCount;
 use tokio::sync::{mpsc, watch, Notify};
 
 /// Recent output kept per live session for re-syncing viewers.
@@ -68,23 +69,12 @@ struct Inner {
     ended: Option<ViewerEvent>,
 }
 
-/// The source of [`ViewersNow::reading`].
+/// The source of reading numbers ([`Hub::viewers`]).
 static NEXT_READING: AtomicU64 = AtomicU64::new(1);
 
-/// A number for a reading of viewers (see [`ViewersNow::reading`]).
+/// A number for a reading of viewers: later readings have larger numbers.
 pub fn next_reading() -> u64 {
     NEXT_READING.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A hub's viewers at one moment ([`Hub::viewers`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ViewersNow {
-    /// Viewers attached.
-    pub attached: u32,
-    /// Those that can type.
-    pub interactive: u32,
-    /// When: later readings have larger numbers.
-    pub reading: u64,
 }
 
 /// One live session's hub.
@@ -263,13 +253,13 @@ impl Hub {
         }
     }
 
-    /// Its viewers now, with a number that grows with every reading of any hub here,
-    /// so of two readings the later is known (see `Store::set_viewers`).
-    pub fn viewers(&self) -> ViewersNow {
+    /// Its viewers now, with the reading's number ([`next_reading`], taken under the
+    /// hub's lock), so of two readings the later is known (see `Store::set_viewers`).
+    pub fn viewers(&self) -> (ViewerCount, u64) {
         let g = self.lock();
         let reading = next_reading();
         let interactive = g.viewers.values().filter(|s| s.interactive).count() as u32;
-        ViewersNow { attached: g.viewers.len() as u32, interactive, reading }
+        (ViewerCount { attached: g.viewers.len() as u32, interactive }, reading)
     }
 
     /// Interactive viewers attached.

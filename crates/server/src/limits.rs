@@ -20,13 +20,20 @@ pub struct LoginLimiter {
     attempts: Mutex<HashMap<String, VecDeque<Instant>>>,
 }
 
-/// A counted attempt; [`forgive`] takes it back when it succeeded.
+/// An attempt counted in memory; [`LoginLimiter::forgive`] takes it back when it succeeded.
 #[derive(Debug)]
 pub struct Attempt {
     keys: Vec<String>,
     at: Instant,
-    /// Its ids in the shared database (replicas), where it was counted instead.
-    stored: Vec<i64>,
+}
+
+/// An attempt counted where this server counts them; [`forgive`] takes it back.
+#[derive(Debug)]
+pub(crate) enum Counted {
+    /// In this server's memory (one server).
+    Here(Attempt),
+    /// In the shared database (replicas), by its ids there.
+    Shared(Vec<i64>),
 }
 
 impl LoginLimiter {
@@ -63,7 +70,7 @@ impl LoginLimiter {
             }
             map.entry(k.to_string()).or_default().push_back(now);
         }
-        Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now, stored: Vec::new() })
+        Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now })
     }
 
     /// The sliding window.
@@ -105,7 +112,7 @@ pub(crate) async fn count_attempt(
     state: &crate::AppState,
     addr: std::net::SocketAddr,
     name: Option<&str>,
-) -> Result<Attempt, crate::ApiError> {
+) -> Result<Counted, crate::ApiError> {
     let ip = format!("ip:{}", addr.ip());
     let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
     let mut keys = vec![(ip.as_str(), state.logins.per_address())];
@@ -114,18 +121,21 @@ pub(crate) async fn count_attempt(
     }
     let limited = |wait: Duration| crate::ApiError::TooManyRequests(wait.as_secs().max(1));
     if state.store.is_shared() {
-        let stored = state.store.count_login_attempt(&keys, state.logins.window()).await?.map_err(limited)?;
-        return Ok(Attempt { keys: Vec::new(), at: Instant::now(), stored });
+        let ids = state.store.count_login_attempt(&keys, state.logins.window()).await?.map_err(limited)?;
+        return Ok(Counted::Shared(ids));
     }
-    state.logins.attempt(&keys, Instant::now()).map_err(limited)
+    state.logins.attempt(&keys, Instant::now()).map(Counted::Here).map_err(limited)
 }
 
 /// Takes back an attempt that succeeded.
-pub(crate) async fn forgive(state: &crate::AppState, attempt: Attempt) {
-    if attempt.stored.is_empty() {
-        state.logins.forgive(attempt);
-    } else if let Err(e) = state.store.forgive_login_attempt(&attempt.stored).await {
-        tracing::warn!("taking back a successful sign-in attempt: {e}");
+pub(crate) async fn forgive(state: &crate::AppState, counted: Counted) {
+    match counted {
+        Counted::Here(attempt) => state.logins.forgive(attempt),
+        Counted::Shared(ids) => {
+            if let Err(e) = state.store.forgive_login_attempt(&ids).await {
+                tracing::warn!("taking back a successful sign-in attempt: {e}");
+            }
+        }
     }
 }
 

@@ -66,9 +66,8 @@ pub(crate) async fn changed(state: &AppState, hub: &Hub, session: SessionId, dev
         tell(state, device, &[session], false).await;
         return;
     }
-    let now = hub.viewers();
-    let count = ViewerCount { attached: now.attached, interactive: now.interactive };
-    match state.store.set_viewers(&state.replica, session, count, now.reading).await {
+    let (count, reading) = hub.viewers();
+    match state.store.set_viewers(&state.replica, session, count, reading).await {
         Ok(()) => {
             state.viewers.unsaved.lock().expect("unsaved lock").remove(&session);
         }
@@ -82,7 +81,7 @@ pub(crate) async fn changed(state: &AppState, hub: &Hub, session: SessionId, dev
 
 /// Has `session`'s device told its viewers anew: here if it is linked here, else by
 /// the replica it is linked to.
-pub(crate) async fn nudge(state: &AppState, session: SessionId, device: DeviceId) {
+async fn nudge(state: &AppState, session: SessionId, device: DeviceId) {
     if state.devices.is_local(device) {
         tell(state, device, &[session], false).await;
     } else if let Some(replica) = state.devices.remote_replica(device) {
