@@ -630,8 +630,13 @@ async fn device_link(url: &str, name: &str, token: &str, index: usize, c: &Count
     request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
     let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
     let (mut sink, mut stream) = ws.split();
-    let hello =
-        DeviceMessage::Hello { version: PROTOCOL_VERSION, name: name.to_string(), slots: SESSIONS_PER_DEVICE as u32, sessions: Vec::new() };
+    let hello = DeviceMessage::Hello {
+        version: PROTOCOL_VERSION,
+        name: name.to_string(),
+        slots: SESSIONS_PER_DEVICE as u32,
+        sessions: Vec::new(),
+        sandbox: None,
+    };
     send(&mut sink, &hello).await?;
     match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
         Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<ServerMessage>(&t)? {

@@ -279,6 +279,36 @@ pub struct UpArgs {
     /// Seconds between the local device's heartbeats.
     #[arg(long, default_value_t = drover_device::HEARTBEAT.as_secs_f64())]
     pub heartbeat_secs: f64,
+    /// The local device's sandbox.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// How a device sandboxes the runs it starts (see the README's "Security model").
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// Run every session and task run on this device unconfined: they reach everything
+    /// this user can (Drover's home and credentials included). The device is shown with
+    /// a warning everywhere. Without it, a device whose kernel cannot sandbox refuses runs.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// A directory every run may also read (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub sandbox_read: Vec<std::path::PathBuf>,
+    /// A directory every run may also write, e.g. a shared cache (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub sandbox_write: Vec<std::path::PathBuf>,
+    /// An environment variable of this daemon that runs also inherit (repeatable; the
+    /// harnesses' API keys, locale, proxies and PATH are passed already; DROVER_* never are).
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// Memory each process of a run may allocate, in MiB (RLIMIT_DATA; 0: no limit).
+    #[arg(long, default_value_t = drover_core::confinement::DEFAULT_MEMORY_BYTES >> 20, value_name = "MIB")]
+    pub run_memory_mib: u64,
+    /// Processes this user may have while a run starts more (RLIMIT_NPROC, which the
+    /// kernel counts per user and does not apply to root; 0: no limit).
+    #[arg(long, default_value_t = drover_core::confinement::DEFAULT_PROCESSES, value_name = "N")]
+    pub run_processes: u64,
 }
 
 /// `drover device …`.
@@ -312,6 +342,9 @@ pub struct DeviceRunArgs {
     /// Seconds between heartbeats to the server.
     #[arg(long, default_value_t = drover_device::HEARTBEAT.as_secs_f64())]
     pub heartbeat_secs: f64,
+    /// The device's sandbox.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 /// Device management.
@@ -355,6 +388,10 @@ pub enum SessionCmd {
         /// Terminal rows (default: this terminal's, else 40).
         #[arg(long)]
         rows: Option<u32>,
+        /// Run it outside the sandbox, reaching everything the device's user can
+        /// (owners and admins only; recorded in the activity feed).
+        #[arg(long)]
+        unconfined: bool,
         /// The program and its arguments (after `--`).
         #[arg(last = true, required = true)]
         command: Vec<String>,

@@ -28,6 +28,9 @@ impl Client {
         let url = std::env::var("DROVER_URL").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.url.clone()));
         let token = std::env::var("DROVER_TOKEN").ok().filter(|s| !s.is_empty()).or_else(|| file.as_ref().map(|f| f.token.clone()));
         let (Some(url), Some(token)) = (url, token) else {
+            if in_run {
+                bail!("inside a run, drover uses only the run's own credential (DROVER_URL and DROVER_TOKEN, given to an agent's task runs); this session has none");
+            }
             let where_ = home::home().map(|h| h.display().to_string()).unwrap_or_else(|_| "$DROVER_HOME".into());
             bail!("no server configured: run `drover up` (it writes {where_}/client.json), or set DROVER_URL and DROVER_TOKEN");
         };

@@ -122,14 +122,17 @@ pub async fn up(args: UpArgs) -> Result<()> {
         shim_exe: std::env::current_exe().context("finding the drover binary")?,
         heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
+        protected: vec![home.clone()],
+        sandbox: sandbox_config(&args.sandbox),
     };
+    let offer = drover_device::confine::offer(&device_config);
     let device_task = tokio::spawn(drover_device::run(device_config));
     let (_, owner) = state.store.bootstrap("default", "owner").await?;
     let link = drover_server::api::web::issue_login_link(&state, owner).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("Drover is running at {url}");
     println!("  open:   {url}{}   (signs this browser in; one use — `drover ui` prints another)", link.path);
     println!("  home:   {}", home.display());
-    println!("  device: {name} ({} slots)", args.slots);
+    println!("  device: {name} ({} slots), runs {}", args.slots, offer.describe());
     println!("  try:    drover session start --device {name} -- bash");
     wait_for(server, device_task).await
 }
@@ -207,8 +210,11 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         shim_exe: std::env::current_exe().context("finding the drover binary")?,
         heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
+        protected: vec![home::home()?],
+        sandbox: sandbox_config(&args.sandbox),
     };
     println!("Drover device `{name}` connecting to {server}");
+    println!("  runs {}", drover_device::confine::offer(&config).describe());
     tokio::select! {
         r = drover_device::run(config) => r.context("the device daemon stopped"),
         _ = shutdown_signal() => Ok(()),
@@ -247,6 +253,20 @@ struct SavedCredential {
     /// The SHA-256 of the enrollment token it was traded for.
     enrollment: String,
     token: String,
+}
+
+fn sandbox_config(args: &crate::args::SandboxArgs) -> drover_device::SandboxConfig {
+    let nonzero = |v: u64| (v > 0).then_some(v);
+    drover_device::SandboxConfig {
+        unsandboxed: args.unsandboxed,
+        read: args.sandbox_read.clone(),
+        write: args.sandbox_write.clone(),
+        pass_env: args.pass_env.clone(),
+        limits: drover_core::confinement::Limits {
+            memory_bytes: nonzero(args.run_memory_mib).map(|m| m.saturating_mul(1 << 20)),
+            processes: nonzero(args.run_processes),
+        },
+    }
 }
 
 fn default_cwd() -> PathBuf {

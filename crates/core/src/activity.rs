@@ -75,11 +75,13 @@ pub enum EventKind {
     DeviceEnrolled,
     /// A skill was added, changed or removed.
     SkillChanged,
+    /// An owner or admin started a session outside the sandbox (`--unconfined`).
+    UnconfinedStart,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 34] = [
+    pub const ALL: [EventKind; 35] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -114,6 +116,7 @@ impl EventKind {
         EventKind::SpendCapReached,
         EventKind::DeviceEnrolled,
         EventKind::SkillChanged,
+        EventKind::UnconfinedStart,
     ];
 
     /// The identifier used in the API and storage.
@@ -153,6 +156,7 @@ impl EventKind {
             EventKind::SpendCapReached => "spend_cap_reached",
             EventKind::DeviceEnrolled => "device_enrolled",
             EventKind::SkillChanged => "skill_changed",
+            EventKind::UnconfinedStart => "unconfined_start",
         }
     }
 
@@ -198,6 +202,7 @@ impl EventKind {
             EventKind::SpendCapReached => "spend cap reached",
             EventKind::DeviceEnrolled => "device enrolled",
             EventKind::SkillChanged => "skill changed",
+            EventKind::UnconfinedStart => "session started unconfined",
         }
     }
 }

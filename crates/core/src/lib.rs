@@ -6,6 +6,8 @@
 
 pub mod activity;
 pub mod branch;
+pub mod confinement;
+pub mod device_link;
 pub mod harness;
 pub mod ids;
 pub mod input;

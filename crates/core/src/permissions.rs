@@ -99,13 +99,16 @@ pub enum WorkspaceAction {
     Administer,
     /// Read the workspace: lists, tasks, events; file tasks; register agents they operate.
     Work,
+    /// Start a session outside the sandbox (`--unconfined`): it reaches everything the
+    /// device's user can.
+    StartUnconfined,
 }
 
 /// Whether a member with `role` may perform `action` on the workspace.
 pub fn workspace_allowed(role: Role, action: WorkspaceAction) -> bool {
     match action {
         WorkspaceAction::ManageMembers => role == Role::Owner,
-        WorkspaceAction::Administer => role.is_admin(),
+        WorkspaceAction::Administer | WorkspaceAction::StartUnconfined => role.is_admin(),
         WorkspaceAction::Work => true,
     }
 }
@@ -143,6 +146,9 @@ mod tests {
         assert!(!workspace_allowed(Role::Admin, WorkspaceAction::ManageMembers));
         assert!(workspace_allowed(Role::Admin, WorkspaceAction::Administer));
         assert!(!workspace_allowed(Role::Member, WorkspaceAction::Administer));
+        assert!(workspace_allowed(Role::Owner, WorkspaceAction::StartUnconfined));
+        assert!(workspace_allowed(Role::Admin, WorkspaceAction::StartUnconfined));
+        assert!(!workspace_allowed(Role::Member, WorkspaceAction::StartUnconfined));
         for r in [Role::Owner, Role::Admin, Role::Member] {
             assert!(workspace_allowed(r, WorkspaceAction::Work));
         }

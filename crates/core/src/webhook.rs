@@ -88,7 +88,8 @@ impl WebhookEvent {
             | EventKind::TokenRevoked
             | EventKind::RouteChanged
             | EventKind::DeviceEnrolled
-            | EventKind::SkillChanged => None,
+            | EventKind::SkillChanged
+            | EventKind::UnconfinedStart => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }

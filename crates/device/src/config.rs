@@ -25,6 +25,26 @@ pub struct DeviceConfig {
     pub heartbeat: Duration,
     /// Default working directory for sessions that do not name one.
     pub default_cwd: PathBuf,
+    /// Directories no run may reach (Drover's home: its database, credentials and every
+    /// session's files), except the run's own worktree and temp inside them.
+    pub protected: Vec<PathBuf>,
+    /// How runs are sandboxed.
+    pub sandbox: SandboxConfig,
+}
+
+/// The device owner's settings for the sandbox runs start in.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// Run everything unconfined (`--unsandboxed`): shown as a warning on the device.
+    pub unsandboxed: bool,
+    /// More directories every run may read.
+    pub read: Vec<PathBuf>,
+    /// More directories every run may write.
+    pub write: Vec<PathBuf>,
+    /// More of the daemon's environment variables runs inherit.
+    pub pass_env: Vec<String>,
+    /// Limits each run's processes run under.
+    pub limits: drover_core::confinement::Limits,
 }
 
 impl DeviceConfig {

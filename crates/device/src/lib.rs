@@ -4,6 +4,7 @@
 //! still running — the shims, not the daemon, own the sessions.
 
 mod config;
+pub mod confine;
 mod link;
 mod merge;
 mod session;
@@ -12,5 +13,5 @@ mod spawn;
 pub mod usage;
 mod worktree;
 
-pub use config::{DeviceConfig, HEARTBEAT};
+pub use config::{DeviceConfig, SandboxConfig, HEARTBEAT};
 pub use link::run;

@@ -123,7 +123,8 @@ async fn converse(
     stream: &mut WsStream,
 ) -> Result<(), LinkError> {
     let sessions: Vec<_> = registry.lock().expect("registry lock").values().map(|h| h.report()).collect();
-    let hello = DeviceMessage::Hello { version: PROTOCOL_VERSION, name: config.name.clone(), slots: config.slots, sessions };
+    let sandbox = Some(crate::confine::offer(config));
+    let hello = DeviceMessage::Hello { version: PROTOCOL_VERSION, name: config.name.clone(), slots: config.slots, sessions, sandbox };
     send(up, &hello).await;
     let welcome = tokio::time::timeout(WELCOME_TIMEOUT, stream.next()).await.map_err(|_| LinkError::NoWelcome)?;
     let (resume, release) = match welcome {
@@ -313,7 +314,7 @@ async fn start_session(
         spec.cwd = config.default_cwd.display().to_string();
     }
     let dir = SessionDir::new(config.sessions_dir().join(id.to_string()));
-    match prepare_and_start(config, &dir, &spec).await {
+    match prepare_and_start(config, &dir, spec).await {
         Ok(stream) => {
             let h = spawn_session(registry.clone(), id, dir, Some(stream));
             let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
@@ -331,8 +332,12 @@ async fn start_failed(up: &Uplink, id: drover_core::SessionId, reason: String) {
     send(up, &DeviceMessage::Ended { session: id, end, started_at: None, ended_at, final_offset: 0 }).await;
 }
 
-async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, spec: &SessionSpec) -> std::io::Result<tokio::net::UnixStream> {
-    std::fs::create_dir_all(dir.root())?;
+async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, mut spec: SessionSpec) -> std::io::Result<tokio::net::UnixStream> {
+    drover_term::dir::create_private_dir(dir.root())?;
+    drover_term::dir::create_private_dir(&dir.tmp())?;
+    let offer = crate::confine::offer(config);
+    crate::confine::prepare(config, &offer, &mut spec, &dir.tmp()).map_err(std::io::Error::other)?;
+    let spec = &spec;
     // A task run's worktree HEAD before it starts: later commits are its progress.
     if let Some((head, _)) = crate::session::worktree_head(&spec.cwd) {
         drover_term::dir::write_atomic(&dir.root().join(crate::session::BASE_HEAD), head.as_bytes())?;

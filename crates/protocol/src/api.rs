@@ -30,6 +30,9 @@ pub struct DeviceView {
     /// When an admin revoked its credential (it is refused until added again).
     #[serde(default)]
     pub revoked_at: Option<String>,
+    /// What it does with its runs, as its daemon last said (None: it never said).
+    #[serde(default)]
+    pub sandbox: Option<drover_core::confinement::Offer>,
 }
 
 /// `POST /api/v1/sessions`: start a task-free session on a device.
@@ -47,6 +50,9 @@ pub struct StartSession {
     pub cols: Option<u32>,
     /// Terminal rows (default 40).
     pub rows: Option<u32>,
+    /// Start it outside the sandbox (owners and admins only; audited).
+    #[serde(default)]
+    pub unconfined: bool,
 }
 
 /// A session (run) as shown by list/show.

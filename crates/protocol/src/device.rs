@@ -49,6 +49,9 @@ pub enum DeviceMessage {
         slots: u32,
         /// Sessions it knows about (running, or ended but not yet released).
         sessions: Vec<SessionReport>,
+        /// What it does with the runs it is given (older devices say nothing).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<drover_core::confinement::Offer>,
     },
     /// A session's program started.
     Started {
@@ -145,6 +148,25 @@ pub enum DeviceMessage {
         /// What happened.
         result: MergeResult,
     },
+}
+
+impl DeviceMessage {
+    /// The session the message speaks for, if it names one: the server checks that it
+    /// runs on the sending device before acting on it.
+    pub fn session(&self) -> Option<SessionId> {
+        match self {
+            DeviceMessage::Started { session, .. }
+            | DeviceMessage::Ended { session, .. }
+            | DeviceMessage::Delivered { session, .. }
+            | DeviceMessage::Failed { session, .. }
+            | DeviceMessage::Resized { session, .. }
+            | DeviceMessage::RecordingError { session, .. }
+            | DeviceMessage::Commit { session, .. }
+            | DeviceMessage::Usage { session, .. }
+            | DeviceMessage::Skills { session, .. } => Some(*session),
+            DeviceMessage::Hello { .. } | DeviceMessage::Heartbeat | DeviceMessage::Merged { .. } => None,
+        }
+    }
 }
 
 /// A session's usage: tokens, responses, cost (priced on the device from the shipped

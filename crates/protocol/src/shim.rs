@@ -40,6 +40,17 @@ pub struct SessionSpec {
     pub cols: u16,
     /// Terminal rows.
     pub rows: u16,
+    /// The agent's harness, when the run is an agent's: its state directories are the
+    /// ones the sandbox grants (None: a session started by hand, which may run any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<drover_core::harness::Harness>,
+    /// An owner or admin started this one run outside the sandbox (audited).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfined: bool,
+    /// The sandbox the shim puts the program in, decided by the device (whatever the
+    /// server sent here is replaced); None runs it unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<drover_core::confinement::Policy>,
 }
 
 /// How a shim's program ended (also written as `exit.json`).

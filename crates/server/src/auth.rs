@@ -31,6 +31,8 @@ pub const SESSION_TOKEN_PREFIX: &str = "drs_";
 pub const LOGIN_CODE_PREFIX: &str = "drl_";
 /// Prefix of browser session cookies.
 pub const WEB_SESSION_PREFIX: &str = "drw_";
+/// The one route a device credential may call: the device link.
+pub const DEVICE_LINK_PATH: &str = "/api/v1/device/connect";
 /// The browser session cookie's name.
 pub const COOKIE: &str = "drover_session";
 
@@ -132,6 +134,10 @@ impl Caller {
             WorkspaceAction::ManageMembers => "only a workspace owner can invite people or change roles".into(),
             WorkspaceAction::Administer => format!("only a workspace owner or admin can do this (you are {})", m.role.as_str()),
             WorkspaceAction::Work => "members only".into(),
+            WorkspaceAction::StartUnconfined => format!(
+                "only a workspace owner or admin can start a session outside the sandbox (you are {}); start it without --unconfined",
+                m.role.as_str()
+            ),
         }))
     }
 
@@ -227,6 +233,9 @@ impl FromRequestParts<AppState> for Caller {
         }
         let hash = digest(token);
         match state.store.principal_for(&hash).await? {
+            Some(Principal::Device { .. }) if parts.uri.path() != DEVICE_LINK_PATH => {
+                Err(ApiError::Forbidden("device credentials can only open the device link".into()))
+            }
             Some(p) => {
                 // Last use is shown in `drover token list`; written off the request's
                 // path, at most once a minute per token.

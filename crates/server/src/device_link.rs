@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::auth::Caller;
 use crate::devices::Delivery;
 use crate::ingest::{self, Item};
+use crate::link_guard::{Admit, Gate};
 use crate::writer::{Link, LinkOutput};
 use crate::{ApiError, AppState};
 
@@ -58,7 +59,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let (mut sink, mut stream) = socket.split();
     let hello = tokio::time::timeout(HELLO_TIMEOUT, stream.next()).await.map_err(|_| "no hello".to_string())?;
     let Some(Ok(Message::Text(text))) = hello else { return Err("the first message was not a hello".into()) };
-    let Ok(DeviceMessage::Hello { version, name: said, slots, sessions }) = serde_json::from_str::<DeviceMessage>(&text) else {
+    let Ok(DeviceMessage::Hello { version, name: said, slots, sessions, sandbox }) = serde_json::from_str::<DeviceMessage>(&text) else {
         return Err("the first message was not a hello".into());
     };
     let refuse = |reason: String| ServerMessage::Refused { reason };
@@ -76,14 +77,18 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         return Err("refused".into());
     }
     state.store.upsert_device(workspace, &name, slots.max(1)).await.map_err(|e| e.to_string())?;
+    let sandbox = sandbox.map(|o| serde_json::to_string(&o).expect("an offer serialises"));
+    state.store.set_device_sandbox(device, sandbox.as_deref()).await.map_err(|e| e.to_string())?;
     state.store.touch_devices(&[device]).await.map_err(|e| e.to_string())?;
 
     // What the server expects, against what the device reports.
     let live = state.store.live_sessions_on(device).await.map_err(|e| e.to_string())?;
     let mut resume = Vec::new();
+    let mut gate = Gate::new(device, &name);
     for row in &live {
         if sessions.iter().any(|r| r.session == row.id) {
             resume.push((row.id, row.output_bytes));
+            gate.resumed(row.id, row.output_bytes, &row.created_at);
             state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
             // The device reported in: a Device silent flag no longer stands.
             if row.stale_flag == Some(drover_core::liveness::StaleFlag::DeviceSilent) {
@@ -152,7 +157,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
     let ingest = tokio::spawn(ingest::run(state.clone(), link, name.clone(), ingest_rx));
-    let result = read_loop(&state, &output, &mut stream, &ingest_tx).await;
+    let result = read_loop(&state, &output, &mut gate, &mut stream, &ingest_tx).await;
     state.output.closed(&state, link).await;
     if state.devices.disconnect(device, epoch) && state.store.is_shared() {
         if let Err(e) = state.store.unlink_device(device, &state.replica).await {
@@ -170,6 +175,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
 async fn read_loop(
     state: &AppState,
     output: &LinkOutput,
+    gate: &mut Gate,
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
     ingest: &mpsc::Sender<Item>,
 ) -> Result<(), String> {
@@ -178,17 +184,38 @@ async fn read_loop(
         match msg {
             Message::Binary(b) => match DeviceBinary::decode(&b) {
                 Ok(DeviceBinary::Output { session, offset, t_micros, data }) => {
+                    if gate.admit_output(state, session, offset, data.len() as u64).await? == Admit::Drop {
+                        continue;
+                    }
                     if let Some(hub) = state.hubs.get(session) {
                         hub.publish(offset, Bytes::from(data.clone()));
                     }
                     let chunk = OutputChunk { session, offset, t_micros, data };
                     state.output.store(state, output, chunk).await.map_err(|_| "the output writer stopped")?;
                 }
-                Ok(DeviceBinary::Snapshot { snapshot, .. }) => state.devices.snapshot_arrived(output.link().device, snapshot),
+                Ok(DeviceBinary::Snapshot { session, snapshot }) => {
+                    if gate.admit(state, session).await? == Admit::Take {
+                        state.devices.snapshot_arrived(output.link().device, snapshot)
+                    }
+                }
                 Ok(DeviceBinary::Input { .. }) | Err(_) => return Err("unexpected binary frame".into()),
             },
             Message::Text(t) => match serde_json::from_str::<DeviceMessage>(&t) {
-                Ok(m) => message(state, output.link().device, m, ingest).await?,
+                Ok(m) => {
+                    if let Some(session) = m.session() {
+                        if gate.admit(state, session).await? == Admit::Drop {
+                            continue;
+                        }
+                    }
+                    let ended = match &m {
+                        DeviceMessage::Ended { session, .. } => Some(*session),
+                        _ => None,
+                    };
+                    message(state, output.link().device, m, ingest).await?;
+                    if let Some(session) = ended {
+                        gate.ended(session);
+                    }
+                }
                 Err(e) => return Err(format!("undecodable message: {e}")),
             },
             Message::Close(_) => return Ok(()),

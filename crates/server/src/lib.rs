@@ -15,6 +15,7 @@ mod hub;
 mod ingest;
 mod leases;
 mod limits;
+mod link_guard;
 mod monitor;
 mod passwords;
 mod render;

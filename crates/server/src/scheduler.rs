@@ -155,7 +155,8 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         ("DROVER_TASK".to_string(), task.id.to_string()),
         ("DROVER_STAGE".to_string(), stage.stage.clone()),
     ];
-    let spec = SessionSpec { session, command, cwd: String::new(), env, cols, rows };
+    let harness = Harness::parse(&agent.harness).ok();
+    let spec = SessionSpec { session, command, cwd: String::new(), env, cols, rows, harness, unconfined: false, policy: None };
     // The workspace's skills, for where this run's harness looks for them.
     let folder = Harness::parse(&agent.harness).ok().and_then(drover_core::skill::folder).map(str::to_string);
     let skills = state

@@ -20,6 +20,9 @@ pub struct DeviceRow {
     pub live_sessions: u32,
     /// When an admin revoked its credential, if one did (until it is added again).
     pub revoked_at: Option<String>,
+    /// What it does with its runs (`drover_core::confinement::Offer` as JSON), as its
+    /// last hello said; None for a device that never said.
+    pub sandbox: Option<String>,
 }
 
 fn device_row(row: &sqlx::any::AnyRow) -> Result<DeviceRow> {
@@ -30,10 +33,11 @@ fn device_row(row: &sqlx::any::AnyRow) -> Result<DeviceRow> {
         last_contact_at: row.get("last_contact_at"),
         live_sessions: row.get::<i64, _>("live") as u32,
         revoked_at: row.get("revoked_at"),
+        sandbox: row.get("sandbox"),
     })
 }
 
-const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at, d.revoked_at,
+const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at, d.revoked_at, d.sandbox,
     (SELECT COUNT(*) FROM sessions s WHERE s.device_id = d.id AND s.outcome IN ('starting', 'running')) AS live
     FROM devices d";
 
@@ -52,6 +56,12 @@ impl Store {
         .execute(&self.writes)
         .await?;
         self.device_by_name(workspace, name).await.map(|d| d.expect("device just written"))
+    }
+
+    /// Records what a device does with its runs (its hello's sandbox offer, as JSON).
+    pub async fn set_device_sandbox(&self, device: DeviceId, sandbox: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE devices SET sandbox = $1 WHERE id = $2").bind(sandbox).bind(device.to_string()).execute(&self.writes).await?;
+        Ok(())
     }
 
     /// The device called `name`.

@@ -100,7 +100,7 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
     let mut todo: Vec<(SessionId, Vec<OutputChunk>)> = Vec::new();
     for mut c in batch {
         let Some(have) = held.get(&c.session).or_else(|| stored.get(&c.session)).copied() else { continue };
-        let end = c.offset + c.data.len() as u64;
+        let Some(end) = c.offset.checked_add(c.data.len() as u64) else { continue };
         if end <= have {
             held.insert(c.session, have);
             continue;
@@ -112,6 +112,11 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
         let prev_end =
             todo.iter().find(|(s, _)| *s == c.session).and_then(|(_, l)| l.last()).map(|l| l.offset + l.data.len() as u64).unwrap_or(have);
         if c.offset > prev_end {
+            if c.offset - prev_end > drover_core::device_link::MAX_OUTPUT_GAP {
+                // Never allocated: the link refuses such output before it gets here.
+                tracing::warn!(session = %c.session, "output {} bytes past the stored end refused", c.offset - prev_end);
+                continue;
+            }
             let fill = (c.offset - prev_end) as usize;
             tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
             let mut data = vec![0u8; fill];
@@ -243,5 +248,39 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(|r| Mark { t_micros: r.get::<i64, _>("t_micros") as u64, kind: r.get("kind"), data: r.get("data") }).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(session: SessionId, offset: u64, data: &[u8]) -> OutputChunk {
+        OutputChunk { session, offset, t_micros: 0, data: data.to_vec() }
+    }
+
+    #[test]
+    fn a_huge_or_overflowing_offset_is_skipped_without_allocating_the_gap() {
+        let s = SessionId::new();
+        let stored = HashMap::from([(s, 10)]);
+        let batch = vec![chunk(s, 0x4000_0000_0000_0000, b"forged"), chunk(s, u64::MAX - 1, b"wraps"), chunk(s, 10, b"real")];
+        let (held, todo) = plan(batch, &stored);
+        assert_eq!(held.get(&s), Some(&14));
+        assert_eq!(todo.len(), 1);
+        assert_eq!(todo[0].1.len(), 1);
+        assert_eq!(todo[0].1[0].data, b"real");
+    }
+
+    #[test]
+    fn a_small_gap_is_filled_and_held_bytes_are_skipped() {
+        let s = SessionId::new();
+        let stored = HashMap::from([(s, 4)]);
+        let (held, todo) = plan(vec![chunk(s, 0, b"abcdef"), chunk(s, 8, b"xy")], &stored);
+        assert_eq!(held.get(&s), Some(&10));
+        let chunks = &todo[0].1;
+        assert_eq!(chunks[0].offset, 4);
+        assert_eq!(chunks[0].data, b"ef");
+        assert_eq!(chunks[1].offset, 6);
+        assert_eq!(chunks[1].data, b"\0\0xy");
     }
 }

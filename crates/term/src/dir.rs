@@ -40,6 +40,12 @@ impl SessionDir {
         self.root.join("exit.json")
     }
 
+    /// The run's private temp directory (its `TMPDIR`: the one part of the session's
+    /// directory the run may reach).
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
     /// The shim's unix socket.
     pub fn socket(&self) -> PathBuf {
         self.root.join("shim.sock")
@@ -70,6 +76,14 @@ impl SessionDir {
     pub fn write_exit(&self, exit: &drover_protocol::shim::ShimExit) -> std::io::Result<()> {
         write_atomic(&self.exit(), &serde_json::to_vec_pretty(exit).expect("exit serialises"))
     }
+}
+
+/// Creates `path` and its missing parents private to this user (0700, whatever the
+/// umask); an existing directory is made private too.
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Writes `bytes` to `path` so that readers see the old file or the whole new one.

@@ -1,6 +1,7 @@
 //! Drover's terminal layer: everything that touches a pseudo-terminal or its bytes.
 //!
 //! - [`pty`]: start a program in a PTY, as its own process group.
+//! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`queries`], [`asciicast`]: pure renderers and scanners of terminal bytes.
@@ -8,6 +9,7 @@
 
 pub mod asciicast;
 mod bounded;
+pub mod confine;
 pub mod dir;
 pub mod pty;
 pub use drover_recording as recording;
@@ -15,3 +17,4 @@ pub mod queries;
 pub mod screen;
 pub mod shim;
 pub mod text;
+pub mod tree;

@@ -1,10 +1,15 @@
 //! Starting a program in a pseudo-terminal, as the leader of its own session and process
-//! group (so Stop can signal the whole group), with no shell in between.
+//! group (so Stop can signal the whole group), with no shell in between, with exactly
+//! the environment it is given and, when asked, inside the sandbox ([`crate::confine`]),
+//! applied in the child between fork and exec.
 
-use std::io::{Read, Write};
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize};
+use crate::confine::Prepared;
 
 /// Why a program could not be started. The text is what the session's Reason shows.
 #[derive(Debug, thiserror::Error)]
@@ -26,27 +31,42 @@ pub enum SpawnError {
     Pty(String),
 }
 
+/// The master side of a PTY: resizing.
+#[derive(Debug)]
+pub struct Master(OwnedFd);
+
+impl Master {
+    /// Resizes the terminal (the kernel sends SIGWINCH to the foreground group).
+    pub fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
+        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer; the fd is open.
+        if unsafe { libc::ioctl(self.0.as_raw_fd(), libc::TIOCSWINSZ, &ws) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 /// A running program and the master side of its PTY.
 pub struct Spawned {
     /// The program's process id, which is also its process group id.
     pub pid: u32,
     /// Reads what the program prints.
-    pub reader: Box<dyn Read + Send>,
+    pub reader: File,
     /// Writes what the program reads.
-    pub writer: Box<dyn Write + Send>,
+    pub writer: File,
     /// The master, for resizing.
-    pub master: Box<dyn MasterPty + Send>,
+    pub master: Master,
 }
 
 impl Spawned {
     /// Whether more output is waiting to be read right now (without blocking).
     pub fn readable(&self) -> impl Fn() -> bool + Send + 'static {
-        let fd = self.master.as_raw_fd();
+        let fd = self.reader.as_raw_fd();
         move || {
-            let Some(fd) = fd else { return false };
             let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd, zero timeout; the fd outlives the reader thread
-            // because the master is kept until the shim exits.
+            // because the reader is kept until the shim exits.
             let n = unsafe { libc::poll(&mut p, 1, 0) };
             n == 1 && p.revents & libc::POLLIN != 0
         }
@@ -74,47 +94,106 @@ pub fn resolve(program: &str, path_var: Option<&str>, cwd: &Path) -> Result<Path
     Err(SpawnError::NotFound(program.to_string()))
 }
 
-/// Starts `command` in a new PTY of `cols`×`rows` in `cwd`, with `env` added to the
-/// inherited environment (and `TERM=xterm-256color` unless given).
-pub fn spawn(command: &[String], cwd: &Path, env: &[(String, String)], cols: u16, rows: u16) -> Result<Spawned, SpawnError> {
-    let program = command.first().ok_or(SpawnError::NoCommand)?;
-    if !cwd.is_dir() {
-        return Err(SpawnError::BadCwd(cwd.display().to_string()));
-    }
-    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).or_else(|| std::env::var("PATH").ok());
-    let resolved = resolve(program, path_var.as_deref(), cwd)?;
-    let pty = portable_pty::native_pty_system();
-    let pair = pty
-        .openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 })
-        .map_err(|e| SpawnError::Pty(format!("could not open a pseudo-terminal: {e}")))?;
-    let mut cmd = CommandBuilder::new(&resolved);
-    cmd.get_argv_mut()[0] = program.into();
-    cmd.args(&command[1..]);
-    cmd.cwd(cwd);
-    if !env.iter().any(|(k, _)| k == "TERM") {
-        cmd.env("TERM", "xterm-256color");
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = pair.slave.spawn_command(cmd).map_err(|e| SpawnError::Pty(format!("could not start {program}: {e}")))?;
-    drop(pair.slave);
-    let pid = child.process_id().ok_or_else(|| SpawnError::Pty("the program has no process id".into()))?;
-    // The shim waits for the process itself (waitpid), so the handle is not needed.
-    drop(child);
-    let reader = pair.master.try_clone_reader().map_err(|e| SpawnError::Pty(e.to_string()))?;
-    let writer = pair.master.take_writer().map_err(|e| SpawnError::Pty(e.to_string()))?;
-    Ok(Spawned { pid, reader, writer, master: pair.master })
+/// What to start and where.
+pub struct Launch<'a> {
+    /// Program and arguments.
+    pub command: &'a [String],
+    /// Working directory.
+    pub cwd: &'a Path,
+    /// The program's whole environment (nothing else is inherited); `TERM` is
+    /// `xterm-256color` unless given.
+    pub env: &'a [(String, String)],
+    /// Terminal size.
+    pub cols: u16,
+    /// Terminal size.
+    pub rows: u16,
+    /// The sandbox to enter before exec; None runs the program unconfined.
+    pub confine: Option<&'a Prepared>,
 }
 
-/// Resizes the PTY (the kernel sends SIGWINCH to the foreground group).
-pub fn resize(master: &dyn MasterPty, cols: u16, rows: u16) -> std::io::Result<()> {
-    master.resize(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).map_err(|e| std::io::Error::other(e.to_string()))
+/// Starts a program in a new PTY.
+pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
+    let program = launch.command.first().ok_or(SpawnError::NoCommand)?;
+    if !launch.cwd.is_dir() {
+        return Err(SpawnError::BadCwd(launch.cwd.display().to_string()));
+    }
+    let path_var = launch.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+    let resolved = resolve(program, path_var, launch.cwd)?;
+    let size = nix::pty::Winsize { ws_row: launch.rows, ws_col: launch.cols, ws_xpixel: 0, ws_ypixel: 0 };
+    let pair = nix::pty::openpty(Some(&size), None).map_err(|e| SpawnError::Pty(format!("could not open a pseudo-terminal: {e}")))?;
+    for fd in [&pair.master, &pair.slave] {
+        cloexec(fd).map_err(|e| SpawnError::Pty(format!("could not set up the pseudo-terminal: {e}")))?;
+    }
+    let slave = |what: &str| pair.slave.try_clone().map(Stdio::from).map_err(|e| SpawnError::Pty(format!("{what}: {e}")));
+    let mut cmd = Command::new(&resolved);
+    cmd.arg0(program).args(&launch.command[1..]).current_dir(launch.cwd).env_clear();
+    if !launch.env.iter().any(|(k, _)| k == "TERM") {
+        cmd.env("TERM", "xterm-256color");
+    }
+    cmd.envs(launch.env.iter().map(|(k, v)| (k, v))).stdin(slave("stdin")?).stdout(slave("stdout")?).stderr(slave("stderr")?);
+    let confine = launch.confine.map(Prepared::for_child);
+    // SAFETY: the hook makes only async-signal-safe system calls (setsid, ioctl, prctl,
+    // setrlimit, landlock_restrict_self) on values prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            match &confine {
+                Some(c) => c.enter(),
+                None => Ok(()),
+            }
+        });
+    }
+    let child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(format!("{program} (inside the sandbox: {e})")),
+        _ => SpawnError::Pty(format!("could not start {program}: {e}")),
+    })?;
+    drop(pair.slave);
+    // The shim waits for the process itself (waitpid), so the handle is not needed.
+    let pid = child.id();
+    drop(child);
+    let master = pair.master;
+    let reader = File::from(master.try_clone().map_err(|e| SpawnError::Pty(e.to_string()))?);
+    let writer = File::from(master.try_clone().map_err(|e| SpawnError::Pty(e.to_string()))?);
+    Ok(Spawned { pid, reader, writer, master: Master(master) })
+}
+
+fn cloexec(fd: &OwnedFd) -> std::io::Result<()> {
+    // SAFETY: F_SETFD on an open descriptor.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+
     use super::*;
+
+    fn path_env() -> Vec<(String, String)> {
+        vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())]
+    }
+
+    fn run(command: &[&str], env: &[(String, String)]) -> String {
+        let command: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+        let launch = Launch { command: &command, cwd: Path::new("/"), env, cols: 80, rows: 24, confine: None };
+        let mut s = spawn(&launch).unwrap();
+        let mut out = String::new();
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = s.reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        out
+    }
 
     #[test]
     fn resolve_finds_programs_on_path_and_reports_missing_ones() {
@@ -129,17 +208,29 @@ mod tests {
     }
 
     #[test]
-    fn spawn_runs_in_a_pty_and_reports_bad_cwd() {
-        let mut s = spawn(&["sh".into(), "-c".into(), "tty; exit 0".into()], Path::new("/"), &[], 80, 24).unwrap();
-        let mut out = String::new();
-        let mut buf = [0u8; 1024];
-        while let Ok(n) = s.reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
+    fn spawn_runs_in_a_pty_of_its_size_and_reports_bad_cwd() {
+        let out = run(&["sh", "-c", "tty; stty size; exit 0"], &path_env());
         assert!(out.contains("/dev/pts/"), "{out}");
-        assert!(matches!(spawn(&["sh".into()], Path::new("/no/such/dir"), &[], 80, 24), Err(SpawnError::BadCwd(_))));
+        assert!(out.contains("24 80"), "{out}");
+        let command = vec!["sh".to_string()];
+        let launch = Launch { command: &command, cwd: Path::new("/no/such/dir"), env: &[], cols: 80, rows: 24, confine: None };
+        assert!(matches!(spawn(&launch), Err(SpawnError::BadCwd(_))));
+    }
+
+    #[test]
+    fn the_program_gets_exactly_the_environment_it_is_given() {
+        std::env::set_var("DROVER_PTY_TEST_SECRET", "leak");
+        let mut env = path_env();
+        env.push(("GIVEN".into(), "yes".into()));
+        let out = run(&["sh", "-c", "echo given=$GIVEN secret=$DROVER_PTY_TEST_SECRET term=$TERM"], &env);
+        assert!(out.contains("given=yes secret= term=xterm-256color"), "{out}");
+    }
+
+    #[test]
+    fn the_program_leads_its_own_session_with_the_pty_as_controlling_terminal() {
+        // pid, process group, session, controlling terminal (fields 1, 5, 6, 7).
+        let out = run(&["sh", "-c", "cut -d' ' -f1,5,6,7 /proc/$$/stat"], &path_env());
+        let fields: Vec<&str> = out.split_whitespace().collect();
+        assert!(fields.len() == 4 && fields[0] == fields[1] && fields[0] == fields[2] && fields[3] != "0", "{out}");
     }
 }

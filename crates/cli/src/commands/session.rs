@@ -15,11 +15,12 @@ use crate::table;
 pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
     let client = Client::from_env()?;
     match cmd {
-        SessionCmd::Start { device, cwd, title, cols, rows, command } => {
+        SessionCmd::Start { device, cwd, title, cols, rows, unconfined, command } => {
             use std::io::IsTerminal;
             let size = if std::io::stdout().is_terminal() { crossterm::terminal::size().ok() } else { None };
             let (tc, tr) = size.map(|(c, r)| (c as u32, r as u32)).unwrap_or((120, 40));
-            let req = StartSession { device, command, cwd, title, cols: Some(cols.unwrap_or(tc)), rows: Some(rows.unwrap_or(tr)) };
+            let req =
+                StartSession { device, command, cwd, title, cols: Some(cols.unwrap_or(tc)), rows: Some(rows.unwrap_or(tr)), unconfined };
             let s: SessionView = client.post("/api/v1/sessions", &req).await?;
             if json {
                 print_json(&s)?;

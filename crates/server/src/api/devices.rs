@@ -16,6 +16,7 @@ fn view(state: &AppState, d: drover_store::DeviceRow) -> DeviceView {
         live_sessions: d.live_sessions,
         last_contact_at: d.last_contact_at,
         revoked_at: d.revoked_at,
+        sandbox: d.sandbox.as_deref().and_then(|j| serde_json::from_str(j).ok()),
     }
 }
 

@@ -196,6 +196,14 @@ pub async fn start(
             device.name, device.live_sessions, device.slots
         )));
     }
+    if req.unconfined {
+        caller.require(drover_core::permissions::WorkspaceAction::StartUnconfined)?;
+    } else if let Some(why) = device.sandbox.as_deref().and_then(refuses_runs) {
+        return Err(ApiError::Conflict(format!(
+            "device `{}` refuses runs: it cannot sandbox them ({why}); its owner can start it with --unsandboxed",
+            device.name
+        )));
+    }
     let cwd = req.cwd.unwrap_or_default();
     let new = NewSession {
         workspace: ws,
@@ -209,7 +217,28 @@ pub async fn start(
         operator: Some(caller.member()?.id),
     };
     let id = state.store.create_session(&new).await?;
-    let spec = SessionSpec { session: id, command: req.command, cwd, env: Vec::new(), cols, rows };
+    if req.unconfined {
+        let event = drover_store::NewEvent {
+            workspace: ws,
+            session: Some(id),
+            task: None,
+            kind: EventKind::UnconfinedStart,
+            actor: new.created_by.clone(),
+            detail: serde_json::json!({ "device": device.name }),
+        };
+        state.store.record_event(&event).await?;
+    }
+    let spec = SessionSpec {
+        session: id,
+        command: req.command,
+        cwd,
+        env: Vec::new(),
+        cols,
+        rows,
+        harness: None,
+        unconfined: req.unconfined,
+        policy: None,
+    };
     if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None, skills: Vec::new() }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
         crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
@@ -221,6 +250,14 @@ pub async fn start(
             return Ok((StatusCode::CREATED, Json(view(&state, &caller, row))));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Why a device refuses runs, from its stored sandbox offer; None when it takes them.
+fn refuses_runs(offer_json: &str) -> Option<String> {
+    match serde_json::from_str::<drover_core::confinement::Offer>(offer_json).ok()? {
+        drover_core::confinement::Offer::Unavailable { reason } => Some(reason),
+        drover_core::confinement::Offer::Sandboxed { .. } | drover_core::confinement::Offer::Unsandboxed { .. } => None,
     }
 }
 

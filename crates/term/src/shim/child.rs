@@ -20,6 +20,9 @@ use crate::recording::RecordingWriter;
 /// How long after the program exits the reader may keep draining the terminal.
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// How long the shim keeps killing what a run left behind before it gives up.
+const TREE_END: Duration = Duration::from_secs(5);
+
 /// Starts the threads that serve a spawned program.
 pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) {
     let readable = spawned.readable();
@@ -28,13 +31,14 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     *shared.master.lock().expect("master lock") = Some(master);
     let (tx, rx) = mpsc::channel::<InputItem>(256);
     *shared.input.lock().expect("input lock") = Some(tx);
+    let writer: Box<dyn Write + Send> = Box::new(writer);
     std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop(writer, rx)).expect("spawn writer");
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let s = shared.clone();
     std::thread::Builder::new()
         .name("pty-reader".into())
         .spawn(move || {
-            output::pump(s, reader, readable, recording);
+            output::pump(s, Box::new(reader), readable, recording);
             let _ = done_tx.send(());
         })
         .expect("spawn reader");
@@ -51,26 +55,19 @@ fn write_loop(mut writer: Box<dyn Write + Send>, mut rx: mpsc::Receiver<InputIte
 }
 
 fn wait(shared: Arc<Shared>, pid: u32, reader_done: std::sync::mpsc::Receiver<()>) {
-    let status = loop {
-        match waitpid(Pid::from_raw(pid as i32), None) {
-            Ok(WaitStatus::Exited(_, code)) => break ExitStatus::code(code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => break ExitStatus::signal(sig as i32),
-            Ok(_) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => {
-                tracing::warn!("waitpid failed: {e}");
-                break ExitStatus { code: None, signal: None };
-            }
-        }
-    };
+    let status = wait_for(pid);
     if reader_done.recv_timeout(DRAIN).is_err() {
         // Something still holds the terminal open: end the rest of the group.
         let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGHUP);
         if reader_done.recv_timeout(Duration::from_millis(500)).is_err() {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            let _ = reader_done.recv_timeout(Duration::from_millis(500));
         }
     }
+    // Nothing of a run outlives it: whatever it left behind, detached or not, ends now.
+    if !crate::tree::end_all(std::process::id(), TREE_END) {
+        tracing::warn!("some processes of the run could not be ended");
+    }
+    let _ = reader_done.recv_timeout(Duration::from_millis(500));
     *shared.input.lock().expect("input lock") = None;
     let final_offset = shared.out.lock().expect("out lock").written;
     let exit = ShimExit {
@@ -84,9 +81,35 @@ fn wait(shared: Arc<Shared>, pid: u32, reader_done: std::sync::mpsc::Receiver<()
         tracing::warn!("writing exit.json: {e}");
     }
     shared.set_exit(exit);
+    // Anything that still ends beneath the shim is reaped (there should be nothing).
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
+            Err(_) => return,
+        }
+    }
 }
 
-/// Stop: SIGTERM to the whole process group now, SIGKILL after `grace` if it is still there.
+/// Waits for the program, reaping on the way the run's processes that detached and were
+/// re-parented to the shim (it is their subreaper). This thread is the shim's only reaper.
+fn wait_for(pid: u32) -> ExitStatus {
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(WaitStatus::Exited(p, code)) if p.as_raw() == pid as i32 => return ExitStatus::code(code),
+            Ok(WaitStatus::Signaled(p, sig, _)) if p.as_raw() == pid as i32 => return ExitStatus::signal(sig as i32),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                tracing::warn!("waitpid failed: {e}");
+                return ExitStatus { code: None, signal: None };
+            }
+        }
+    }
+}
+
+/// Stop: SIGTERM to the whole process group and to every other process of the run (one
+/// that left the group is still beneath the shim) now, SIGKILL after `grace` to all of
+/// them if the program is still there.
 pub fn stop(shared: Arc<Shared>, grace: Duration) {
     shared.stop_requested.store(true, Ordering::Release);
     let Some(pid) = *shared.pid.lock().expect("pid lock") else { return };
@@ -96,10 +119,12 @@ pub fn stop(shared: Arc<Shared>, grace: Duration) {
     let pgid = Pid::from_raw(pid as i32);
     let _ = killpg(pgid, Signal::SIGTERM);
     let _ = killpg(pgid, Signal::SIGCONT);
+    crate::tree::signal_all(std::process::id(), Signal::SIGTERM);
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
         if shared.exit().is_none() {
             let _ = killpg(pgid, Signal::SIGKILL);
+            crate::tree::signal_all(std::process::id(), Signal::SIGKILL);
         }
     });
 }

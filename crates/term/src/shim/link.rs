@@ -99,7 +99,7 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
     let reply = match req {
         ShimRequest::Subscribe { .. } => None,
         ShimRequest::Resize { cols, rows } => {
-            let resized = shared.master.lock().expect("master lock").as_ref().map(|m| crate::pty::resize(m.as_ref(), cols, rows));
+            let resized = shared.master.lock().expect("master lock").as_ref().map(|m| m.resize(cols, rows));
             if let Some(Err(e)) = resized {
                 tracing::warn!("resize failed: {e}");
             }

@@ -57,6 +57,8 @@ fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
 }
 
 async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
+    // Whatever the run starts stays beneath the shim, however it detaches.
+    crate::tree::become_subreaper()?;
     let _ = std::fs::remove_file(dir.socket());
     let listener = UnixListener::bind(dir.socket())?;
     std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
@@ -68,7 +70,7 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
 
     let mut env = spec.env.clone();
     env.push(("DROVER_SESSION".into(), spec.session.to_string()));
-    match crate::pty::spawn(&spec.command, std::path::Path::new(&spec.cwd), &env, spec.cols, spec.rows) {
+    match start_program(&spec, &env) {
         Ok(spawned) => {
             let _ = std::fs::write(dir.child_pid(), spawned.pid.to_string());
             child::start(shared.clone(), spawned, recording);
@@ -76,7 +78,7 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
         Err(e) => {
             let exit = ShimExit {
                 status: None,
-                start_error: Some(e.to_string()),
+                start_error: Some(e),
                 stop_requested: false,
                 ended_at: chrono::Utc::now().to_rfc3339(),
                 final_offset: 0,
@@ -91,7 +93,10 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => link::serve_client(shared.clone(), stream),
+                    Ok((stream, _)) => match peer_refusal(&stream) {
+                        None => link::serve_client(shared.clone(), stream),
+                        Some(why) => tracing::warn!("refused a connection to the shim's socket: {why}"),
+                    },
                     Err(e) => tracing::warn!("accept failed: {e}"),
                 }
             }
@@ -101,6 +106,44 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
     accept.abort();
     let _ = std::fs::remove_file(dir.socket());
     Ok(())
+}
+
+/// Starts the program in its PTY, inside the sandbox its spec asks for (the device
+/// decided it); the error is the session's reason.
+fn start_program(spec: &SessionSpec, env: &[(String, String)]) -> Result<crate::pty::Spawned, String> {
+    let prepared = match &spec.policy {
+        Some(policy) => Some(crate::confine::prepare(policy).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let launch = crate::pty::Launch {
+        command: &spec.command,
+        cwd: std::path::Path::new(&spec.cwd),
+        env,
+        cols: spec.cols,
+        rows: spec.rows,
+        confine: prepared.as_ref(),
+    };
+    crate::pty::spawn(&launch).map_err(|e| e.to_string())
+}
+
+/// Why a process that connected to the shim's socket is turned away: only the device's
+/// own user, and never a process of the run itself (it would type into, read or stop its
+/// own session past every check the server makes).
+fn peer_refusal(stream: &tokio::net::UnixStream) -> Option<String> {
+    let cred = match stream.peer_cred() {
+        Ok(c) => c,
+        Err(e) => return Some(format!("its credentials could not be read: {e}")),
+    };
+    let me = nix::unistd::getuid().as_raw();
+    if cred.uid() != me {
+        return Some(format!("uid {} is not the device's user ({me})", cred.uid()));
+    }
+    match cred.pid() {
+        Some(pid) if pid > 0 && crate::tree::is_beneath(pid as u32, std::process::id()) => {
+            Some(format!("process {pid} belongs to the run"))
+        }
+        _ => None,
+    }
 }
 
 /// Waits until the program has ended and the device released the shim, or no device

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use drover_protocol::shim::{SessionSpec, ShimExit};
-use portable_pty::MasterPty;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::dir::SessionDir;
@@ -113,7 +112,7 @@ pub struct Shared {
     /// Writes to the PTY, in order.
     pub input: Mutex<Option<mpsc::Sender<InputItem>>>,
     /// The PTY master, for resizing.
-    pub master: Mutex<Option<Box<dyn MasterPty + Send>>>,
+    pub master: Mutex<Option<crate::pty::Master>>,
     exit: Mutex<Option<ShimExit>>,
 }
 

@@ -1,0 +1,221 @@
+//! What the device puts a run in: the sandbox this machine offers, the environment a run
+//! is given, and the filesystem grants of its policy, gathered here (directory listings,
+//! PATH, git's common directory) and judged by the rules in `drover_core::confinement`.
+//! The shim enforces the result.
+
+use std::path::{Path, PathBuf};
+
+use drover_core::confinement::{self, Access, Decision, Fit, Grant, Offer, Policy};
+use drover_protocol::shim::SessionSpec;
+
+use crate::config::DeviceConfig;
+
+/// What this device does with its runs, from its kernel and its owner's word.
+pub fn offer(config: &DeviceConfig) -> Offer {
+    let kernel = drover_term::confine::kernel_abi();
+    match (config.sandbox.unsandboxed, kernel) {
+        (true, Ok(abi)) => Offer::Unsandboxed { kernel: drover_term::confine::mechanism(abi) },
+        (true, Err(why)) => Offer::Unsandboxed { kernel: why },
+        (false, Ok(abi)) => Offer::Sandboxed { mechanism: drover_term::confine::mechanism(abi) },
+        (false, Err(reason)) => Offer::Unavailable { reason },
+    }
+}
+
+/// Prepares `spec` to be started: the environment it is given and, unless it runs
+/// unconfined, its sandbox. Err is why the run is refused (the session's reason).
+pub fn prepare(config: &DeviceConfig, offer: &Offer, spec: &mut SessionSpec, tmp: &Path) -> Result<(), String> {
+    spec.env = environment(&spec.env, &config.sandbox.pass_env, tmp);
+    let can_confine = matches!(offer, Offer::Sandboxed { .. });
+    spec.policy = match confinement::decide(can_confine, config.sandbox.unsandboxed, spec.unconfined) {
+        Decision::Confined => Some(policy(config, spec, tmp)?),
+        Decision::Unconfined => None,
+        Decision::Refuse => {
+            return Err(format!(
+                "this device cannot sandbox runs ({}): its owner can start it with --unsandboxed to run them anyway",
+                match offer {
+                    Offer::Unavailable { reason } => reason.clone(),
+                    other => other.describe(),
+                }
+            ))
+        }
+    };
+    Ok(())
+}
+
+/// The run's whole environment: the daemon's variables that runs may inherit (and those
+/// the device's owner passes on), then what the server gave it (only Drover's own run
+/// variables of the `DROVER_` family), and its private temp directory.
+pub fn environment(given: &[(String, String)], pass_env: &[String], tmp: &Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| confinement::env_inherited(k, pass_env)).collect();
+    for (k, v) in given {
+        if k.starts_with("DROVER_") && !confinement::RUN_VARIABLES.contains(&k.as_str()) {
+            continue;
+        }
+        env.retain(|(e, _)| e != k);
+        env.push((k.clone(), v.clone()));
+    }
+    for k in ["TMPDIR", "TMP", "TEMP"] {
+        env.retain(|(e, _)| e != k);
+        env.push((k.to_string(), tmp.display().to_string()));
+    }
+    env
+}
+
+/// The grants of a run of `spec`: its working directory, its private temp, its
+/// harness's state, git's common directory of a worktree, the owner's additions, and
+/// the system to read. Nothing inside Drover's home but the run's own islands.
+pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<Policy, String> {
+    let protected: Vec<PathBuf> = config.protected.iter().map(|p| canonical(p).unwrap_or_else(|| p.clone())).collect();
+    let islands: Vec<PathBuf> = [config.worktrees_dir(), tmp.to_path_buf()].iter().filter_map(|p| canonical(p)).collect();
+    let mut g = Grants { protected, islands, out: Vec::new() };
+    let cwd = canonical(Path::new(&spec.cwd)).ok_or_else(|| format!("working directory {} does not exist", spec.cwd))?;
+    if confinement::fit(&cwd, &g.protected, &g.islands) == Fit::Refuse {
+        return Err(format!("working directory {} is inside Drover's home, which no run may reach: choose another --cwd", cwd.display()));
+    }
+    g.add(&cwd, Access::Write);
+    g.add(tmp, Access::Write);
+    if let Some(common) = git_common_dir(&cwd) {
+        g.add(&common, Access::Write);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+    if let Some(home) = &home {
+        for d in confinement::state_dirs_for(spec.harness) {
+            g.add(&home.join(d), Access::Write);
+        }
+        for d in confinement::HOME_READ {
+            g.add(&home.join(d), Access::Read);
+        }
+    }
+    for d in &config.sandbox.write {
+        g.add(d, Access::Write);
+    }
+    for d in &config.sandbox.read {
+        g.add(d, Access::Read);
+    }
+    for d in confinement::SYSTEM_READ {
+        g.add(Path::new(d), Access::Read);
+    }
+    g.add(Path::new(confinement::SYSTEM_DEVICES), Access::Devices);
+    g.add(Path::new(confinement::SYSTEM_SHARED_MEMORY), Access::Write);
+    let path = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+    for dir in path.split(':').filter(|d| d.starts_with('/')) {
+        for p in tool_dirs(Path::new(dir)) {
+            g.add(&p, Access::Read);
+        }
+    }
+    Ok(Policy { grants: g.out, limits: config.sandbox.limits })
+}
+
+/// Grants being gathered, each judged against what must stay out of reach.
+struct Grants {
+    protected: Vec<PathBuf>,
+    islands: Vec<PathBuf>,
+    out: Vec<Grant>,
+}
+
+impl Grants {
+    fn add(&mut self, path: &Path, access: Access) {
+        let Some(path) = canonical(path) else { return };
+        self.add_canonical(&path, access, 0);
+    }
+
+    fn add_canonical(&mut self, path: &Path, access: Access, depth: usize) {
+        match confinement::fit(path, &self.protected, &self.islands) {
+            Fit::Grant => self.out.push(Grant { path: path.display().to_string(), access }),
+            Fit::Refuse => tracing::debug!(path = %path.display(), "not granted: inside Drover's home"),
+            // Each entry instead, so the protected one is left out (paths are canonical:
+            // a symlink's target is judged, not its name).
+            Fit::Split if depth < 32 => {
+                let Ok(entries) = std::fs::read_dir(path) else { return };
+                for e in entries.flatten() {
+                    if let Some(p) = canonical(&e.path()) {
+                        self.add_canonical(&p, access, depth + 1);
+                    }
+                }
+            }
+            Fit::Split => {}
+        }
+    }
+}
+
+/// The directories a tool on PATH needs to read besides `dir` itself: a `bin` folder's
+/// parent (a virtualenv's or a Node install's libraries), and where the folder's links
+/// point (npm's `.bin` links into packages).
+fn tool_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    let system = confinement::SYSTEM_READ.iter().any(|s| dir.starts_with(s));
+    if system {
+        return out;
+    }
+    if matches!(dir.file_name().and_then(|n| n.to_str()), Some("bin" | ".bin")) {
+        if let Some(parent) = dir.parent() {
+            out.push(parent.to_path_buf());
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten().take(4096) {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Some(target_dir) = std::fs::canonicalize(e.path()).ok().and_then(|t| t.parent().map(Path::to_path_buf)) {
+                    if !out.contains(&target_dir) {
+                        out.push(target_dir);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Git's common directory of the worktree at `cwd` (where its commits are written), when
+/// `cwd` is a linked worktree.
+fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() { gitdir } else { cwd.join(gitdir) };
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = PathBuf::from(common.trim());
+    canonical(&if common.is_absolute() { common } else { gitdir.join(common) })
+}
+
+fn canonical(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_keeps_the_allow_list_and_the_runs_own_variables() {
+        std::env::set_var("DROVER_HOME", "/secret/home");
+        std::env::set_var("ANTHROPIC_API_KEY", "sk-test");
+        std::env::set_var("SOME_DAEMON_SECRET", "x");
+        let given = vec![("DROVER_TOKEN".to_string(), "drs_x".to_string()), ("DROVER_HOME".to_string(), "/nope".to_string())];
+        let env = environment(&given, &[], Path::new("/tmp/run"));
+        let get = |k: &str| env.iter().find(|(e, _)| e == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("DROVER_HOME"), None);
+        assert_eq!(get("SOME_DAEMON_SECRET"), None);
+        assert_eq!(get("ANTHROPIC_API_KEY"), Some("sk-test"));
+        assert_eq!(get("DROVER_TOKEN"), Some("drs_x"));
+        assert_eq!(get("TMPDIR"), Some("/tmp/run"));
+        let passed = environment(&[], &["SOME_DAEMON_SECRET".into()], Path::new("/t"));
+        assert!(passed.iter().any(|(k, _)| k == "SOME_DAEMON_SECRET"));
+    }
+
+    #[test]
+    fn a_worktrees_common_dir_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let run = |args: &[&str], cwd: &Path| {
+            let ok = std::process::Command::new("git").args(args).current_dir(cwd).output().unwrap().status.success();
+            assert!(ok, "git {args:?}");
+        };
+        std::fs::create_dir_all(&repo).unwrap();
+        run(&["init", "-q", "-b", "main"], &repo);
+        run(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"], &repo);
+        run(&["worktree", "add", "-q", "../wt", "-b", "w"], &repo);
+        let common = git_common_dir(&dir.path().join("wt")).unwrap();
+        assert_eq!(common, std::fs::canonicalize(repo.join(".git")).unwrap());
+        assert_eq!(git_common_dir(&repo), None);
+    }
+}
