@@ -1,7 +1,7 @@
 // Badges: a run's outcome, a sandbox's own state, the green "running now" dot.
 
 import { cap } from "./format";
-import type { Outcome, SandboxState } from "./types";
+import type { Outcome, SandboxOffer, SandboxState } from "./types";
 
 export const OUTCOME_HELP: Record<Outcome, string> = {
   starting: "The session is being set up.",
@@ -23,6 +23,31 @@ export const STATE_HELP: Record<SandboxState, string> = {
   stopped: "A session started on a device whose run has ended.",
 };
 
+
+/** What a device does with its runs: sandboxed, or a warning (unsandboxed, or refusing runs). */
+export function SandboxBadge({ offer }: { offer: SandboxOffer | null | undefined }) {
+  if (!offer) return <span class="badge muted" title="The device's daemon has not said how it runs sessions (an older version)">unknown</span>;
+  switch (offer.state) {
+    case "sandboxed":
+      return (
+        <span class="badge ok" title={`Every run is sandboxed: ${offer.mechanism}`}>
+          sandboxed
+        </span>
+      );
+    case "unsandboxed":
+      return (
+        <span class="badge warning" title="Started --unsandboxed: its runs reach everything the device's user can, Drover's credentials included">
+          unsandboxed
+        </span>
+      );
+    case "unavailable":
+      return (
+        <span class="badge warning" title={`It cannot sandbox runs (${offer.reason}), so it refuses them; its owner can start it with --unsandboxed`}>
+          refuses runs
+        </span>
+      );
+  }
+}
 
 /** The green dot: an agent process is running right now. */
 export function LiveDot({ live }: { live: boolean }) {

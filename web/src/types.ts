@@ -117,7 +117,15 @@ export interface Device {
   connected: boolean;
   last_contact_at: string | null;
   revoked_at?: string | null;
+  /** What the device does with its runs, as its daemon last said (null: it never said). */
+  sandbox?: SandboxOffer | null;
 }
+
+/** A device's sandbox (core::confinement::Offer). */
+export type SandboxOffer =
+  | { state: "sandboxed"; mechanism: string }
+  | { state: "unsandboxed"; kernel: string }
+  | { state: "unavailable"; reason: string };
 
 export interface ActivityEvent {
   seq: number;

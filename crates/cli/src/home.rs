@@ -18,6 +18,30 @@ pub fn home() -> Result<PathBuf> {
     Ok(data.join("drover"))
 }
 
+/// Creates the home directory if it is missing and makes it private (0700): a home that
+/// others could read or enter is fixed, and the fix is said on stderr.
+pub fn ensure_private(home: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+    let mode = std::fs::metadata(home).with_context(|| format!("reading {}", home.display()))?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700)).with_context(|| {
+            format!("making {} private: it is open to other users (mode {mode:o}); fix it with chmod 700", home.display())
+        })?;
+        eprintln!("warning: {} was open to other users (mode {mode:o}); it is now 0700, as Drover's home must be", home.display());
+    }
+    for name in ["drover.db", "drover.db-wal", "drover.db-shm", "client.json", "device.json", "up.json"] {
+        let p = home.join(name);
+        if let Ok(meta) = std::fs::metadata(&p) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                    .with_context(|| format!("making {} private", p.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the CLI needs to reach a server, as `up` writes it (`client.json`, mode 0600).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClientConfig {

@@ -28,8 +28,19 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// Everything Drover writes (its home, the database and its WAL, session directories,
+/// recordings, logs, exports) is its user's alone, whatever umask it was started with:
+/// the runs it starts get the conventional 022 back (`drover_term::pty`).
+fn private_files() {
+    // SAFETY: umask only changes this process's file creation mask.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
+    private_files();
     let cli = args::Cli::parse();
     if let args::Command::Shim { dir } = &cli.command {
         // The shim builds its own single-threaded runtime and must not share one.

@@ -89,7 +89,7 @@ async fn client_token(state: &AppState, home: &Path) -> Result<String> {
 /// `drover up`.
 pub async fn up(args: UpArgs) -> Result<()> {
     let home = home::home()?;
-    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
     let started = start_server(&home, &args.server).await?;
     let state = started.state.clone();
@@ -162,7 +162,7 @@ async fn shutdown_signal() {
 /// `drover server`.
 pub async fn server(args: ServerArgs) -> Result<()> {
     let home = home::home()?;
-    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
     let started = start_server(&home, &args).await?;
     let token = client_token(&started.state, &home).await?;
@@ -196,8 +196,9 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
     };
     let name = args.name.unwrap_or_else(|| drover_core::names::device_name_from_host(&hostname()));
     drover_core::names::check_device_name(&name)?;
+    home::ensure_private(&home::home()?)?;
     let home = home::home()?.join("device-daemon");
-    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
     let server = server.trim_end_matches('/').to_string();
     let token = device_credential(&home, &server, &name, token).await?;

@@ -716,6 +716,26 @@ fn every_route_is_answered_as_the_permission_matrix_says() {
     }
     let walk_took = t0.elapsed() - setup_took;
 
+    // A device credential opens the device link and nothing else: every route that
+    // needs credentials answers it 403 (DESIGN.md, "Trust model").
+    let device_file: Value = serde_json::from_str(&std::fs::read_to_string(w.d.home.path().join("device.json")).unwrap()).unwrap();
+    let device = Auth::Bearer(text(&device_file["token"]));
+    for (i, row) in MATRIX.iter().enumerate() {
+        if row.expect[CALLERS.len() - 1] != U {
+            continue;
+        }
+        let mut cache = HashMap::new();
+        let path = w.fill(row.path, Who::Owner, i, &mut cache);
+        let body = w.fill(row.body, Who::Owner, i, &mut cache);
+        let status =
+            if row.method == "WS" { ws(&w.rt, &w.url, &path, &device).0 } else { http(&w.url, row.method, &path, &device, &body).status };
+        let want = if row.path == "/api/v1/device/connect" { 101 } else { 403 };
+        table.push_str(&format!("device: {} {}: {status}\n", row.method, row.path));
+        if status != want {
+            failures.push(format!("{} {} as a device: got {status}, expected {want}", row.method, row.path));
+        }
+    }
+
     // A browser's cookie: a foreign page can neither open a terminal nor act with it.
     let host = w.url.trim_start_matches("http://").to_string();
     let login = http(&w.url, "POST", "/api/v1/login", &Auth::None, &json!({"name": "m-oper", "password": PASSWORD}).to_string());

@@ -77,11 +77,12 @@ pub const SYSTEM_SHARED_MEMORY: &str = "/dev/shm";
 /// Files in the home directory every run reads: git's identity and settings.
 pub const HOME_READ: &[&str] = &[".gitconfig", ".config/git", ".rustup"];
 
-/// The directories (and files), relative to the home directory, where `harness` keeps its
-/// logins, settings and transcripts: a run of it reads and writes them.
+/// The directories, relative to the home directory, where `harness` keeps its logins,
+/// settings and transcripts: a run of it reads and writes them (the device creates them
+/// when missing, so the harness can).
 pub fn state_dirs(harness: Harness) -> &'static [&'static str] {
     match harness {
-        Harness::Claude => &[".claude", ".claude.json", ".config/claude"],
+        Harness::Claude => &[".claude", ".config/claude"],
         Harness::Codex => &[".codex"],
         Harness::Gemini => &[".gemini"],
         Harness::Aider => &[".aider", ".cache/aider"],
@@ -91,12 +92,24 @@ pub fn state_dirs(harness: Harness) -> &'static [&'static str] {
     }
 }
 
-/// The state directories of `harness`, or of every preset when the run's harness is not
-/// known (a session someone started by hand may run any of them).
-pub fn state_dirs_for(harness: Option<Harness>) -> Vec<&'static str> {
+/// Single files in the home directory a harness keeps state in (read and written when
+/// they exist; a harness that must create one beside them is out of luck, as the home
+/// directory itself is not the run's).
+pub fn state_files(harness: Harness) -> &'static [&'static str] {
     match harness {
-        Some(h) => state_dirs(h).to_vec(),
-        None => Harness::ALL.iter().flat_map(|h| state_dirs(*h).iter().copied()).collect(),
+        Harness::Claude => &[".claude.json", ".claude.json.backup"],
+        Harness::Aider => &[".aider.conf.yml"],
+        Harness::Codex | Harness::Gemini | Harness::Opencode | Harness::Goose | Harness::Custom => &[],
+    }
+}
+
+/// The state directories and files of `harness`, or of every preset when the run's
+/// harness is not known (a session someone started by hand may run any of them).
+pub fn state_dirs_for(harness: Option<Harness>) -> Vec<&'static str> {
+    let of = |h: Harness| state_dirs(h).iter().chain(state_files(h)).copied().collect::<Vec<_>>();
+    match harness {
+        Some(h) => of(h),
+        None => Harness::ALL.iter().flat_map(|h| of(*h)).collect(),
     }
 }
 
@@ -342,14 +355,16 @@ mod tests {
     fn each_preset_has_its_own_state_and_an_unknown_harness_gets_all_of_them() {
         assert_eq!(state_dirs(Harness::Codex), &[".codex"]);
         assert!(state_dirs(Harness::Claude).contains(&".claude"));
-        assert!(state_dirs(Harness::Custom).is_empty());
+        assert!(state_files(Harness::Claude).contains(&".claude.json"));
+        assert!(state_dirs(Harness::Custom).is_empty() && state_files(Harness::Custom).is_empty());
         let all = state_dirs_for(None);
         for h in Harness::ALL {
-            for d in state_dirs(h) {
+            for d in state_dirs(h).iter().chain(state_files(h)) {
                 assert!(all.contains(d), "{d}");
             }
         }
         assert_eq!(state_dirs_for(Some(Harness::Gemini)), vec![".gemini"]);
+        assert!(state_dirs_for(Some(Harness::Claude)).contains(&".claude.json"));
     }
 
     #[test]

@@ -223,6 +223,50 @@ mod tests {
         assert_eq!(possible_output(u64::MAX), u64::MAX);
     }
 
+    proptest::proptest! {
+        /// Messages from two devices, each owning two of four sessions, in any order and
+        /// with any offsets: nothing for the other device's session is ever taken, its
+        /// second such message closes the link, and no output is taken past the allowed
+        /// gap or past what its session can have printed.
+        #[test]
+        fn two_devices_never_touch_each_others_sessions(ops in proptest::collection::vec((0u8..=255, 0u8..=255, proptest::num::u64::ANY), 0..200)) {
+            let sessions: [SessionId; 4] = std::array::from_fn(|_| SessionId::new());
+            let mut gates = [LinkGuard::new(), LinkGuard::new()];
+            let mut seen = [[0u64; 4]; 2];
+            let mut offences = [0u32; 2];
+            let mut closed = [false; 2];
+            let mut now = 0u64;
+            for (a, b, raw) in ops {
+                let (device, s, other_kind) = ((a & 1) as usize, (a >> 1) as usize % 4, a & 0x80 != 0);
+                if closed[device] {
+                    continue;
+                }
+                now += u64::from(b) * 1000;
+                let (offset, len) = (raw >> (b % 64), u64::from(b));
+                let ask = |g: &mut LinkGuard| if other_kind { g.check(sessions[s]) } else { g.check_output(sessions[s], offset, len, now) };
+                let mut verdict = ask(&mut gates[device]);
+                if verdict == Verdict::LookUp {
+                    let owner = if s % 2 == device { Owner::This { stored: 0, age_micros: 0 } } else { Owner::Other };
+                    gates[device].learn(sessions[s], owner, now);
+                    verdict = ask(&mut gates[device]);
+                }
+                if s % 2 != device {
+                    offences[device] += 1;
+                    proptest::prop_assert_ne!(&verdict, &Verdict::Take);
+                    if offences[device] >= 2 {
+                        proptest::prop_assert!(matches!(verdict, Verdict::Close(_)));
+                    }
+                } else if verdict == Verdict::Take && !other_kind {
+                    proptest::prop_assert!(offset <= seen[device][s].saturating_add(MAX_OUTPUT_GAP));
+                    let end = offset.checked_add(len);
+                    proptest::prop_assert!(end.is_some_and(|e| e <= possible_output(now)));
+                    seen[device][s] = seen[device][s].max(end.unwrap_or(0));
+                }
+                closed[device] |= matches!(verdict, Verdict::Close(_));
+            }
+        }
+    }
+
     #[test]
     fn a_forgotten_session_is_looked_up_again() {
         let (a, _) = ids();

@@ -79,6 +79,15 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<P
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).or_else(dirs::home_dir);
     if let Some(home) = &home {
+        // The run's harness keeps its state in these: made if missing, so it can.
+        for d in spec.harness.map(confinement::state_dirs).unwrap_or_default() {
+            let dir = home.join(d);
+            if !dir.exists() && confinement::fit(&dir, &g.protected, &g.islands) == Fit::Grant {
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), "could not create the harness's state directory: {e}");
+                }
+            }
+        }
         for d in confinement::state_dirs_for(spec.harness) {
             g.add(&home.join(d), Access::Write);
         }
@@ -102,6 +111,10 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<P
         for p in tool_dirs(Path::new(dir)) {
             g.add(&p, Access::Read);
         }
+    }
+    // The program itself, wherever it is (a script named by its path).
+    if let Some(program) = spec.command.first().filter(|p| p.contains('/')) {
+        g.add(&cwd.join(program), Access::Read);
     }
     Ok(Policy { grants: g.out, limits: config.sandbox.limits })
 }

@@ -132,10 +132,12 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
     }
     cmd.envs(launch.env.iter().map(|(k, v)| (k, v))).stdin(slave("stdin")?).stdout(slave("stdout")?).stderr(slave("stderr")?);
     let confine = launch.confine.map(Prepared::for_child);
-    // SAFETY: the hook makes only async-signal-safe system calls (setsid, ioctl, prctl,
+    // SAFETY: the hook makes only async-signal-safe system calls (umask, setsid, ioctl, prctl,
     // setrlimit, landlock_restrict_self) on values prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            // Drover's own files are private (umask 077); a run creates files as usual.
+            libc::umask(0o022);
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }

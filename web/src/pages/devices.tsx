@@ -2,7 +2,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
-import { OutcomeBadge } from "../badges";
+import { OutcomeBadge, SandboxBadge } from "../badges";
 import { ago, duration, when } from "../format";
 import { subscribe } from "../live";
 import type { Device, Session } from "../types";
@@ -39,6 +39,7 @@ export function DevicesPage() {
             <tr>
               <th>Device</th>
               <th>Connection</th>
+              <th>Sandbox</th>
               <th>Live sessions</th>
               <th>Slots</th>
               <th>Last contact</th>
@@ -52,6 +53,9 @@ export function DevicesPage() {
                 </td>
                 <td>
                   <DeviceState d={d} />
+                </td>
+                <td>
+                  <SandboxBadge offer={d.sandbox} />
                 </td>
                 <td>{d.live_sessions}</td>
                 <td>{d.slots}</td>
@@ -139,6 +143,7 @@ export function DevicePage({ name }: { name: string }) {
       <header class="page-header">
         <h1>{name}</h1>
         {device && <DeviceState d={device} />}
+        {device && <SandboxBadge offer={device.sandbox} />}
       </header>
       {device && (
         <p class="meta">

@@ -32,10 +32,11 @@ pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
                         d.slots.to_string(),
                         d.live_sessions.to_string(),
                         table::ago(d.last_contact_at.as_deref()),
+                        d.sandbox.as_ref().map(|o| o.describe()).unwrap_or_else(|| "unknown (an older daemon)".into()),
                     ]
                 })
                 .collect();
-            table::print(&["NAME", "STATUS", "SLOTS", "LIVE", "LAST CONTACT"], &rows);
+            table::print(&["NAME", "STATUS", "SLOTS", "LIVE", "LAST CONTACT", "SANDBOX"], &rows);
         }
         DeviceSub::Revoke { name } => {
             let d: DeviceView =

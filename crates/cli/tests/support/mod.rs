@@ -65,8 +65,19 @@ pub struct Drover {
     pub device: String,
     /// The local device's slots.
     pub slots: u32,
+    /// Arguments `up` gets beyond the test's own (the sandbox's test allowance).
+    pub up_args: Vec<String>,
+    /// Environment variables `up` is started with, beyond the test's own.
+    pub up_env: Vec<(String, String)>,
     up: Option<Child>,
     extra: Vec<Child>,
+}
+
+/// The sandbox allowance every test device gets unless a test asks for the strict
+/// default: its runs may also write the system's temp directory (where the tests keep the
+/// files their programs write), which the sandbox splits around Drover's home there.
+pub fn test_sandbox_args() -> Vec<String> {
+    vec!["--sandbox-write".into(), std::env::temp_dir().display().to_string()]
 }
 
 impl Drover {
@@ -82,7 +93,23 @@ impl Drover {
 
     /// `drover up` on a free port in `home`, with a device of `slots` slots.
     pub fn up_with_slots(home: tempfile::TempDir, slots: u32) -> Drover {
-        let mut d = Drover { home, url: String::new(), device: "testdev".into(), slots, up: None, extra: Vec::new() };
+        Drover::up_with(home, slots, test_sandbox_args())
+    }
+
+    /// `drover up` with the sandbox's defaults and nothing allowed beyond them: what a
+    /// fresh `drover up` gives its runs.
+    pub fn up_strict() -> Drover {
+        Drover::up_with(tempfile::tempdir().expect("tempdir"), 200, Vec::new())
+    }
+
+    /// `drover up` in `home` with `slots` slots and `up_args`.
+    pub fn up_with(home: tempfile::TempDir, slots: u32, up_args: Vec<String>) -> Drover {
+        Drover::up_env(home, slots, up_args, Vec::new())
+    }
+
+    /// [`Drover::up_with`], `up` started with `env` added to its environment.
+    pub fn up_env(home: tempfile::TempDir, slots: u32, up_args: Vec<String>, up_env: Vec<(String, String)>) -> Drover {
+        let mut d = Drover { home, url: String::new(), device: "testdev".into(), slots, up_args, up_env, up: None, extra: Vec::new() };
         d.start_up("127.0.0.1:0");
         d
     }
@@ -95,6 +122,8 @@ impl Drover {
         }
         let mut child = child
             .args(["up", "--listen", listen, "--name", &self.device, "--slots", &self.slots.to_string(), "--stop-grace", "1"])
+            .args(&self.up_args)
+            .envs(self.up_env.iter().map(|(k, v)| (k, v)))
             .env("DROVER_HOME", self.home.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -347,7 +376,16 @@ impl Drover {
         // The CLI reads client.json from DROVER_HOME: point a fresh home at the server's.
         let parent = home.path().parent().expect("parent").to_path_buf();
         std::fs::copy(parent.join("client.json"), home.path().join("client.json")).expect("client.json");
-        Drover { home, url: url.to_string(), device: device.to_string(), slots: 0, up: None, extra: Vec::new() }
+        Drover {
+            home,
+            url: url.to_string(),
+            device: device.to_string(),
+            slots: 0,
+            up_args: Vec::new(),
+            up_env: Vec::new(),
+            up: None,
+            extra: Vec::new(),
+        }
     }
 
     /// Waits until the device `name` is (or is not) connected.
@@ -487,7 +525,9 @@ impl Split {
 
     /// Starts the device daemon and waits until it is connected.
     pub fn start_device(&mut self) {
+        let allowance = test_sandbox_args();
         let mut args = vec!["device", "--server", &self.device_url, "--token", &self.token, "--name", &self.name, "--slots", "4"];
+        args.extend(allowance.iter().map(String::as_str));
         args.extend(self.device_args.iter().map(String::as_str));
         self.device = Some(spawn_drover(self.device_home.path(), &args));
         self.cli.wait_device(&self.name, true);

@@ -90,7 +90,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/devices", get(devices::list).post(devices::add))
         .route("/api/v1/devices/{name}/revoke", post(devices::revoke))
         .route("/api/v1/devices/enroll", post(devices::enroll))
-        .route(crate::auth::DEVICE_LINK_PATH, get(device_link::connect))
+        .route("/api/v1/device/connect", get(device_link::connect))
         .route("/api/v1/sessions", get(sessions::list).post(sessions::start))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/input", post(sessions::input))
