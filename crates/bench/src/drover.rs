@@ -23,10 +23,16 @@ impl Up {
     /// Starts `drover up` with many slots on a free port, on `database` (a `--database`
     /// URL) or, with None, on SQLite in its home.
     pub fn start_on(exe: &Path, database: Option<&str>) -> Result<Up> {
-        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"];
-        if let Some(db) = database {
-            args.extend(["--database", db]);
+        match database {
+            Some(db) => Up::start_with(exe, &["--database", db]),
+            None => Up::start_with(exe, &[]),
         }
+    }
+
+    /// Starts `drover up` with many slots on a free port and `extra` options.
+    pub fn start_with(exe: &Path, extra: &[&str]) -> Result<Up> {
+        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"];
+        args.extend_from_slice(extra);
         let up = Up::spawn(exe, &args, "Drover is running at ")?;
         let deadline = Instant::now() + Duration::from_secs(20);
         while !up.cli(&["device", "list"])?.contains("connected") {

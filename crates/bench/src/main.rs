@@ -4,7 +4,8 @@
 //! latency through `drover session attach`, idle and with other sessions streaming,
 //! (3) the memory an idle session costs with many running at once, and (4) the sandbox
 //! list API with 100,000 sandboxes, (5) the CPU to read usage from a 200 MB transcript
-//! incrementally. `--only soak` runs the soak instead (not part of
+//! incrementally, (6) what the sandbox adds to a session's start and throughput
+//! (sandboxed against `--unsandboxed`). `--only soak` runs the soak instead (not part of
 //! the default run): many sessions for minutes, the device's link dropped every minute,
 //! viewers coming and going; nothing lost, memory flat. `--only fleet` (not part of the
 //! default run either) simulates up to 1,000 devices with 8 live sessions each against
@@ -22,6 +23,7 @@ mod list;
 mod memory;
 mod proxy;
 mod pty;
+mod sandbox;
 mod soak;
 mod task_start;
 mod throughput;
@@ -83,7 +85,10 @@ struct Args {
     /// starts; `off` skips PostgreSQL.
     #[arg(long)]
     postgres: Option<String>,
-    /// Only these parts (throughput, latency, memory, list, task, usage; or soak and
+    /// Session starts per side for the sandbox run.
+    #[arg(long, default_value_t = 30)]
+    starts: usize,
+    /// Only these parts (throughput, latency, memory, list, task, usage, sandbox; or soak and
     /// fleet, which the default run leaves out); default all but soak and fleet.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -127,6 +132,10 @@ fn main() -> Result<()> {
     if want("usage") {
         let r = usage::run(args.usage_mb, args.runs)?;
         report.insert("usage".into(), serde_json::to_value(r)?);
+    }
+    if want("sandbox") {
+        let r = sandbox::run(&exe, args.mb, args.runs, args.starts)?;
+        report.insert("sandbox".into(), serde_json::to_value(r)?);
     }
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;

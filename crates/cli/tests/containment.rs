@@ -40,6 +40,9 @@ if ls '{h}' >/dev/null 2>&1; then echo "ESCAPED: listing the home"; else echo "d
 if command -v sqlite3 >/dev/null; then
   if sqlite3 '{h}/drover.db' 'select count(*) from sessions' >/dev/null 2>&1; then echo "ESCAPED: sqlite3"; else echo "denied: sqlite3"; fi
 fi
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(8); s.connect(sys.argv[1]); s.sendall(b'\x00\x00\x00\x01\x02'); d=s.recv(64); print('ESCAPED: the shim answered' if d else 'denied: the shim socket')" '{other}/shim.sock' 2>/dev/null || echo 'denied: the shim socket'
+fi
 if DROVER_HOME='{h}' env -u DROVER_TOKEN -u DROVER_SESSION '{drover}' task list >/dev/null 2>&1; then echo "ESCAPED: drover as the owner"; else echo "denied: drover as the owner"; fi
 [ -z "$DROVER_HOME" ] && echo "no DROVER_HOME here"
 echo mine > own-file.txt && echo "wrote its own directory"
@@ -402,4 +405,32 @@ fn every_file_drover_makes_is_private_whatever_the_umask() {
     let _ = child.kill();
     let _ = child.wait();
     support::kill_sessions(home.path());
+}
+
+#[test]
+fn only_owners_and_admins_start_a_session_unconfined_and_each_start_is_audited() {
+    let d = Drover::up_strict();
+    let client = d.home.path().join("client.json");
+    let read = format!("cat '{}' >/dev/null && echo READ-CREDENTIALS || echo DENIED; sleep 600", client.display());
+
+    let member = member_token(&d, "max");
+    let out = d
+        .cmd()
+        .env("DROVER_TOKEN", &member)
+        .args(["session", "start", "--device", &d.device, "--unconfined", "--", "sh", "-c", &read])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("only a workspace owner or admin can start a session outside the sandbox"), "{err}");
+
+    let confined = d.start(&["sh", "-c", &read]);
+    assert!(d.wait_text(&confined, "DENIED", secs(20)).contains("DENIED"));
+    let id = d.ok(&["session", "start", "--device", &d.device, "--unconfined", "--", "sh", "-c", &read]).trim().to_string();
+    d.wait_text(&id, "READ-CREDENTIALS", secs(20));
+    let (status, body) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/events"), Some(&d.token()), b"");
+    assert_eq!(status, 200, "{body}");
+    let events: Value = serde_json::from_str(&body).unwrap();
+    let audited = events.as_array().unwrap().iter().find(|e| e["kind"] == "unconfined_start");
+    assert!(audited.is_some_and(|e| e["actor"] != "" && e["label"] == "session started unconfined"), "{body}");
 }

@@ -21,6 +21,9 @@ pub enum Access {
     /// Open existing files for reading and writing, and use their ioctls (terminals,
     /// `/dev/null`), but create nothing: for `/dev`.
     Devices,
+    /// List directories only (names, never contents): a directory given entry by entry
+    /// because it holds Drover's home, so `ls` still works there.
+    List,
 }
 
 /// One path a run is given, with what it may do beneath it.
@@ -210,7 +213,7 @@ pub enum Fit {
     /// Give it as asked.
     Grant,
     /// It holds something protected: give each of its entries instead (each judged the
-    /// same way), so the protected one is left out.
+    /// same way), so the protected one is left out; the directory itself may be listed.
     Split,
     /// It is protected, or inside something protected: never give it.
     Refuse,

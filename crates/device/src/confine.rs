@@ -112,9 +112,11 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<P
             g.add(&p, Access::Read);
         }
     }
-    // The program itself, wherever it is (a script named by its path).
-    if let Some(program) = spec.command.first().filter(|p| p.contains('/')) {
-        g.add(&cwd.join(program), Access::Read);
+    // The program itself, wherever it is (named by its path), with its install.
+    if let Some(program) = spec.command.first().filter(|p| p.contains('/')).and_then(|p| canonical(&cwd.join(p))) {
+        for p in install(&program) {
+            g.add(&p, Access::Read);
+        }
     }
     Ok(Policy { grants: g.out, limits: config.sandbox.limits })
 }
@@ -139,6 +141,7 @@ impl Grants {
             // Each entry instead, so the protected one is left out (paths are canonical:
             // a symlink's target is judged, not its name).
             Fit::Split if depth < 32 => {
+                self.out.push(Grant { path: path.display().to_string(), access: Access::List });
                 let Ok(entries) = std::fs::read_dir(path) else { return };
                 for e in entries.flatten() {
                     if let Some(p) = canonical(&e.path()) {
@@ -152,8 +155,8 @@ impl Grants {
 }
 
 /// The directories a tool on PATH needs to read besides `dir` itself: a `bin` folder's
-/// parent (a virtualenv's or a Node install's libraries), and where the folder's links
-/// point (npm's `.bin` links into packages).
+/// parent (a virtualenv's or a Node install's libraries), and the installs of what the
+/// folder's links point to (npm's `.bin` links into packages).
 fn tool_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![dir.to_path_buf()];
     let system = confinement::SYSTEM_READ.iter().any(|s| dir.starts_with(s));
@@ -168,15 +171,40 @@ fn tool_dirs(dir: &Path) -> Vec<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten().take(4096) {
             if e.file_type().is_ok_and(|t| t.is_symlink()) {
-                if let Some(target_dir) = std::fs::canonicalize(e.path()).ok().and_then(|t| t.parent().map(Path::to_path_buf)) {
-                    if !out.contains(&target_dir) {
-                        out.push(target_dir);
+                for p in canonical(&e.path()).map(|t| install(&t)).unwrap_or_default() {
+                    if !out.contains(&p) {
+                        out.push(p);
                     }
                 }
             }
         }
     }
     out
+}
+
+/// What a program at `program` (canonical) needs to read to run: the whole
+/// `node_modules` it lives in (its dependencies sit beside it), or the install a `bin`
+/// folder belongs to (and, for a Python virtualenv, the Python it was made from); a
+/// program anywhere else is given alone.
+fn install(program: &Path) -> Vec<PathBuf> {
+    if let Some(modules) = program.ancestors().filter(|a| a.file_name().is_some_and(|n| n == "node_modules")).last() {
+        return vec![modules.to_path_buf()];
+    }
+    let Some(parent) = program.parent() else { return vec![program.to_path_buf()] };
+    if parent.file_name().is_some_and(|n| n == "bin") {
+        let root = parent.parent().unwrap_or(parent).to_path_buf();
+        let mut out = vec![root.clone()];
+        // A virtualenv's interpreter is a link to the Python it was made from.
+        if let Ok(cfg) = std::fs::read_to_string(root.join("pyvenv.cfg")) {
+            let home =
+                cfg.lines().filter_map(|l| l.split_once('=')).find(|(k, _)| k.trim() == "home").map(|(_, v)| PathBuf::from(v.trim()));
+            if let Some(python) = home.and_then(|h| canonical(&h)).and_then(|h| h.parent().map(Path::to_path_buf)) {
+                out.push(python);
+            }
+        }
+        return out;
+    }
+    vec![program.to_path_buf()]
 }
 
 /// Git's common directory of the worktree at `cwd` (where its commits are written), when
@@ -213,6 +241,21 @@ mod tests {
         assert_eq!(get("TMPDIR"), Some("/tmp/run"));
         let passed = environment(&[], &["SOME_DAEMON_SECRET".into()], Path::new("/t"));
         assert!(passed.iter().any(|(k, _)| k == "SOME_DAEMON_SECRET"));
+    }
+
+    #[test]
+    fn a_programs_install_is_what_it_needs_to_read() {
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(install(&p("/opt/h/node_modules/@openai/codex/bin/codex.js")), vec![p("/opt/h/node_modules")]);
+        assert_eq!(install(&p("/opt/h/node_modules/a/node_modules/b/cli.js")), vec![p("/opt/h/node_modules")]);
+        assert_eq!(install(&p("/srv/tool/bin/tool")), vec![p("/srv/tool")]);
+        assert_eq!(install(&p("/home/a/agent.sh")), vec![p("/home/a/agent.sh")]);
+        let venv = tempfile::tempdir().unwrap();
+        let python = tempfile::tempdir().unwrap();
+        std::fs::create_dir(python.path().join("bin")).unwrap();
+        std::fs::write(venv.path().join("pyvenv.cfg"), format!("home = {}\n", python.path().join("bin").display())).unwrap();
+        let got = install(&venv.path().join("bin/aider"));
+        assert_eq!(got, vec![venv.path().to_path_buf(), std::fs::canonicalize(python.path()).unwrap()]);
     }
 
     #[test]

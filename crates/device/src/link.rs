@@ -337,6 +337,7 @@ async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, mut spec: Se
     drover_term::dir::create_private_dir(&dir.tmp())?;
     let offer = crate::confine::offer(config);
     crate::confine::prepare(config, &offer, &mut spec, &dir.tmp()).map_err(std::io::Error::other)?;
+    spec.link_secret = Some(spawn::link_secret());
     let spec = &spec;
     // A task run's worktree HEAD before it starts: later commits are its progress.
     if let Some((head, _)) = crate::session::worktree_head(&spec.cwd) {

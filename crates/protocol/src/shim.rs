@@ -51,6 +51,10 @@ pub struct SessionSpec {
     /// server sent here is replaced); None runs it unconfined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<drover_core::confinement::Policy>,
+    /// What a connection to the shim's socket must present first (set by the device;
+    /// None: any connection of the device's user is served, as by earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_secret: Option<String>,
 }
 
 /// How a shim's program ended (also written as `exit.json`).
@@ -108,6 +112,12 @@ pub enum ShimRequest {
     },
     /// The device holds everything up to the end; a finished shim may exit.
     Release,
+    /// The first frame of every connection: the link secret from `spec.json`, which only
+    /// the device can read (a run cannot), so no process of a run talks to a shim.
+    Authenticate {
+        /// [`SessionSpec::link_secret`].
+        secret: String,
+    },
 }
 
 /// Control events the shim sends to the device.

@@ -156,7 +156,8 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         ("DROVER_STAGE".to_string(), stage.stage.clone()),
     ];
     let harness = Harness::parse(&agent.harness).ok();
-    let spec = SessionSpec { session, command, cwd: String::new(), env, cols, rows, harness, unconfined: false, policy: None };
+    let spec =
+        SessionSpec { session, command, cwd: String::new(), env, cols, rows, harness, unconfined: false, policy: None, link_secret: None };
     // The workspace's skills, for where this run's harness looks for them.
     let folder = Harness::parse(&agent.harness).ok().and_then(drover_core::skill::folder).map(str::to_string);
     let skills = state

@@ -73,6 +73,7 @@ fn rights(access: Access, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
         Access::Read => AccessFs::from_read(abi),
         Access::Write => AccessFs::from_all(abi),
         Access::Devices => AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::Truncate | AccessFs::IoctlDev,
+        Access::List => BitFlags::from(AccessFs::ReadDir),
     };
     if is_dir {
         rights

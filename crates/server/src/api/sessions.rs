@@ -238,6 +238,7 @@ pub async fn start(
         harness: None,
         unconfined: req.unconfined,
         policy: None,
+        link_secret: None,
     };
     if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None, skills: Vec::new() }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };

@@ -25,11 +25,38 @@ enum Out {
     Frame(Vec<u8>),
 }
 
+/// How long a new connection has to present the link secret.
+const AUTHENTICATE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Reads the connection's first frame: it must be the spec's link secret.
+async fn authenticate(shared: &Shared, rd: &mut tokio::net::unix::OwnedReadHalf) -> Result<(), String> {
+    let Some(want) = shared.spec.link_secret.as_deref() else { return Ok(()) };
+    let frame = match tokio::time::timeout(AUTHENTICATE_WITHIN, read_frame(rd)).await {
+        Err(_) => return Err("no secret within 5 s".into()),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Ok(None)) => return Err("closed before its secret".into()),
+        Ok(Ok(Some(f))) => f,
+    };
+    match ShimFrame::decode_from_device(&frame) {
+        Ok(ShimFrame::Request(ShimRequest::Authenticate { secret })) if same(secret.as_bytes(), want.as_bytes()) => Ok(()),
+        _ => Err("the first frame was not the link secret".into()),
+    }
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Serves one connected device until it disconnects.
 pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
     tokio::spawn(async move {
-        shared.clients.fetch_add(1, Ordering::AcqRel);
         let (mut rd, wr) = stream.into_split();
+        if let Err(why) = authenticate(&shared, &mut rd).await {
+            tracing::warn!("refused a connection to the shim's socket: {why}");
+            return;
+        }
+        shared.clients.fetch_add(1, Ordering::AcqRel);
         let (tx, rx) = mpsc::channel::<Out>(OUT_QUEUE);
         let writer = tokio::spawn(write_loop(wr, rx));
         let _ = tx.send(Out::Frame(ShimFrame::Event(hello(&shared)).encode())).await;
@@ -66,6 +93,7 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     let (shared, tx) = (shared.clone(), tx.clone());
                     tokio::spawn(async move { handle(&shared, &tx, ShimRequest::Snapshot { req }).await });
                 }
+                Ok(ShimFrame::Request(ShimRequest::Authenticate { .. })) => {}
                 Ok(ShimFrame::Request(req)) => handle(&shared, &tx, req).await,
                 Ok(_) | Err(_) => {
                     tracing::warn!("device link: unexpected frame; closing");
@@ -125,6 +153,7 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
             shared.released.notify_one();
             None
         }
+        ShimRequest::Authenticate { .. } => None,
     };
     if let Some(frame) = reply {
         let _ = tx.send(Out::Frame(frame.encode())).await;
