@@ -128,6 +128,12 @@ test("search narrows the list, the filter switches, and Load more reaches every 
     await shot(page, `${path.slice(1).replace("/", "-")}-desktop`);
   }
 
+  // Each device says what it does with its runs: this one sandboxes them.
+  await page.goto(`${d.url}/devices`);
+  const sandbox = page.locator("main tbody tr .badge", { hasText: "sandboxed" }).first();
+  await sandbox.waitFor();
+  assert.match((await sandbox.getAttribute("title")) ?? "", /Every run is sandboxed: Landlock ABI \d+/);
+
   // The device page keeps rows loaded with Load more when a change refreshes it.
   await page.goto(`${d.url}/devices/e2e`);
   await until("device batch", async () => (await page.locator("tbody tr").count()) === 50);

@@ -117,7 +117,8 @@ pub fn state_dirs_for(harness: Option<Harness>) -> Vec<&'static str> {
 }
 
 /// Variables a run inherits from the device daemon's environment when set there; anything
-/// else the daemon was started with (above all `DROVER_*`) stays out.
+/// else the daemon was started with (above all `DROVER_*`) stays out. `TERM` is not among
+/// them: a session's terminal is the viewer's (`xterm-256color`), not the daemon's.
 const ENV_NAMES: &[&str] = &[
     "PATH",
     "HOME",
@@ -127,8 +128,6 @@ const ENV_NAMES: &[&str] = &[
     "LANG",
     "LANGUAGE",
     "TZ",
-    "TERM",
-    "COLORTERM",
     "EDITOR",
     "VISUAL",
     "PAGER",
@@ -343,12 +342,10 @@ mod tests {
 
     #[test]
     fn the_environment_is_an_allow_list() {
-        for name in
-            ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "CLAUDE_CODE_USE_BEDROCK"]
-        {
+        for name in ["PATH", "HOME", "LANG", "LC_ALL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "CLAUDE_CODE_USE_BEDROCK"] {
             assert!(env_inherited(name, &[]), "{name}");
         }
-        for name in ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK", "LD_PRELOAD", "PGPASSWORD", "RUST_LOG"] {
+        for name in ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK", "LD_PRELOAD", "PGPASSWORD", "RUST_LOG", "TERM"] {
             assert!(!env_inherited(name, &[]), "{name}");
         }
         assert!(env_inherited("GITHUB_TOKEN", &["GITHUB_TOKEN".into()]));
