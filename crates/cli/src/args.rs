@@ -376,7 +376,9 @@ pub enum SessionCmd {
         /// The device to run on.
         #[arg(long)]
         device: String,
-        /// Working directory on the device.
+        /// Working directory on the device (default: a fresh private directory of the
+        /// session when sandboxed, the device user's home when unconfined). A sandboxed
+        /// run cannot be given the home directory or one that holds it.
         #[arg(long)]
         cwd: Option<String>,
         /// A title for the session.

@@ -118,7 +118,7 @@ fn no_session_or_run_reaches_drovers_home_credentials_or_other_sessions() {
     assert_contained("the owner's session", &text);
     assert_eq!(std::fs::read_to_string(work.path().join("own-file.txt")).unwrap(), "mine\n");
 
-    // A member's session, in the device's default directory ($HOME).
+    // A member's session, in the fresh private directory a session gets by default.
     let member = member_token(d, "mia");
     let out =
         d.cmd().env("DROVER_TOKEN", &member).args(["session", "start", "--device", &d.device, "--", "sh", "-c", &script]).output().unwrap();
@@ -126,7 +126,15 @@ fn no_session_or_run_reaches_drovers_home_credentials_or_other_sessions() {
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let text = d.wait_text(&id, "PROBE-DONE", secs(30));
     assert_contained("a member's session", &text);
-    assert!(s.home.path().join("own-file.txt").exists());
+    assert!(!s.home.path().join("own-file.txt").exists(), "a session's default directory is not $HOME");
+
+    // Nobody may give a sandboxed run the home directory (its dotfiles run outside the
+    // sandbox) or a directory holding Drover's home.
+    for cwd in [s.home.path().to_path_buf(), d.home.path().parent().unwrap().to_path_buf(), PathBuf::from("/")] {
+        let out = d.run(&["session", "start", "--device", &d.device, "--cwd", cwd.to_str().unwrap(), "--", "true"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("choose a project folder with --cwd"), "{}: {err}", cwd.display());
+    }
 
     // An agent's run in its task's worktree: also writes its harness's state directory,
     // and nothing else of the home directory.

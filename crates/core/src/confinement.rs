@@ -68,11 +68,29 @@ pub struct Policy {
 }
 
 /// The parts of the system every run reads (and executes from): never written.
-pub const SYSTEM_READ: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run", "/sys", "/proc", "/nix/store", "/snap"];
+pub const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/sys",
+    "/proc",
+    "/nix/store",
+    "/snap",
+    // Where `/etc/resolv.conf` points on systemd-resolved and resolvconf machines; the rest
+    // of /run (the user's runtime directory, secrets) is not the run's.
+    "/run/systemd/resolve",
+    "/run/resolvconf",
+];
 
-/// Device files a run opens (its terminal, `/dev/null`, `/dev/urandom`).
-pub const SYSTEM_DEVICES: &str = "/dev";
+/// Device files a run opens: no disks, and no terminal but its own (the shim adds it),
+/// so it can neither read raw storage nor type into another terminal of the user.
+pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"];
 
 /// Shared memory a run may create files in (`/dev/shm`).
 pub const SYSTEM_SHARED_MEMORY: &str = "/dev/shm";

@@ -9,6 +9,7 @@ use drover_core::confinement::{self, Access, Decision, Fit, Grant, Offer, Policy
 use drover_protocol::shim::SessionSpec;
 
 use crate::config::DeviceConfig;
+use crate::worktree::GitDirs;
 
 /// What this device does with its runs, from its kernel and its owner's word.
 pub fn offer(config: &DeviceConfig) -> Offer {
@@ -23,11 +24,20 @@ pub fn offer(config: &DeviceConfig) -> Offer {
 
 /// Prepares `spec` to be started: the environment it is given and, unless it runs
 /// unconfined, its sandbox. Err is why the run is refused (the session's reason).
-pub fn prepare(config: &DeviceConfig, offer: &Offer, spec: &mut SessionSpec, tmp: &Path) -> Result<(), String> {
+pub fn prepare(config: &DeviceConfig, offer: &Offer, spec: &mut SessionSpec, tmp: &Path, git: Option<&GitDirs>) -> Result<(), String> {
     spec.env = environment(&spec.env, &config.sandbox.pass_env, tmp);
     let can_confine = matches!(offer, Offer::Sandboxed { .. });
-    spec.policy = match confinement::decide(can_confine, config.sandbox.unsandboxed, spec.unconfined) {
-        Decision::Confined => Some(policy(config, spec, tmp)?),
+    let decision = confinement::decide(can_confine, config.sandbox.unsandboxed, spec.unconfined);
+    // A session started without --cwd works in a fresh private directory when sandboxed
+    // (the home directory's dotfiles run outside the sandbox), in $HOME when not.
+    if spec.cwd.is_empty() {
+        spec.cwd = match decision {
+            Decision::Confined => tmp.display().to_string(),
+            Decision::Unconfined | Decision::Refuse => config.default_cwd.display().to_string(),
+        };
+    }
+    spec.policy = match decision {
+        Decision::Confined => Some(policy(config, spec, tmp, git)?),
         Decision::Unconfined => None,
         Decision::Refuse => {
             return Err(format!(
@@ -62,22 +72,41 @@ pub fn environment(given: &[(String, String)], pass_env: &[String], tmp: &Path) 
 }
 
 /// The grants of a run of `spec`: its working directory, its private temp, its
-/// harness's state, git's common directory of a worktree, the owner's additions, and
-/// the system to read. Nothing inside Drover's home but the run's own islands.
-pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<Policy, String> {
+/// harness's state, what git needs of a task worktree's clone (`git`), the owner's
+/// additions, and the system to read. Nothing inside Drover's home but the run's own
+/// islands.
+pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path, git: Option<&GitDirs>) -> Result<Policy, String> {
     let protected: Vec<PathBuf> = config.protected.iter().map(|p| canonical(p).unwrap_or_else(|| p.clone())).collect();
     let islands: Vec<PathBuf> = [config.worktrees_dir(), tmp.to_path_buf()].iter().filter_map(|p| canonical(p)).collect();
     let mut g = Grants { protected, islands, out: Vec::new() };
     let cwd = canonical(Path::new(&spec.cwd)).ok_or_else(|| format!("working directory {} does not exist", spec.cwd))?;
-    if confinement::fit(&cwd, &g.protected, &g.islands) == Fit::Refuse {
-        return Err(format!("working directory {} is inside Drover's home, which no run may reach: choose another --cwd", cwd.display()));
+    let home = std::env::var_os("HOME").map(PathBuf::from).or_else(dirs::home_dir);
+    let holds_home = home.as_deref().and_then(canonical).is_some_and(|h| h.starts_with(&cwd));
+    match confinement::fit(&cwd, &g.protected, &g.islands) {
+        Fit::Refuse => {
+            return Err(format!("working directory {} is inside Drover's home, which no run may reach: choose another --cwd", cwd.display()))
+        }
+        Fit::Split => return Err(format!("working directory {} holds Drover's home, which no run may reach: choose a project folder with --cwd", cwd.display())),
+        Fit::Grant if holds_home => {
+            return Err(format!(
+                "working directory {} holds your home directory, whose dotfiles run outside the sandbox: choose a project folder with --cwd (an owner or admin can start it --unconfined)",
+                cwd.display()
+            ))
+        }
+        Fit::Grant => {}
     }
     g.add(&cwd, Access::Write);
     g.add(tmp, Access::Write);
-    if let Some(common) = git_common_dir(&cwd) {
-        g.add(&common, Access::Write);
+    // A commit writes objects, refs and their logs into the clone, and the worktree's own
+    // index and HEAD; the clone's config and hooks, which the device's git reads, stay
+    // read-only.
+    if let Some(dirs) = git {
+        g.add(&dirs.common, Access::Read);
+        for d in ["objects", "refs", "logs"] {
+            g.add(&dirs.common.join(d), Access::Write);
+        }
+        g.add(&dirs.git_dir, Access::Write);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).or_else(dirs::home_dir);
     if let Some(home) = &home {
         // The run's harness keeps its state in these: made if missing, so it can.
         for d in spec.harness.map(confinement::state_dirs).unwrap_or_default() {
@@ -104,18 +133,24 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path) -> Result<P
     for d in confinement::SYSTEM_READ {
         g.add(Path::new(d), Access::Read);
     }
-    g.add(Path::new(confinement::SYSTEM_DEVICES), Access::Devices);
+    for d in confinement::SYSTEM_DEVICES {
+        g.add(Path::new(d), Access::Devices);
+    }
     g.add(Path::new(confinement::SYSTEM_SHARED_MEMORY), Access::Write);
+    // Tools on PATH and the program, with their installs. What a run can write (its own
+    // directory, a previous run's leftovers) is given as it is: links and settings found
+    // there choose nothing more.
     let path = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
-    for dir in path.split(':').filter(|d| d.starts_with('/')) {
-        for p in tool_dirs(Path::new(dir)) {
-            g.add(&p, Access::Read);
+    for dir in path.split(':').filter(|d| d.starts_with('/')).filter_map(|d| canonical(Path::new(d))) {
+        let derived = if g.writable(&dir) { vec![dir.clone()] } else { tool_dirs(&dir) };
+        for p in derived {
+            g.add_exact(&p, Access::Read);
         }
     }
-    // The program itself, wherever it is (named by its path), with its install.
     if let Some(program) = spec.command.first().filter(|p| p.contains('/')).and_then(|p| canonical(&cwd.join(p))) {
-        for p in install(&program) {
-            g.add(&p, Access::Read);
+        let derived = if g.writable(&program) { vec![program.clone()] } else { install(&program) };
+        for p in derived {
+            g.add_exact(&p, Access::Read);
         }
     }
     Ok(Policy { grants: g.out, limits: config.sandbox.limits })
@@ -129,6 +164,20 @@ struct Grants {
 }
 
 impl Grants {
+    /// Whether the run may write `path` (so what lies there is the run's to choose).
+    fn writable(&self, path: &Path) -> bool {
+        self.out.iter().any(|g| g.access == Access::Write && path.starts_with(&g.path))
+    }
+
+    /// Grants `path` only if it holds nothing protected (a path found in links or
+    /// settings is never split around Drover's home).
+    fn add_exact(&mut self, path: &Path, access: Access) {
+        let Some(path) = canonical(path) else { return };
+        if confinement::fit(&path, &self.protected, &self.islands) == Fit::Grant {
+            self.out.push(Grant { path: path.display().to_string(), access });
+        }
+    }
+
     fn add(&mut self, path: &Path, access: Access) {
         let Some(path) = canonical(path) else { return };
         self.add_canonical(&path, access, 0);
@@ -207,17 +256,6 @@ fn install(program: &Path) -> Vec<PathBuf> {
     vec![program.to_path_buf()]
 }
 
-/// Git's common directory of the worktree at `cwd` (where its commits are written), when
-/// `cwd` is a linked worktree.
-fn git_common_dir(cwd: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() { gitdir } else { cwd.join(gitdir) };
-    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
-    let common = PathBuf::from(common.trim());
-    canonical(&if common.is_absolute() { common } else { gitdir.join(common) })
-}
-
 fn canonical(p: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(p).ok()
 }
@@ -256,22 +294,5 @@ mod tests {
         std::fs::write(venv.path().join("pyvenv.cfg"), format!("home = {}\n", python.path().join("bin").display())).unwrap();
         let got = install(&venv.path().join("bin/aider"));
         assert_eq!(got, vec![venv.path().to_path_buf(), std::fs::canonicalize(python.path()).unwrap()]);
-    }
-
-    #[test]
-    fn a_worktrees_common_dir_is_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        let run = |args: &[&str], cwd: &Path| {
-            let ok = std::process::Command::new("git").args(args).current_dir(cwd).output().unwrap().status.success();
-            assert!(ok, "git {args:?}");
-        };
-        std::fs::create_dir_all(&repo).unwrap();
-        run(&["init", "-q", "-b", "main"], &repo);
-        run(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"], &repo);
-        run(&["worktree", "add", "-q", "../wt", "-b", "w"], &repo);
-        let common = git_common_dir(&dir.path().join("wt")).unwrap();
-        assert_eq!(common, std::fs::canonicalize(repo.join(".git")).unwrap());
-        assert_eq!(git_common_dir(&repo), None);
     }
 }

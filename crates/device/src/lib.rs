@@ -15,3 +15,4 @@ mod worktree;
 
 pub use config::{DeviceConfig, SandboxConfig, HEARTBEAT};
 pub use link::run;
+pub use worktree::GitDirs;

@@ -285,6 +285,7 @@ async fn start_session(
     if handle(registry, id).is_some() {
         return;
     }
+    let mut git_dirs = None;
     if let Some(w) = worktree {
         // The agent is told to run `drover task …`: this device's drover is on its PATH.
         if let Some(bin_dir) = config.shim_exe.parent() {
@@ -297,8 +298,14 @@ async fn start_session(
             spec.env.push(("PATH".into(), path));
         }
         let root = config.worktrees_dir();
-        match tokio::task::spawn_blocking(move || crate::worktree::ensure(&root, &w)).await {
-            Ok(Ok(path)) => {
+        let prepared = tokio::task::spawn_blocking(move || {
+            let path = crate::worktree::ensure(&root, &w)?;
+            let dirs = crate::worktree::git_dirs(std::path::Path::new(&w.repo_path), &path)?;
+            Ok::<_, crate::worktree::WorktreeError>((path, dirs))
+        });
+        match prepared.await {
+            Ok(Ok((path, dirs))) => {
+                git_dirs = Some(dirs);
                 spec.cwd = path.display().to_string();
                 if !skills.is_empty() {
                     let sandbox = path.clone();
@@ -310,11 +317,8 @@ async fn start_session(
             Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
         }
     }
-    if spec.cwd.is_empty() {
-        spec.cwd = config.default_cwd.display().to_string();
-    }
     let dir = SessionDir::new(config.sessions_dir().join(id.to_string()));
-    match prepare_and_start(config, &dir, spec).await {
+    match prepare_and_start(config, &dir, spec, git_dirs).await {
         Ok(stream) => {
             let h = spawn_session(registry.clone(), id, dir, Some(stream));
             let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
@@ -332,15 +336,24 @@ async fn start_failed(up: &Uplink, id: drover_core::SessionId, reason: String) {
     send(up, &DeviceMessage::Ended { session: id, end, started_at: None, ended_at, final_offset: 0 }).await;
 }
 
-async fn prepare_and_start(config: &DeviceConfig, dir: &SessionDir, mut spec: SessionSpec) -> std::io::Result<tokio::net::UnixStream> {
+async fn prepare_and_start(
+    config: &DeviceConfig,
+    dir: &SessionDir,
+    mut spec: SessionSpec,
+    git_dirs: Option<crate::worktree::GitDirs>,
+) -> std::io::Result<tokio::net::UnixStream> {
     drover_term::dir::create_private_dir(dir.root())?;
     drover_term::dir::create_private_dir(&dir.tmp())?;
     let offer = crate::confine::offer(config);
-    crate::confine::prepare(config, &offer, &mut spec, &dir.tmp()).map_err(std::io::Error::other)?;
+    crate::confine::prepare(config, &offer, &mut spec, &dir.tmp(), git_dirs.as_ref()).map_err(std::io::Error::other)?;
     spec.link_secret = Some(spawn::link_secret());
     let spec = &spec;
+    if let Some(dirs) = &git_dirs {
+        let json = serde_json::to_vec(dirs).expect("git directories serialise");
+        drover_term::dir::write_atomic(&dir.root().join(crate::session::GIT_DIRS), &json)?;
+    }
     // A task run's worktree HEAD before it starts: later commits are its progress.
-    if let Some((head, _)) = crate::session::worktree_head(&spec.cwd) {
+    if let Some((head, _)) = crate::session::worktree_head(&spec.cwd, git_dirs.as_ref()) {
         drover_term::dir::write_atomic(&dir.root().join(crate::session::BASE_HEAD), head.as_bytes())?;
     }
     drover_term::dir::write_atomic(&dir.spec(), &serde_json::to_vec_pretty(spec).expect("spec serialises"))?;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use drover_protocol::device::{MergeResult, Worktree};
 
-use crate::worktree::{git, git_in, lock_clone, worktree_path, WorktreeError};
+use crate::worktree::{git, git_dirs, git_in, git_worktree, lock_clone, worktree_path, WorktreeError};
 
 /// Who signs the merge commit when the clone has no git identity configured.
 const FALLBACK_IDENTITY: (&str, &str) = ("Drover", "drover@localhost");
@@ -40,8 +40,10 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
     if let Some(sandbox) = checked_out_at(repo, &w.branch)? {
         let sandbox = Path::new(&sandbox);
         // Untracked files (a harness's own caches, say) are not the work: only changes
-        // to tracked files hold the merge up.
-        let dirty = git(sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
+        // to tracked files hold the merge up. Read through the clone's own record of the
+        // worktree, never through files the run could have rewritten.
+        let dirs = git_dirs(repo, sandbox)?;
+        let dirty = git_worktree(&dirs, sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
         if !dirty.is_empty() {
             let n = dirty.lines().count();
             return refused(format!(

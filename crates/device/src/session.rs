@@ -71,12 +71,14 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         .and_then(|b| serde_json::from_slice::<drover_protocol::shim::SessionSpec>(&b).ok())
         .map(|s| s.cwd)
         .unwrap_or_default();
+    let git_dirs: Option<crate::worktree::GitDirs> =
+        std::fs::read(dir.root().join(GIT_DIRS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
     // The worktree's HEAD before the run started (recorded by `start`), else now.
     let head = std::fs::read_to_string(dir.root().join(BASE_HEAD))
         .ok()
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
-        .or_else(|| worktree_head(&cwd).map(|(h, _)| h));
+        .or_else(|| worktree_head(&cwd, git_dirs.as_ref()).map(|(h, _)| h));
     let task = SessionTask {
         id,
         dir,
@@ -87,6 +89,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         pid: None,
         started_at: None,
         cwd,
+        git_dirs,
         ended_sent: false,
         head,
         resubscribing: false,
@@ -139,6 +142,8 @@ struct SessionTask {
     pid: Option<u32>,
     started_at: Option<String>,
     cwd: String,
+    /// The worktree's git directories, for a task's run.
+    git_dirs: Option<crate::worktree::GitDirs>,
     ended_sent: bool,
     /// The worktree's HEAD as last seen (task runs only).
     head: Option<String>,
@@ -154,15 +159,17 @@ struct SessionTask {
 /// File in a session's directory holding its worktree's HEAD from before the run.
 pub const BASE_HEAD: &str = "base_head";
 
-/// HEAD and its subject, when `cwd` is a git worktree (a task's sandbox).
-pub fn worktree_head(cwd: &str) -> Option<(String, String)> {
-    if cwd.is_empty() || !std::path::Path::new(cwd).join(".git").is_file() {
-        return None;
-    }
-    let out = std::process::Command::new("git").arg("-C").arg(cwd).args(["log", "-1", "--format=%H%x00%s"]).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (head, subject) = text.trim_end().split_once('\0')?;
-    out.status.success().then(|| (head.to_string(), subject.chars().take(200).collect()))
+/// File in a session's directory holding its worktree's git directories, as checked
+/// against the clone when the run started ([`crate::worktree::GitDirs`]).
+pub const GIT_DIRS: &str = "git_dirs.json";
+
+/// HEAD and its subject of a task's worktree at `cwd`, read through `dirs` (None: not a
+/// task's worktree).
+pub fn worktree_head(cwd: &str, dirs: Option<&crate::worktree::GitDirs>) -> Option<(String, String)> {
+    let dirs = dirs?;
+    let text = crate::worktree::git_worktree(dirs, std::path::Path::new(cwd), &["log", "-1", "--format=%H%x00%s"]).ok()?;
+    let (head, subject) = text.split_once('\0')?;
+    Some((head.to_string(), subject.chars().take(200).collect()))
 }
 
 impl SessionTask {
@@ -427,8 +434,8 @@ impl SessionTask {
     /// Reports a new HEAD in the run's worktree (evidence of progress).
     async fn check_commits(&mut self) {
         let Some(before) = self.head.clone() else { return };
-        let cwd = self.cwd.clone();
-        let Ok(Some((head, subject))) = tokio::task::spawn_blocking(move || worktree_head(&cwd)).await else { return };
+        let (cwd, dirs) = (self.cwd.clone(), self.git_dirs.clone());
+        let Ok(Some((head, subject))) = tokio::task::spawn_blocking(move || worktree_head(&cwd, dirs.as_ref())).await else { return };
         if head != before {
             self.head = Some(head.clone());
             self.send(DeviceMessage::Commit { session: self.id, head, subject }).await;
@@ -488,14 +495,21 @@ impl SessionTask {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_worktree_head_is_read_and_plain_directories_are_not_worktrees() {
+    fn git(dir: &std::path::Path, args: &[&str]) {
+        assert!(std::process::Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success());
+    }
+
+    /// A clone with one commit, "first".
+    fn repo_with_commit() -> tempfile::TempDir {
         let repo = tempfile::tempdir().unwrap();
-        let git = |dir: &std::path::Path, args: &[&str]| {
-            assert!(std::process::Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success());
-        };
         git(repo.path(), &["init", "-q", "-b", "main"]);
         git(repo.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"]);
+        repo
+    }
+
+    #[test]
+    fn a_worktree_head_is_read_and_plain_directories_are_not_worktrees() {
+        let repo = repo_with_commit();
         let root = tempfile::tempdir().unwrap();
         let w = drover_protocol::device::Worktree {
             repo_path: repo.path().display().to_string(),
@@ -504,9 +518,39 @@ mod tests {
             base: None,
         };
         let path = crate::worktree::ensure(root.path(), &w).unwrap();
-        let (head, subject) = worktree_head(path.to_str().unwrap()).expect("a worktree has a HEAD");
+        let dirs = crate::worktree::git_dirs(repo.path(), &path).unwrap();
+        let (head, subject) = worktree_head(path.to_str().unwrap(), Some(&dirs)).expect("a worktree has a HEAD");
         assert_eq!((head.len(), subject.as_str()), (40, "first"));
-        assert_eq!(worktree_head(repo.path().to_str().unwrap()), None, "the clone itself is not a task's worktree");
-        assert_eq!(worktree_head(""), None);
+        assert_eq!(worktree_head(path.to_str().unwrap(), None), None, "without its checked directories, nothing is read");
+        assert!(crate::worktree::git_dirs(repo.path(), repo.path()).is_err(), "the clone itself is not a task's worktree");
+    }
+
+    #[test]
+    fn a_worktree_whose_git_files_a_run_rewrote_is_not_trusted() {
+        let repo = repo_with_commit();
+        let root = tempfile::tempdir().unwrap();
+        let w = |dir: &str, branch: &str| drover_protocol::device::Worktree {
+            repo_path: repo.path().display().to_string(),
+            dir: dir.into(),
+            branch: branch.into(),
+            base: None,
+        };
+        let (a, b) =
+            (crate::worktree::ensure(root.path(), &w("a", "ba")).unwrap(), crate::worktree::ensure(root.path(), &w("b", "bb")).unwrap());
+        let good = crate::worktree::git_dirs(repo.path(), &a).unwrap();
+        // A run points its .git at a repository of its own (whose config would name
+        // programs for the device's git to run), or at another worktree's directory.
+        let evil = a.join("evil");
+        git(&a, &["init", "-q", &evil.display().to_string()]);
+        std::fs::write(a.join(".git"), format!("gitdir: {}\n", evil.join(".git").display())).unwrap();
+        assert!(matches!(crate::worktree::git_dirs(repo.path(), &a), Err(crate::worktree::WorktreeError::Tampered(_))));
+        let other = crate::worktree::git_dirs(repo.path(), &b).unwrap();
+        std::fs::write(a.join(".git"), format!("gitdir: {}\n", other.git_dir.display())).unwrap();
+        assert!(matches!(crate::worktree::git_dirs(repo.path(), &a), Err(crate::worktree::WorktreeError::Tampered(_))));
+        // The device reads through what it checked before, whatever the files say now.
+        let (head, _) = worktree_head(a.to_str().unwrap(), Some(&good)).unwrap();
+        assert_eq!(head.len(), 40);
+        // And a reused worktree whose .git was rewritten is refused.
+        assert!(matches!(crate::worktree::ensure(root.path(), &w("a", "ba")), Err(crate::worktree::WorktreeError::Tampered(_))));
     }
 }

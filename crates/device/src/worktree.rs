@@ -38,10 +38,71 @@ pub enum WorktreeError {
         /// What the task needs.
         wanted: String,
     },
+    /// The worktree's own git files no longer point into its clone (a run rewrote them).
+    #[error("{0}: its .git no longer points into its clone; move the folder away and the task's branch is checked out again")]
+    Tampered(String),
     /// git could not be run.
     #[error("cannot run git: {0}")]
     Spawn(#[from] std::io::Error),
 }
+
+/// Where git keeps a task worktree's data, as checked from the clone's side. A run can
+/// rewrite every file in its worktree (`.git` included) and in the worktree's own git
+/// directory (`commondir`, `gitdir`), so the device never lets those files choose the
+/// repository its own git commands read: it names both directories itself
+/// ([`git_worktree`]), and grants the run only these (DESIGN.md, "Trust model").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GitDirs {
+    /// The clone's git directory (objects, refs, config, hooks).
+    pub common: PathBuf,
+    /// The worktree's own git directory (`<common>/worktrees/<name>`: HEAD, index).
+    pub git_dir: PathBuf,
+}
+
+/// The clone's git common directory, canonical.
+pub(crate) fn common_dir(repo: &Path) -> Result<PathBuf, WorktreeError> {
+    let dir = PathBuf::from(git(repo, &["rev-parse", "--git-common-dir"])?);
+    let dir = if dir.is_absolute() { dir } else { repo.join(dir) };
+    dir.canonicalize().map_err(WorktreeError::from)
+}
+
+/// The git directories of the worktree at `worktree`, checked against the clone at `repo`:
+/// its `.git` must name a directory of the clone's `worktrees/`, whose `gitdir` names
+/// this worktree back.
+pub fn git_dirs(repo: &Path, worktree: &Path) -> Result<GitDirs, WorktreeError> {
+    let tampered = || WorktreeError::Tampered(worktree.display().to_string());
+    let common = common_dir(repo)?;
+    let dot_git = worktree.join(".git");
+    let text = std::fs::read_to_string(&dot_git).map_err(|_| tampered())?;
+    let named = PathBuf::from(text.trim().strip_prefix("gitdir:").ok_or_else(tampered)?.trim());
+    let git_dir = (if named.is_absolute() { named } else { worktree.join(named) }).canonicalize().map_err(|_| tampered())?;
+    if git_dir.parent() != Some(common.join("worktrees").as_path()) {
+        return Err(tampered());
+    }
+    let back = std::fs::read_to_string(git_dir.join("gitdir")).map_err(|_| tampered())?;
+    let back = PathBuf::from(back.trim()).canonicalize().map_err(|_| tampered())?;
+    if back != dot_git.canonicalize()? {
+        return Err(tampered());
+    }
+    Ok(GitDirs { common, git_dir })
+}
+
+/// Runs git on the worktree at `worktree` through `dirs`, reading none of the git files a
+/// run can rewrite; returns what it printed, trimmed.
+pub(crate) fn git_worktree(dirs: &GitDirs, worktree: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let mut git_dir = std::ffi::OsString::from("--git-dir=");
+    git_dir.push(&dirs.git_dir);
+    let mut work_tree = std::ffi::OsString::from("--work-tree=");
+    work_tree.push(worktree);
+    let mut cmd = Command::new("git");
+    cmd.arg(git_dir).arg(work_tree).current_dir(worktree).env("GIT_COMMON_DIR", &dirs.common);
+    run(cmd, args, &[])
+}
+
+/// Settings every git the device runs gets, whatever a repository's config says: no hooks,
+/// no file-system monitor, no signature checks (each would run a program the
+/// repository names).
+const SAFE_CONFIG: [&str; 6] = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false"];
 
 /// Holds the lock of the clone at `repo` for as long as the guard lives: git's own
 /// lock files make a second `worktree add`, `worktree remove` or ref update in the same
@@ -64,15 +125,13 @@ pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
 
 /// [`git`] with extra environment variables.
 pub(crate) fn git_in(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
-    // The repository's own hooks do not run on Drover's checkouts.
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "core.hooksPath=/dev/null"])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .envs(env.iter().copied())
-        .output()?;
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(repo);
+    run(cmd, args, env)
+}
+
+fn run(mut cmd: Command, args: &[&str], env: &[(&str, &str)]) -> Result<String, WorktreeError> {
+    let out = cmd.args(SAFE_CONFIG).args(args).env("GIT_TERMINAL_PROMPT", "0").envs(env.iter().copied()).output()?;
     let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() {
         Ok(stdout)
@@ -106,7 +165,8 @@ pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
         return Err(WorktreeError::NotARepo(w.repo_path.clone()));
     }
     if path.join(".git").exists() {
-        let found = git(&path, &["branch", "--show-current"])?;
+        let dirs = git_dirs(repo, &path)?;
+        let found = git_worktree(&dirs, &path, &["branch", "--show-current"])?;
         if found != w.branch {
             return Err(WorktreeError::WrongBranch { path: path.display().to_string(), found, wanted: w.branch.clone() });
         }
@@ -136,10 +196,14 @@ pub fn remove(root: &Path, w: &Worktree, force: bool) -> Result<(), WorktreeErro
     let p = path.to_string_lossy().to_string();
     let repo = Path::new(&w.repo_path);
     let _clone = lock_clone(repo);
+    // git checks the worktree through its own files, which a run may have rewritten:
+    // the clone's common directory is named for it.
+    let common = common_dir(repo)?;
+    let env = [("GIT_COMMON_DIR", common.to_str().unwrap_or_default())];
     if force {
-        git(repo, &["worktree", "remove", "--force", &p])?;
+        git_in(repo, &["worktree", "remove", "--force", &p], &env)?;
     } else {
-        git(repo, &["worktree", "remove", &p])?;
+        git_in(repo, &["worktree", "remove", &p], &env)?;
     }
     Ok(())
 }

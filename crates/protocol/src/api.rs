@@ -42,7 +42,8 @@ pub struct StartSession {
     pub device: String,
     /// Program and arguments.
     pub command: Vec<String>,
-    /// Working directory on the device (default: the device's home directory).
+    /// Working directory on the device (default: a fresh private directory of the session
+    /// when sandboxed, the device user's home directory when unconfined).
     pub cwd: Option<String>,
     /// A title for the sandbox.
     pub title: Option<String>,

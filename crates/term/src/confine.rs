@@ -171,10 +171,9 @@ mod tests {
     }
 
     fn run_confined(policy: &Policy, cwd: &Path, script: &str) -> String {
-        let prepared = prepare(policy).expect("this kernel sandboxes");
         let command = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
         let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
-        let launch = Launch { command: &command, cwd, env: &env, cols: 80, rows: 24, confine: Some(&prepared) };
+        let launch = Launch { command: &command, cwd, env: &env, cols: 80, rows: 24, confine: Some(policy) };
         let mut s = spawn(&launch).unwrap();
         let mut out = String::new();
         let mut buf = [0u8; 4096];
@@ -191,7 +190,26 @@ mod tests {
         for p in drover_core::confinement::SYSTEM_READ {
             grants.push(grant(Path::new(p), Access::Read));
         }
-        grants.push(grant(Path::new("/dev"), Access::Devices));
+        for d in drover_core::confinement::SYSTEM_DEVICES {
+            grants.push(grant(Path::new(d), Access::Devices));
+        }
+    }
+
+    #[test]
+    fn a_confined_program_opens_its_own_terminal_and_no_other() {
+        let work = tempfile::tempdir().unwrap();
+        let mut grants = vec![grant(work.path(), Access::Write)];
+        system(&mut grants);
+        let policy = Policy { grants, limits: Limits::default() };
+        // Another terminal of the same user, open in this process.
+        let other = nix::pty::openpty(None, None).unwrap();
+        let other_name = nix::unistd::ttyname(&other.slave).unwrap();
+        let script = format!(
+            "echo to-own > /dev/stdout && echo OWN-OK; echo typed > {} && echo ESCAPED || echo DENIED-OTHER; head -c 1 /dev/sda >/dev/null 2>&1 && echo ESCAPED-DISK || echo no-disk",
+            other_name.display()
+        );
+        let out = run_confined(&policy, work.path(), &script);
+        assert!(out.contains("OWN-OK") && out.contains("DENIED-OTHER") && !out.contains("ESCAPED"), "{out}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::confine::Prepared;
+use drover_core::confinement::{Access, Grant, Policy};
 
 /// Why a program could not be started. The text is what the session's Reason shows.
 #[derive(Debug, thiserror::Error)]
@@ -107,8 +107,9 @@ pub struct Launch<'a> {
     pub cols: u16,
     /// Terminal size.
     pub rows: u16,
-    /// The sandbox to enter before exec; None runs the program unconfined.
-    pub confine: Option<&'a Prepared>,
+    /// The sandbox to enter before exec (its own terminal is added to what it may
+    /// open); None runs the program unconfined.
+    pub confine: Option<&'a Policy>,
 }
 
 /// Starts a program in a new PTY.
@@ -124,6 +125,18 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
     for fd in [&pair.master, &pair.slave] {
         cloexec(fd).map_err(|e| SpawnError::Pty(format!("could not set up the pseudo-terminal: {e}")))?;
     }
+    let prepared = match launch.confine {
+        Some(policy) => {
+            // The run may open its own terminal by name (`/dev/stdout` leads there), and
+            // no other.
+            let mut policy = policy.clone();
+            if let Ok(name) = nix::unistd::ttyname(&pair.slave) {
+                policy.grants.push(Grant { path: name.display().to_string(), access: Access::Devices });
+            }
+            Some(crate::confine::prepare(&policy).map_err(|e| SpawnError::Pty(e.to_string()))?)
+        }
+        None => None,
+    };
     let slave = |what: &str| pair.slave.try_clone().map(Stdio::from).map_err(|e| SpawnError::Pty(format!("{what}: {e}")));
     let mut cmd = Command::new(&resolved);
     cmd.arg0(program).args(&launch.command[1..]).current_dir(launch.cwd).env_clear();
@@ -131,7 +144,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
         cmd.env("TERM", "xterm-256color");
     }
     cmd.envs(launch.env.iter().map(|(k, v)| (k, v))).stdin(slave("stdin")?).stdout(slave("stdout")?).stderr(slave("stderr")?);
-    let confine = launch.confine.map(Prepared::for_child);
+    let confine = prepared.as_ref().map(crate::confine::Prepared::for_child);
     // SAFETY: the hook makes only async-signal-safe system calls (umask, setsid, ioctl, prctl,
     // setrlimit, landlock_restrict_self) on values prepared before the fork.
     unsafe {

@@ -102,6 +102,8 @@ pub fn end_all(root: u32, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     let mut quiet = 0;
     while Instant::now() < deadline {
+        // Frozen first, so none forks between the look and the kill.
+        signal_all(root, Signal::SIGSTOP);
         let n = signal_all(root, Signal::SIGKILL);
         reap();
         if n == 0 {

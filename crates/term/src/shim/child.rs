@@ -21,7 +21,7 @@ use crate::recording::RecordingWriter;
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// How long the shim keeps killing what a run left behind before it gives up.
-const TREE_END: Duration = Duration::from_secs(5);
+const TREE_END: Duration = Duration::from_secs(30);
 
 /// Starts the threads that serve a spawned program.
 pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) {

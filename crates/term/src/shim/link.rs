@@ -25,17 +25,31 @@ enum Out {
     Frame(Vec<u8>),
 }
 
+/// Largest first frame read from a connection that has not yet shown the secret.
+const MAX_SECRET_FRAME: usize = 256;
+
 /// How long a new connection has to present the link secret.
 const AUTHENTICATE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Reads the connection's first frame: it must be the spec's link secret.
 async fn authenticate(shared: &Shared, rd: &mut tokio::net::unix::OwnedReadHalf) -> Result<(), String> {
     let Some(want) = shared.spec.link_secret.as_deref() else { return Ok(()) };
-    let frame = match tokio::time::timeout(AUTHENTICATE_WITHIN, read_frame(rd)).await {
+    let read = async {
+        use tokio::io::AsyncReadExt;
+        let mut len = [0u8; 4];
+        rd.read_exact(&mut len).await?;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > MAX_SECRET_FRAME {
+            return Err(std::io::Error::other(format!("a first frame of {len} bytes is no secret")));
+        }
+        let mut frame = vec![0u8; len];
+        rd.read_exact(&mut frame).await?;
+        Ok(frame)
+    };
+    let frame = match tokio::time::timeout(AUTHENTICATE_WITHIN, read).await {
         Err(_) => return Err("no secret within 5 s".into()),
         Ok(Err(e)) => return Err(e.to_string()),
-        Ok(Ok(None)) => return Err("closed before its secret".into()),
-        Ok(Ok(Some(f))) => f,
+        Ok(Ok(f)) => f,
     };
     match ShimFrame::decode_from_device(&frame) {
         Ok(ShimFrame::Request(ShimRequest::Authenticate { secret })) if same(secret.as_bytes(), want.as_bytes()) => Ok(()),

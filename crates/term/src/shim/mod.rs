@@ -111,17 +111,13 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
 /// Starts the program in its PTY, inside the sandbox its spec asks for (the device
 /// decided it); the error is the session's reason.
 fn start_program(spec: &SessionSpec, env: &[(String, String)]) -> Result<crate::pty::Spawned, String> {
-    let prepared = match &spec.policy {
-        Some(policy) => Some(crate::confine::prepare(policy).map_err(|e| e.to_string())?),
-        None => None,
-    };
     let launch = crate::pty::Launch {
         command: &spec.command,
         cwd: std::path::Path::new(&spec.cwd),
         env,
         cols: spec.cols,
         rows: spec.rows,
-        confine: prepared.as_ref(),
+        confine: spec.policy.as_ref(),
     };
     crate::pty::spawn(&launch).map_err(|e| e.to_string())
 }
