@@ -124,6 +124,24 @@ pub fn state_files(harness: Harness) -> &'static [&'static str] {
     }
 }
 
+/// Variables that move a harness's state elsewhere (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`):
+/// where they point is the run's to write, like the default directories.
+pub fn state_variables(harness: Harness) -> &'static [&'static str] {
+    match harness {
+        Harness::Claude => &["CLAUDE_CONFIG_DIR"],
+        Harness::Codex => &["CODEX_HOME"],
+        Harness::Gemini | Harness::Aider | Harness::Opencode | Harness::Goose | Harness::Custom => &[],
+    }
+}
+
+/// [`state_variables`] of `harness`, or of every preset when it is not known.
+pub fn state_variables_for(harness: Option<Harness>) -> Vec<&'static str> {
+    match harness {
+        Some(h) => state_variables(h).to_vec(),
+        None => Harness::ALL.iter().flat_map(|h| state_variables(*h).iter().copied()).collect(),
+    }
+}
+
 /// The state directories and files of `harness`, or of every preset when the run's
 /// harness is not known (a session someone started by hand may run any of them).
 pub fn state_dirs_for(harness: Option<Harness>) -> Vec<&'static str> {
@@ -382,6 +400,11 @@ mod tests {
             }
         }
         assert_eq!(state_dirs_for(Some(Harness::Gemini)), vec![".gemini"]);
+        assert_eq!(state_variables_for(Some(Harness::Claude)), vec!["CLAUDE_CONFIG_DIR"]);
+        assert!(state_variables_for(None).contains(&"CODEX_HOME"));
+        for v in state_variables_for(None) {
+            assert!(env_inherited(v, &[]), "{v} reaches the run, so its directory must too");
+        }
         assert!(state_dirs_for(Some(Harness::Claude)).contains(&".claude.json"));
     }
 

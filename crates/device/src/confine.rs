@@ -120,6 +120,14 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path, git: Option
         for d in confinement::state_dirs_for(spec.harness) {
             g.add(&home.join(d), Access::Write);
         }
+    }
+    // State moved elsewhere by the harness's own variables, as the run is given them.
+    for v in confinement::state_variables_for(spec.harness) {
+        if let Some((_, dir)) = spec.env.iter().find(|(k, _)| k == v).filter(|(_, d)| d.starts_with('/')) {
+            g.add(Path::new(dir), Access::Write);
+        }
+    }
+    if let Some(home) = &home {
         for d in confinement::HOME_READ {
             g.add(&home.join(d), Access::Read);
         }
