@@ -107,11 +107,12 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     let front = LinkProxy::front(vec![addr(&url_b), addr(&url_a)]).unwrap();
     let cli = Drover::attach_to(home_a.path(), &url_a, "dev");
     let token = cli.json(&["device", "add", "dev", "--slots", "4"])["enrollment_token"].as_str().unwrap().to_string();
-    let device = spawn_drover_on(
-        procs.device_home.path(),
-        None,
-        &["device", "--server", &front.url(), "--token", &token, "--name", "dev", "--slots", "4", "--heartbeat-secs", "1"],
-    );
+    let front_url = front.url();
+    let mut device_args =
+        vec!["device", "--server", &front_url, "--token", &token, "--name", "dev", "--slots", "4", "--heartbeat-secs", "1"];
+    let allowance = support::test_sandbox_args();
+    device_args.extend(allowance.iter().map(String::as_str));
+    let device = spawn_drover_on(procs.device_home.path(), None, &device_args);
     procs.add(device);
     cli.wait_device("dev", true);
     let links = psql(&db, "SELECT replica FROM device_links");
