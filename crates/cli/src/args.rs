@@ -298,6 +298,12 @@ pub struct SandboxArgs {
     /// A directory every run may also write, e.g. a shared cache (repeatable).
     #[arg(long, value_name = "DIR")]
     pub sandbox_write: Vec<std::path::PathBuf>,
+    /// Let runs make Unix-domain sockets of their own. Without it they cannot (pairs of
+    /// connected sockets still work), because such a socket could reach any named socket
+    /// of this user: the D-Bus session bus, a tmux server, Docker, each able to run
+    /// commands outside the sandbox. Needed by tools that serve or dial a socket by path.
+    #[arg(long)]
+    pub sandbox_unix_sockets: bool,
     /// An environment variable of this daemon that runs also inherit (repeatable; the
     /// harnesses' API keys, locale, proxies and PATH are passed already; DROVER_* never are).
     #[arg(long, value_name = "NAME")]

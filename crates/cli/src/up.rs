@@ -263,6 +263,7 @@ fn sandbox_config(args: &crate::args::SandboxArgs) -> drover_device::SandboxConf
         read: args.sandbox_read.clone(),
         write: args.sandbox_write.clone(),
         pass_env: args.pass_env.clone(),
+        unix_sockets: args.sandbox_unix_sockets,
         limits: drover_core::confinement::Limits {
             memory_bytes: nonzero(args.run_memory_mib).map(|m| m.saturating_mul(1 << 20)),
             processes: nonzero(args.run_processes),

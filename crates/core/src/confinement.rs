@@ -65,6 +65,12 @@ pub struct Policy {
     pub grants: Vec<Grant>,
     /// Its resource limits.
     pub limits: Limits,
+    /// Whether it may make Unix-domain sockets of its own (`socket(AF_UNIX)`): connected
+    /// pairs (`socketpair`) always work, but a socket it makes could reach any named
+    /// socket on the machine (the user's D-Bus session bus, a tmux server, Docker), which
+    /// Landlock does not govern before ABI 9, so by default it may not.
+    #[serde(default)]
+    pub unix_sockets: bool,
 }
 
 /// The parts of the system every run reads (and executes from): never written.

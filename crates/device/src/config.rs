@@ -45,6 +45,9 @@ pub struct SandboxConfig {
     pub pass_env: Vec<String>,
     /// Limits each run's processes run under.
     pub limits: drover_core::confinement::Limits,
+    /// Let runs make Unix-domain sockets (`--sandbox-unix-sockets`): they can then reach
+    /// any named socket of the device's user.
+    pub unix_sockets: bool,
 }
 
 impl DeviceConfig {

@@ -17,7 +17,14 @@ pub fn offer(config: &DeviceConfig) -> Offer {
     match (config.sandbox.unsandboxed, kernel) {
         (true, Ok(abi)) => Offer::Unsandboxed { kernel: drover_term::confine::mechanism(abi) },
         (true, Err(why)) => Offer::Unsandboxed { kernel: why },
-        (false, Ok(abi)) => Offer::Sandboxed { mechanism: drover_term::confine::mechanism(abi) },
+        (false, Ok(abi)) => {
+            let mechanism = drover_term::confine::mechanism(abi);
+            let mechanism = match config.sandbox.unix_sockets {
+                true => mechanism.replace("no Unix sockets of its own", "Unix sockets allowed (--sandbox-unix-sockets)"),
+                false => mechanism,
+            };
+            Offer::Sandboxed { mechanism }
+        }
         (false, Err(reason)) => Offer::Unavailable { reason },
     }
 }
@@ -161,7 +168,7 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path, git: Option
             g.add_exact(&p, Access::Read);
         }
     }
-    Ok(Policy { grants: g.out, limits: config.sandbox.limits })
+    Ok(Policy { grants: g.out, limits: config.sandbox.limits, unix_sockets: config.sandbox.unix_sockets })
 }
 
 /// Grants being gathered, each judged against what must stay out of reach.

@@ -51,21 +51,58 @@ pub fn kernel_abi() -> Result<u32, String> {
 /// How the sandbox is described to people, for this kernel.
 pub fn mechanism(abi: u32) -> String {
     let scoped = if abi >= 6 { ", signals and abstract sockets scoped" } else { "" };
-    format!("Landlock ABI {abi}{scoped}, no capabilities, whole process tree ended with the run, rlimits")
+    format!("Landlock ABI {abi}{scoped}, no Unix sockets of its own, no capabilities, whole process tree ended with the run, rlimits")
 }
 
-/// A policy made ready to enter: the ruleset (close-on-exec) and the limits.
-#[derive(Debug)]
+/// A policy made ready to enter: the ruleset (close-on-exec), the limits and the
+/// seccomp filter.
 pub struct Prepared {
     ruleset: OwnedFd,
     limits: Limits,
+    filter: Option<Vec<libc::sock_filter>>,
 }
 
 /// What the child needs after the fork: plain values, no allocation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ChildConfine {
     ruleset: RawFd,
     limits: Limits,
+    filter: Option<(*const libc::sock_filter, u16)>,
+}
+
+// SAFETY: the filter pointer refers to the `Prepared` it came from, which outlives the
+// fork it is used in; nothing writes through it.
+unsafe impl Send for ChildConfine {}
+// SAFETY: as above: read only.
+unsafe impl Sync for ChildConfine {}
+
+/// The audit architecture of this build, as seccomp reports it.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// A seccomp filter that refuses `socket(AF_UNIX, …)` with EACCES (and every system call
+/// of another architecture, or x32, with EPERM: those would go around it); everything
+/// else is allowed.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn no_unix_sockets() -> Vec<libc::sock_filter> {
+    use libc::{BPF_ABS, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
+    const BPF_JGE: u32 = 0x30;
+    let stmt = |code: u32, k: u32| libc::sock_filter { code: code as u16, jt: 0, jf: 0, k };
+    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter { code: code as u16, jt, jf, k };
+    vec![
+        stmt(BPF_LD | BPF_W | BPF_ABS, 4),                                    // 0: arch
+        jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH, 0, 7),                    // 1: foreign → 9
+        stmt(BPF_LD | BPF_W | BPF_ABS, 0),                                    // 2: nr
+        jump(BPF_JMP | BPF_JGE | BPF_K, 0x4000_0000, 4, 0),                   // 3: x32 → 8
+        jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_socket as u32, 0, 2),       // 4: not socket → 7
+        stmt(BPF_LD | BPF_W | BPF_ABS, 16),                                   // 5: args[0], low half
+        jump(BPF_JMP | BPF_JEQ | BPF_K, libc::AF_UNIX as u32, 1, 0),          // 6: AF_UNIX → 8
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW),                       // 7
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32), // 8
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),  // 9
+    ]
 }
 
 fn rights(access: Access, abi: ABI, is_dir: bool) -> BitFlags<AccessFs> {
@@ -108,14 +145,16 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, ConfineError> {
     }
     let ruleset: Option<OwnedFd> = ruleset.into();
     let ruleset = ruleset.ok_or_else(|| ConfineError::Unavailable("Landlock refused the ruleset".into()))?;
-    Ok(Prepared { ruleset, limits: policy.limits })
+    let filter = (!policy.unix_sockets).then(no_unix_sockets);
+    Ok(Prepared { ruleset, limits: policy.limits, filter })
 }
 
 impl Prepared {
     /// The values the child enters the sandbox with (the ruleset stays open in the parent
     /// until the child has exec'd).
     pub fn for_child(&self) -> ChildConfine {
-        ChildConfine { ruleset: self.ruleset.as_raw_fd(), limits: self.limits }
+        let filter = self.filter.as_ref().map(|f| (f.as_ptr(), f.len() as u16));
+        ChildConfine { ruleset: self.ruleset.as_raw_fd(), limits: self.limits, filter }
     }
 }
 
@@ -150,6 +189,12 @@ impl ChildConfine {
             }
             if libc::syscall(libc::SYS_landlock_restrict_self, self.ruleset, 0u32) == -1 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some((filter, len)) = self.filter {
+                let prog = libc::sock_fprog { len, filter: filter as *mut libc::sock_filter };
+                if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
         }
         Ok(())
@@ -200,7 +245,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default() };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
         // Another terminal of the same user, open in this process.
         let other = nix::pty::openpty(None, None).unwrap();
         let other_name = nix::unistd::ttyname(&other.slave).unwrap();
@@ -230,7 +275,7 @@ mod tests {
         std::os::unix::fs::symlink(secret.join("token"), work.join("link")).unwrap();
         let mut grants = vec![grant(&work, Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default() };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
         let script = format!(
             "echo made > made.txt && cat made.txt; cat {} || echo DENIED-DIRECT; cat link || echo DENIED-LINK; cat ../secret/token || echo DENIED-DOTDOT; ls {} || echo DENIED-LIST",
             secret.join("token").display(),
@@ -249,7 +294,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default() };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
         let me = std::process::id();
         let script = format!(
             "cat /proc/{me}/environ >/dev/null && echo READ || echo DENIED-ENV; kill -0 {me} && echo SIGNALLED || echo DENIED-KILL"
@@ -262,11 +307,32 @@ mod tests {
     }
 
     #[test]
+    fn a_confined_program_makes_no_unix_socket_but_keeps_socket_pairs_and_the_network() {
+        let work = tempfile::tempdir().unwrap();
+        // A named socket of the user, outside the sandbox, that would answer.
+        let listener = std::os::unix::net::UnixListener::bind(work.path().join("outside.sock")).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mut grants = vec![grant(work.path(), Access::Write)];
+        system(&mut grants);
+        let policy = Policy { grants: grants.clone(), limits: Limits::default(), unix_sockets: false };
+        let py = "import socket,sys\ntry:\n s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('ESCAPED')\nexcept OSError as e: print('DENIED', e.errno)\na,b=socket.socketpair(); a.send(b'x'); print('PAIR', b.recv(1))\nt=socket.socket(); print('TCP-OK')";
+        if !Path::new("/usr/bin/python3").exists() {
+            return;
+        }
+        let script = format!("/usr/bin/python3 -c \"{py}\" outside.sock");
+        let out = run_confined(&policy, work.path(), &script);
+        assert!(out.contains("DENIED 13") && out.contains("PAIR b'x'") && out.contains("TCP-OK") && !out.contains("ESCAPED"), "{out}");
+        let allowed = Policy { grants, limits: Limits::default(), unix_sockets: true };
+        let out = run_confined(&allowed, work.path(), &script);
+        assert!(out.contains("ESCAPED"), "with --sandbox-unix-sockets it may: {out}");
+    }
+
+    #[test]
     fn limits_apply_inside() {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits { memory_bytes: Some(1 << 30), processes: None } };
+        let policy = Policy { grants, limits: Limits { memory_bytes: Some(1 << 30), processes: None }, unix_sockets: false };
         let out = run_confined(&policy, work.path(), "ulimit -d");
         assert!(out.contains(&((1u64 << 30) / 1024).to_string()), "{out}");
     }
