@@ -101,14 +101,25 @@ pub fn run(exe: &Path, mb: usize, runs: usize, starts: usize) -> Result<Sandbox>
     start_ms(&a, dir.path())?;
     start_ms(&b, dir.path())?;
     let (mut sa, mut sb) = (Vec::new(), Vec::new());
-    for _ in 0..starts {
-        sa.push(start_ms(&a, dir.path())?);
-        sb.push(start_ms(&b, dir.path())?);
+    for i in 0..starts {
+        if i % 2 == 0 {
+            sa.push(start_ms(&a, dir.path())?);
+            sb.push(start_ms(&b, dir.path())?);
+        } else {
+            sb.push(start_ms(&b, dir.path())?);
+            sa.push(start_ms(&a, dir.path())?);
+        }
     }
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
     for i in 0..runs {
-        ta.push(throughput(&a, dir.path(), "out.txt", mb)?);
-        tb.push(throughput(&b, dir.path(), "out.txt", mb)?);
+        // Which side goes first alternates, so neither always runs on a warmer machine.
+        if i % 2 == 0 {
+            ta.push(throughput(&a, dir.path(), "out.txt", mb)?);
+            tb.push(throughput(&b, dir.path(), "out.txt", mb)?);
+        } else {
+            tb.push(throughput(&b, dir.path(), "out.txt", mb)?);
+            ta.push(throughput(&a, dir.path(), "out.txt", mb)?);
+        }
         println!("  sandbox throughput run {}/{runs}: sandboxed {:.1} MB/s, unsandboxed {:.1} MB/s", i + 1, ta[i], tb[i]);
     }
     let (start_sandboxed_ms, start_unsandboxed_ms) = (median(&mut sa), median(&mut sb));
