@@ -116,6 +116,18 @@ fn no_session_or_run_reaches_drovers_home_credentials_or_other_sessions() {
         .to_string();
     let text = d.wait_text(&owner, "PROBE-DONE", secs(30));
     assert_contained("the owner's session", &text);
+
+    // A connection to a shim's socket without the session's secret gets nothing: not its
+    // hello, not its output (runs cannot make the socket at all; this is the lock behind).
+    {
+        use std::io::{Read, Write};
+        let mut sock = std::os::unix::net::UnixStream::connect(other_dir.join("shim.sock")).unwrap();
+        sock.set_read_timeout(Some(secs(10))).unwrap();
+        sock.write_all(&[0, 0, 0, 1, 2]).unwrap();
+        let mut got = Vec::new();
+        let _ = sock.read_to_end(&mut got);
+        assert!(got.is_empty(), "the shim answered a connection without its secret: {got:?}");
+    }
     assert_eq!(std::fs::read_to_string(work.path().join("own-file.txt")).unwrap(), "mine\n");
 
     // A member's session, in the fresh private directory a session gets by default.

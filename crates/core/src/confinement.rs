@@ -4,7 +4,7 @@
 //! and whether a device runs it confined at all. Pure rules: the device gathers the facts
 //! (directory listings, PATH) and the shim enforces the result before exec.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -281,25 +281,6 @@ pub fn fit(path: &Path, protected: &[PathBuf], islands: &[PathBuf]) -> Fit {
     }
 }
 
-/// `path` made absolute against `base` with `.` and `..` resolved lexically; None when
-/// `..` would climb above the root.
-pub fn normalise(path: &Path, base: &Path) -> Option<PathBuf> {
-    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
-    let mut out = PathBuf::from("/");
-    for c in joined.components() {
-        match c {
-            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::Normal(n) => out.push(n),
-        }
-    }
-    Some(out)
-}
-
 /// How a device runs what it is asked to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -437,14 +418,6 @@ mod tests {
         assert_eq!(fit(&p("/home/a/.local/share/drover/device/sessions/s2"), &protected, &islands), Fit::Refuse);
         assert_eq!(fit(&p("/home/a/.local/share/drover/device/worktrees/t1"), &protected, &islands), Fit::Grant);
         assert_eq!(fit(&p("/home/a/.local/share/drover/device/sessions/s1/tmp"), &protected, &islands), Fit::Grant);
-    }
-
-    #[test]
-    fn paths_are_normalised_lexically_and_never_climb_above_the_root() {
-        assert_eq!(normalise(&p("../x/./y"), &p("/a/b")), Some(p("/a/x/y")));
-        assert_eq!(normalise(&p("/a/../../b"), &p("/")), None);
-        assert_eq!(normalise(&p("/a/b/.."), &p("/")), Some(p("/a")));
-        assert_eq!(normalise(&p("."), &p("/srv")), Some(p("/srv")));
     }
 
     #[test]

@@ -85,11 +85,6 @@ impl LinkGuard {
         self.known.remove(&session);
     }
 
-    /// Sessions the guard holds.
-    pub fn len(&self) -> usize {
-        self.known.len()
-    }
-
     /// Whether the guard holds none.
     pub fn is_empty(&self) -> bool {
         self.known.is_empty()

@@ -203,13 +203,13 @@ impl ChildConfine {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
     use std::path::Path;
 
     use drover_core::confinement::Grant;
 
     use super::*;
-    use crate::pty::{spawn, Launch};
+    use crate::pty::tests::printed;
+    use crate::pty::Launch;
 
     fn grant(path: &Path, access: Access) -> Grant {
         Grant { path: path.display().to_string(), access }
@@ -218,17 +218,7 @@ mod tests {
     fn run_confined(policy: &Policy, cwd: &Path, script: &str) -> String {
         let command = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
         let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
-        let launch = Launch { command: &command, cwd, env: &env, cols: 80, rows: 24, confine: Some(policy) };
-        let mut s = spawn(&launch).unwrap();
-        let mut out = String::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = s.reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-        out
+        printed(&Launch { command: &command, cwd, env: &env, cols: 80, rows: 24, confine: Some(policy) })
     }
 
     fn system(grants: &mut Vec<Grant>) {

@@ -186,7 +186,7 @@ fn cloexec(fd: &OwnedFd) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Read;
 
     use super::*;
@@ -195,12 +195,11 @@ mod tests {
         vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())]
     }
 
-    fn run(command: &[&str], env: &[(String, String)]) -> String {
-        let command: Vec<String> = command.iter().map(|s| s.to_string()).collect();
-        let launch = Launch { command: &command, cwd: Path::new("/"), env, cols: 80, rows: 24, confine: None };
-        let mut s = spawn(&launch).unwrap();
+    /// Starts `launch` and returns everything it printed, once its terminal closes.
+    pub(crate) fn printed(launch: &Launch<'_>) -> String {
+        let mut s = spawn(launch).unwrap();
         let mut out = String::new();
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 4096];
         while let Ok(n) = s.reader.read(&mut buf) {
             if n == 0 {
                 break;
@@ -208,6 +207,11 @@ mod tests {
             out.push_str(&String::from_utf8_lossy(&buf[..n]));
         }
         out
+    }
+
+    fn run(command: &[&str], env: &[(String, String)]) -> String {
+        let command: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+        printed(&Launch { command: &command, cwd: Path::new("/"), env, cols: 80, rows: 24, confine: None })
     }
 
     #[test]
