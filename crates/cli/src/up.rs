@@ -133,8 +133,18 @@ pub async fn up(args: UpArgs) -> Result<()> {
     println!("  open:   {url}{}   (signs this browser in; one use — `drover ui` prints another)", link.path);
     println!("  home:   {}", home.display());
     println!("  device: {name} ({} slots), runs {}", args.slots, offer.describe());
+    print_missing(&offer);
     println!("  try:    drover session start --device {name} -- bash");
     wait_for(server, device_task).await
+}
+
+/// Says what this machine keeps from a sandboxed run, and why.
+fn print_missing(offer: &drover_core::confinement::Offer) {
+    if matches!(offer, drover_core::confinement::Offer::Sandboxed { .. }) {
+        for missing in &drover_device::confine::containment().missing {
+            println!("  note:   runs get {missing}");
+        }
+    }
 }
 
 async fn wait_for(
@@ -215,7 +225,9 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         sandbox: sandbox_config(&args.sandbox),
     };
     println!("Drover device `{name}` connecting to {server}");
-    println!("  runs {}", drover_device::confine::offer(&config).describe());
+    let offer = drover_device::confine::offer(&config);
+    println!("  runs {}", offer.describe());
+    print_missing(&offer);
     tokio::select! {
         r = drover_device::run(config) => r.context("the device daemon stopped"),
         _ = shutdown_signal() => Ok(()),

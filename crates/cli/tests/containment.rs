@@ -172,45 +172,67 @@ fn no_session_or_run_reaches_drovers_home_credentials_or_other_sessions() {
     d.ok(&["task", "cancel", &task]);
 }
 
-/// Whether process `pid` is still there (and not a zombie waiting to be reaped).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
-
-/// The pids a run printed as `NAME=PID`.
-fn pids(text: &str, names: &[&str]) -> Vec<i32> {
-    names
-        .iter()
-        .map(|n| {
-            let at = text.find(&format!("{n}=")).unwrap_or_else(|| panic!("{n} not printed: {text}"));
-            text[at + n.len() + 1..].split_whitespace().next().unwrap().parse().unwrap()
+/// How many live (not zombie) processes of the machine have `marker` in their command
+/// line. A run in its own PID namespace prints pids of that namespace, so the test finds
+/// its processes by what they run instead.
+fn running(marker: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.flatten()
+        .filter(|e| {
+            let p = e.path();
+            let cmdline = std::fs::read(p.join("cmdline")).map(|c| String::from_utf8_lossy(&c).replace('\0', " ")).unwrap_or_default();
+            let zombie = std::fs::read_to_string(p.join("stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+                .unwrap_or(true);
+            cmdline.contains(marker) && !zombie
         })
-        .collect()
+        .count()
 }
 
 #[test]
 fn stop_and_the_end_of_a_run_leave_none_of_its_processes_behind() {
     let d = Drover::up_strict();
-    // A child in its own session, and a grandchild whose parent exited (a double fork).
-    let detach = "setsid sleep 601 & echo A=$!; (setsid sleep 602 & echo B=$!); sh -c 'sleep 603 & echo C=$!' ; echo DETACHED";
+    // A child in its own session, and a grandchild whose parent exited (a double fork),
+    // each sleeping a duration no other process on the machine does.
+    let detaching = |n: u32| {
+        let tag = format!("{}{n}", std::process::id());
+        // The run's own command line names the durations only through variables.
+        let script = format!("t={tag}; setsid sleep 601.$t & (setsid sleep 602.$t &); sh -c \"sleep 603.$t &\" ; echo DETACHED");
+        (script, [1, 2, 3].map(|i| format!("sleep 60{i}.{tag}")))
+    };
+    let (detach, markers) = detaching(1);
     let id = d.start(&["sh", "-c", &format!("{detach}; sleep 600")]);
-    let text = d.wait_text(&id, "DETACHED", secs(20));
-    let stopped = pids(&text, &["A", "B", "C"]);
-    assert!(stopped.iter().all(|p| alive(*p)), "the run's processes run: {text}");
+    d.wait_text(&id, "DETACHED", secs(20));
+    wait_until("the run's processes running", secs(10), || markers.iter().all(|m| running(m) == 1).then_some(()));
     d.ok(&["session", "stop", &id]);
     let s = d.wait_ended(&id, secs(30));
     assert_eq!(s["outcome"], "released", "{s}");
-    wait_until("every process of the stopped run gone", secs(10), || stopped.iter().all(|p| !alive(*p)).then_some(()));
+    wait_until("every process of the stopped run gone", secs(10), || markers.iter().all(|m| running(m) == 0).then_some(()));
 
     // A run that ends by itself takes what it left behind with it.
+    let (detach, markers) = detaching(2);
     let id = d.start(&["sh", "-c", &format!("{detach}; sleep 0.5")]);
-    let text = d.wait_text(&id, "DETACHED", secs(20));
-    let ended = pids(&text, &["A", "B", "C"]);
+    d.wait_text(&id, "DETACHED", secs(20));
+    assert!(markers.iter().all(|m| running(m) == 1), "the run's processes run");
     d.wait_ended(&id, secs(30));
-    wait_until("every process of the ended run gone", secs(10), || ended.iter().all(|p| !alive(*p)).then_some(()));
+    wait_until("every process of the ended run gone", secs(10), || markers.iter().all(|m| running(m) == 0).then_some(()));
+}
+
+#[test]
+fn a_run_whose_shim_is_killed_dies_with_it() {
+    let d = Drover::up_strict();
+    let tag = format!("{}9", std::process::id());
+    let id = d.start(&["sh", "-c", &format!("t={tag}; setsid sleep 604.$t & (setsid sleep 605.$t &); echo DETACHED; sleep 600")]);
+    d.wait_text(&id, "DETACHED", secs(20));
+    let markers = [format!("sleep 604.{tag}"), format!("sleep 605.{tag}")];
+    wait_until("the run's processes running", secs(10), || markers.iter().all(|m| running(m) == 1).then_some(()));
+    // Killed from outside, with no chance to end anything: the run goes with it (its
+    // namespace's init gets the shim's death signal), detached processes included.
+    let shim: i32 = std::fs::read_to_string(d.session_dir(&id).join("shim.pid")).unwrap().trim().parse().unwrap();
+    // SAFETY: a signal to a process id read from the session directory.
+    assert_eq!(unsafe { libc::kill(shim, libc::SIGKILL) }, 0);
+    wait_until("every process of the run gone with its shim", secs(10), || markers.iter().all(|m| running(m) == 0).then_some(()));
 }
 
 /// A second device, `dev2`, enrolled on `d`'s server, speaking the device protocol itself.

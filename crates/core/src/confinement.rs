@@ -40,8 +40,9 @@ pub struct Grant {
 pub struct Limits {
     /// Data a process may allocate (`RLIMIT_DATA`), in bytes; None: no limit.
     pub memory_bytes: Option<u64>,
-    /// Processes the device's user may have (`RLIMIT_NPROC`, counted by the kernel per
-    /// user, not per run; the kernel does not apply it to root); None: no limit.
+    /// Processes the run may have at once: counted per run by its own pids cgroup where
+    /// the device has one ([`Containment::cgroup`]), else per user (`RLIMIT_NPROC`, which
+    /// the kernel does not apply to root); None: no limit.
     pub processes: Option<u64>,
 }
 
@@ -71,6 +72,46 @@ pub struct Policy {
     /// Landlock does not govern before ABI 9, so by default it may not.
     #[serde(default)]
     pub unix_sockets: bool,
+    /// How its processes are held together and counted.
+    #[serde(default)]
+    pub contain: Containment,
+}
+
+/// How a run's processes are held together, so that every one of them ends with it and
+/// the process limit counts them alone. The device probes what its machine allows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Containment {
+    /// The run gets a PID namespace of its own, whose init ends (and with it every
+    /// process left in the namespace, detached or not) when the run's program does, or
+    /// when the shim does. Without one, the shim as child subreaper finds and ends them.
+    #[serde(default)]
+    pub pid_namespace: bool,
+    /// It needs a user namespace to have its own PID namespace (a device that is not root).
+    #[serde(default)]
+    pub user_namespace: bool,
+    /// It sees a /proc of its own namespace: no other process of the machine.
+    #[serde(default)]
+    pub own_proc: bool,
+    /// The directory of a pids cgroup hierarchy in which each run gets a group of its own,
+    /// limited to [`Limits::processes`]; None: the limit is `RLIMIT_NPROC`, per user.
+    #[serde(default)]
+    pub cgroup: Option<String>,
+}
+
+impl Containment {
+    /// How people read it, after the sandbox's other parts.
+    pub fn describe(&self) -> String {
+        let tree = match (self.pid_namespace, self.own_proc) {
+            (true, true) => "own PID namespace and /proc",
+            (true, false) => "own PID namespace",
+            (false, _) => "process tree held by the shim (child subreaper)",
+        };
+        let limit = match self.cgroup {
+            Some(_) => "process limit per run (pids cgroup)",
+            None => "process limit per user (RLIMIT_NPROC)",
+        };
+        format!("{tree}, {limit}")
+    }
 }
 
 /// The parts of the system every run reads (and executes from): never written.

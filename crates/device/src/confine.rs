@@ -11,14 +11,27 @@ use drover_protocol::shim::SessionSpec;
 use crate::config::DeviceConfig;
 use crate::worktree::GitDirs;
 
+/// What this machine lets a run's processes be held in, found once by trying it.
+pub fn containment() -> &'static drover_term::contain::Probe {
+    static PROBE: std::sync::OnceLock<drover_term::contain::Probe> = std::sync::OnceLock::new();
+    PROBE.get_or_init(|| {
+        let probe = drover_term::contain::probe();
+        for missing in &probe.missing {
+            tracing::warn!("runs on this device get {missing}");
+        }
+        probe
+    })
+}
+
 /// What this device does with its runs, from its kernel and its owner's word.
 pub fn offer(config: &DeviceConfig) -> Offer {
     let kernel = drover_term::confine::kernel_abi();
+    let contain = &containment().containment;
     match (config.sandbox.unsandboxed, kernel) {
-        (true, Ok(abi)) => Offer::Unsandboxed { kernel: drover_term::confine::mechanism(abi) },
+        (true, Ok(abi)) => Offer::Unsandboxed { kernel: drover_term::confine::mechanism(abi, contain) },
         (true, Err(why)) => Offer::Unsandboxed { kernel: why },
         (false, Ok(abi)) => {
-            let mechanism = drover_term::confine::mechanism(abi);
+            let mechanism = drover_term::confine::mechanism(abi, contain);
             let mechanism = match config.sandbox.unix_sockets {
                 true => mechanism.replace("no Unix sockets of its own", "Unix sockets allowed (--sandbox-unix-sockets)"),
                 false => mechanism,
@@ -168,7 +181,12 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path, git: Option
             g.add_exact(&p, Access::Read);
         }
     }
-    Ok(Policy { grants: g.out, limits: config.sandbox.limits, unix_sockets: config.sandbox.unix_sockets })
+    Ok(Policy {
+        grants: g.out,
+        limits: config.sandbox.limits,
+        unix_sockets: config.sandbox.unix_sockets,
+        contain: containment().containment.clone(),
+    })
 }
 
 /// Grants being gathered, each judged against what must stay out of reach.

@@ -202,7 +202,7 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             preparing.lock().expect("preparing lock").insert(id, false);
             let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
             tokio::spawn(async move {
-                start_session(&config, &registry, &up, spec, Some(worktree), skills).await;
+                start_session(&config, &registry, &up, *spec, Some(worktree), skills).await;
                 let stop = preparing.lock().expect("preparing lock").remove(&id).unwrap_or(false);
                 if let (true, Some(h)) = (stop, handle(&registry, id)) {
                     let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
@@ -211,7 +211,7 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             return;
         }
         ServerMessage::Start { spec, worktree: None, skills } => {
-            start_session(config, registry, up, spec, None, skills).await;
+            start_session(config, registry, up, *spec, None, skills).await;
             return;
         }
         ServerMessage::RemoveWorktree { worktree, force } => {

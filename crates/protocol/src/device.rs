@@ -293,8 +293,8 @@ pub enum ServerMessage {
         /// Skills to install into the sandbox before the run starts (task runs).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skills: Vec<SkillBundle>,
-        /// What to run.
-        spec: SessionSpec,
+        /// What to run (boxed: it is most of the message's size).
+        spec: Box<SessionSpec>,
         /// For a task's run: the git worktree to run it in (created if missing); the
         /// spec's working directory is then the worktree.
         #[serde(default, skip_serializing_if = "Option::is_none")]

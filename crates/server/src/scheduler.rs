@@ -167,7 +167,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         .into_iter()
         .map(|s| drover_protocol::device::SkillBundle { name: s.name, folder: folder.clone(), files: s.files })
         .collect();
-    if state.devices.send(device, &ServerMessage::Start { spec, worktree: Some(worktree), skills }).await.is_err() {
+    if state.devices.send(device, &ServerMessage::Start { spec: Box::new(spec), worktree: Some(worktree), skills }).await.is_err() {
         let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
         return Ok(None);

@@ -9,7 +9,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use drover_core::confinement::{Access, Limits, Policy};
+use drover_core::confinement::{Access, Containment, Limits, Policy};
 use landlock::{
     Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
@@ -48,10 +48,11 @@ pub fn kernel_abi() -> Result<u32, String> {
     })
 }
 
-/// How the sandbox is described to people, for this kernel.
-pub fn mechanism(abi: u32) -> String {
+/// How the sandbox is described to people, for this kernel and what holds the run's
+/// processes together here.
+pub fn mechanism(abi: u32, contain: &Containment) -> String {
     let scoped = if abi >= 6 { ", signals and abstract sockets scoped" } else { "" };
-    format!("Landlock ABI {abi}{scoped}, no Unix sockets of its own, no capabilities, whole process tree ended with the run, rlimits")
+    format!("Landlock ABI {abi}{scoped}, no Unix sockets of its own, no capabilities, {}, memory rlimit", contain.describe())
 }
 
 /// A policy made ready to enter: the ruleset (close-on-exec), the limits and the
@@ -60,6 +61,7 @@ pub struct Prepared {
     ruleset: OwnedFd,
     limits: Limits,
     filter: Option<Vec<libc::sock_filter>>,
+    proc_rights: u64,
 }
 
 /// What the child needs after the fork: plain values, no allocation.
@@ -68,6 +70,14 @@ pub struct ChildConfine {
     ruleset: RawFd,
     limits: Limits,
     filter: Option<(*const libc::sock_filter, u16)>,
+    proc_rights: u64,
+}
+
+/// `struct landlock_path_beneath_attr`, as the kernel reads it (packed).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
 }
 
 // SAFETY: the filter pointer refers to the `Prepared` it came from, which outlives the
@@ -146,7 +156,10 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, ConfineError> {
     let ruleset: Option<OwnedFd> = ruleset.into();
     let ruleset = ruleset.ok_or_else(|| ConfineError::Unavailable("Landlock refused the ruleset".into()))?;
     let filter = (!policy.unix_sockets).then(no_unix_sockets);
-    Ok(Prepared { ruleset, limits: policy.limits, filter })
+    // A /proc of the run's own, mounted after the fork, is granted as /proc is: to read.
+    let abi = ABI::from(kernel_abi().unwrap_or(0) as i32);
+    let proc_rights = (rights(Access::Read, TARGET, true) & AccessFs::from_all(abi)).bits();
+    Ok(Prepared { ruleset, limits: policy.limits, filter, proc_rights })
 }
 
 impl Prepared {
@@ -154,11 +167,33 @@ impl Prepared {
     /// until the child has exec'd).
     pub fn for_child(&self) -> ChildConfine {
         let filter = self.filter.as_ref().map(|f| (f.as_ptr(), f.len() as u16));
-        ChildConfine { ruleset: self.ruleset.as_raw_fd(), limits: self.limits, filter }
+        ChildConfine { ruleset: self.ruleset.as_raw_fd(), limits: self.limits, filter, proc_rights: self.proc_rights }
     }
 }
 
 impl ChildConfine {
+    /// Lets the run read the /proc now mounted (its own namespace's, mounted after the
+    /// ruleset was built, so not the one its rule names). Raw system calls only.
+    pub fn allow_proc(&self) -> std::io::Result<()> {
+        const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+        // SAFETY: open, the rule (reads one attribute struct from a valid pointer) and close.
+        unsafe {
+            let fd = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            if fd == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let attr = PathBeneathAttr { allowed_access: self.proc_rights, parent_fd: fd };
+            let r =
+                libc::syscall(libc::SYS_landlock_add_rule, self.ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr as *const PathBeneathAttr, 0u32);
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            if r == -1 {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Enters the sandbox: limits, no new privileges, the Landlock ruleset. Called in the
     /// child between fork and exec; only async-signal-safe system calls.
     pub fn enter(&self) -> std::io::Result<()> {
@@ -202,7 +237,7 @@ impl ChildConfine {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use drover_core::confinement::Grant;
@@ -211,7 +246,7 @@ mod tests {
     use crate::pty::tests::printed;
     use crate::pty::Launch;
 
-    fn grant(path: &Path, access: Access) -> Grant {
+    pub(crate) fn grant(path: &Path, access: Access) -> Grant {
         Grant { path: path.display().to_string(), access }
     }
 
@@ -221,7 +256,7 @@ mod tests {
         printed(&Launch { command: &command, cwd, env: &env, cols: 80, rows: 24, confine: Some(policy) })
     }
 
-    fn system(grants: &mut Vec<Grant>) {
+    pub(crate) fn system(grants: &mut Vec<Grant>) {
         for p in drover_core::confinement::SYSTEM_READ {
             grants.push(grant(Path::new(p), Access::Read));
         }
@@ -235,7 +270,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false, contain: Containment::default() };
         // Another terminal of the same user, open in this process.
         let other = nix::pty::openpty(None, None).unwrap();
         let other_name = nix::unistd::ttyname(&other.slave).unwrap();
@@ -251,7 +286,8 @@ mod tests {
     fn the_kernel_reports_its_abi() {
         let abi = kernel_abi().expect("Landlock on the test machine");
         assert!(abi >= 1);
-        assert!(mechanism(abi).starts_with("Landlock ABI"));
+        let m = mechanism(abi, &Containment { pid_namespace: true, own_proc: true, ..Containment::default() });
+        assert!(m.starts_with("Landlock ABI") && m.contains("own PID namespace and /proc"), "{m}");
     }
 
     #[test]
@@ -265,7 +301,7 @@ mod tests {
         std::os::unix::fs::symlink(secret.join("token"), work.join("link")).unwrap();
         let mut grants = vec![grant(&work, Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false, contain: Containment::default() };
         let script = format!(
             "echo made > made.txt && cat made.txt; cat {} || echo DENIED-DIRECT; cat link || echo DENIED-LINK; cat ../secret/token || echo DENIED-DOTDOT; ls {} || echo DENIED-LIST",
             secret.join("token").display(),
@@ -284,7 +320,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false };
+        let policy = Policy { grants, limits: Limits::default(), unix_sockets: false, contain: Containment::default() };
         let me = std::process::id();
         let script = format!(
             "cat /proc/{me}/environ >/dev/null && echo READ || echo DENIED-ENV; kill -0 {me} && echo SIGNALLED || echo DENIED-KILL"
@@ -304,7 +340,7 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants: grants.clone(), limits: Limits::default(), unix_sockets: false };
+        let policy = Policy { grants: grants.clone(), limits: Limits::default(), unix_sockets: false, contain: Containment::default() };
         let py = "import socket,sys\ntry:\n s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('ESCAPED')\nexcept OSError as e: print('DENIED', e.errno)\na,b=socket.socketpair(); a.send(b'x'); print('PAIR', b.recv(1))\nt=socket.socket(); print('TCP-OK')";
         if !Path::new("/usr/bin/python3").exists() {
             return;
@@ -312,7 +348,7 @@ mod tests {
         let script = format!("/usr/bin/python3 -c \"{py}\" outside.sock");
         let out = run_confined(&policy, work.path(), &script);
         assert!(out.contains("DENIED 13") && out.contains("PAIR b'x'") && out.contains("TCP-OK") && !out.contains("ESCAPED"), "{out}");
-        let allowed = Policy { grants, limits: Limits::default(), unix_sockets: true };
+        let allowed = Policy { grants, limits: Limits::default(), unix_sockets: true, contain: Containment::default() };
         let out = run_confined(&allowed, work.path(), &script);
         assert!(out.contains("ESCAPED"), "with --sandbox-unix-sockets it may: {out}");
     }
@@ -322,7 +358,12 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let mut grants = vec![grant(work.path(), Access::Write)];
         system(&mut grants);
-        let policy = Policy { grants, limits: Limits { memory_bytes: Some(1 << 30), processes: None }, unix_sockets: false };
+        let policy = Policy {
+            grants,
+            limits: Limits { memory_bytes: Some(1 << 30), processes: None },
+            unix_sockets: false,
+            contain: Containment::default(),
+        };
         let out = run_confined(&policy, work.path(), "ulimit -d");
         assert!(out.contains(&((1u64 << 30) / 1024).to_string()), "{out}");
     }

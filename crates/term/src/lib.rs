@@ -10,7 +10,9 @@
 pub mod asciicast;
 mod bounded;
 pub mod confine;
+pub mod contain;
 pub mod dir;
+pub mod exec;
 pub mod pty;
 pub use drover_recording as recording;
 pub mod queries;

@@ -1,13 +1,12 @@
 //! Starting a program in a pseudo-terminal, as the leader of its own session and process
 //! group (so Stop can signal the whole group), with no shell in between, with exactly
-//! the environment it is given and, when asked, inside the sandbox ([`crate::confine`]),
-//! applied in the child between fork and exec.
+//! the environment it is given and, when asked, inside the sandbox ([`crate::confine`])
+//! and what holds its processes together ([`crate::contain`]), entered in the child
+//! between clone and exec ([`crate::exec`]).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use drover_core::confinement::{Access, Grant, Policy};
 
@@ -49,7 +48,8 @@ impl Master {
 
 /// A running program and the master side of its PTY.
 pub struct Spawned {
-    /// The program's process id, which is also its process group id.
+    /// The process the shim waits for, which leads the terminal's session and process
+    /// group: the program itself, or, in its own PID namespace, the namespace's init.
     pub pid: u32,
     /// Reads what the program prints.
     pub reader: File,
@@ -57,6 +57,10 @@ pub struct Spawned {
     pub writer: File,
     /// The master, for resizing.
     pub master: Master,
+    /// In its own PID namespace: where the init writes the program's own wait status.
+    pub program_status: Option<File>,
+    /// Its pids cgroup, removed when dropped (after the run has ended).
+    pub group: Option<crate::contain::RunGroup>,
 }
 
 impl Spawned {
@@ -125,6 +129,14 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
     for fd in [&pair.master, &pair.slave] {
         cloexec(fd).map_err(|e| SpawnError::Pty(format!("could not set up the pseudo-terminal: {e}")))?;
     }
+    let contain = launch.confine.map(|p| p.contain.clone()).unwrap_or_default();
+    let group = match (&contain.cgroup, launch.confine) {
+        (Some(parent), Some(policy)) => Some(
+            crate::contain::RunGroup::create(Path::new(parent), &group_name(), policy.limits.processes)
+                .map_err(|e| SpawnError::Pty(format!("could not make the run's pids cgroup in {parent}: {e}")))?,
+        ),
+        _ => None,
+    };
     let prepared = match launch.confine {
         Some(policy) => {
             // The run may open its own terminal by name (`/dev/stdout` leads there), and
@@ -133,48 +145,53 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, SpawnError> {
             if let Ok(name) = nix::unistd::ttyname(&pair.slave) {
                 policy.grants.push(Grant { path: name.display().to_string(), access: Access::Devices });
             }
+            if group.is_some() {
+                // Counted per run by its cgroup, not per user.
+                policy.limits.processes = None;
+            }
             Some(crate::confine::prepare(&policy).map_err(|e| SpawnError::Pty(e.to_string()))?)
         }
         None => None,
     };
-    let slave = |what: &str| pair.slave.try_clone().map(Stdio::from).map_err(|e| SpawnError::Pty(format!("{what}: {e}")));
-    let mut cmd = Command::new(&resolved);
-    cmd.arg0(program).args(&launch.command[1..]).current_dir(launch.cwd).env_clear();
+    let mut env: Vec<(String, String)> = Vec::with_capacity(launch.env.len() + 1);
     if !launch.env.iter().any(|(k, _)| k == "TERM") {
-        cmd.env("TERM", "xterm-256color");
+        env.push(("TERM".into(), "xterm-256color".into()));
     }
-    cmd.envs(launch.env.iter().map(|(k, v)| (k, v))).stdin(slave("stdin")?).stdout(slave("stdout")?).stderr(slave("stderr")?);
-    let confine = prepared.as_ref().map(crate::confine::Prepared::for_child);
-    // SAFETY: the hook makes only async-signal-safe system calls (umask, setsid, ioctl, prctl,
-    // setrlimit, landlock_restrict_self) on values prepared before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Drover's own files are private (umask 077); a run creates files as usual.
-            libc::umask(0o022);
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            match &confine {
-                Some(c) => c.enter(),
-                None => Ok(()),
-            }
-        });
-    }
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(format!("{program} (inside the sandbox: {e})")),
-        _ => SpawnError::Pty(format!("could not start {program}: {e}")),
+    env.extend(launch.env.iter().cloned());
+    let namespace = contain.pid_namespace.then_some(crate::exec::Namespace { user: contain.user_namespace, own_proc: contain.own_proc });
+    let procs = group.as_ref().map(crate::contain::RunGroup::procs);
+    let mut argv = launch.command.to_vec();
+    argv[0] = program.clone();
+    let plan = crate::exec::Plan::new(crate::exec::PlanParts {
+        program: &resolved,
+        argv: &argv,
+        env: &env,
+        cwd: launch.cwd,
+        tty: pair.slave.as_raw_fd(),
+        confine: prepared.as_ref().map(crate::confine::Prepared::for_child),
+        namespace: launch.confine.and(namespace),
+        group: procs.as_deref(),
+    })
+    .map_err(|e| SpawnError::Pty(format!("could not start {program}: {e}")))?;
+    let started = plan.start().map_err(|f| match (f.stage, f.errno) {
+        (crate::exec::Stage::Exec, libc::EACCES) if launch.confine.is_some() => {
+            SpawnError::NotExecutable(format!("{program} (inside the sandbox: {})", f.error()))
+        }
+        (crate::exec::Stage::Exec, libc::EACCES) => SpawnError::NotExecutable(program.clone()),
+        (stage, _) => SpawnError::Pty(format!("{program}: {}: {}", stage.doing(), f.error())),
     })?;
     drop(pair.slave);
-    // The shim waits for the process itself (waitpid), so the handle is not needed.
-    let pid = child.id();
-    drop(child);
     let master = pair.master;
     let reader = File::from(master.try_clone().map_err(|e| SpawnError::Pty(e.to_string()))?);
     let writer = File::from(master.try_clone().map_err(|e| SpawnError::Pty(e.to_string()))?);
-    Ok(Spawned { pid, reader, writer, master: Master(master) })
+    Ok(Spawned { pid: started.pid, reader, writer, master: Master(master), program_status: started.status, group })
+}
+
+/// A name for a run's pids cgroup, unique on this machine while the shim lives, naming
+/// the shim (so a group left by a killed shim can be told apart and removed).
+fn group_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!("run-{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
 fn cloexec(fd: &OwnedFd) -> std::io::Result<()> {
@@ -197,7 +214,11 @@ pub(crate) mod tests {
 
     /// Starts `launch` and returns everything it printed, once its terminal closes.
     pub(crate) fn printed(launch: &Launch<'_>) -> String {
-        let mut s = spawn(launch).unwrap();
+        read_all(&mut spawn(launch).unwrap())
+    }
+
+    /// Everything `s` prints, until its terminal closes.
+    pub(crate) fn read_all(s: &mut Spawned) -> String {
         let mut out = String::new();
         let mut buf = [0u8; 4096];
         while let Ok(n) = s.reader.read(&mut buf) {

@@ -240,7 +240,7 @@ pub async fn start(
         policy: None,
         link_secret: None,
     };
-    if state.devices.send(device.id, &ServerMessage::Start { spec, worktree: None, skills: Vec::new() }).await.is_err() {
+    if state.devices.send(device.id, &ServerMessage::Start { spec: Box::new(spec), worktree: None, skills: Vec::new() }).await.is_err() {
         let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
         crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
     }

@@ -26,7 +26,7 @@ const TREE_END: Duration = Duration::from_secs(30);
 /// Starts the threads that serve a spawned program.
 pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) {
     let readable = spawned.readable();
-    let Spawned { pid, reader, writer, master } = spawned;
+    let Spawned { pid, reader, writer, master, program_status, group } = spawned;
     *shared.pid.lock().expect("pid lock") = Some(pid);
     *shared.master.lock().expect("master lock") = Some(master);
     let (tx, rx) = mpsc::channel::<InputItem>(256);
@@ -42,7 +42,8 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
             let _ = done_tx.send(());
         })
         .expect("spawn reader");
-    std::thread::Builder::new().name("waiter".into()).spawn(move || wait(shared, pid, done_rx)).expect("spawn waiter");
+    let run = Run { pid, program_status, group };
+    std::thread::Builder::new().name("waiter".into()).spawn(move || wait(shared, run, done_rx)).expect("spawn waiter");
 }
 
 fn write_loop(mut writer: Box<dyn Write + Send>, mut rx: mpsc::Receiver<InputItem>) {
@@ -54,8 +55,19 @@ fn write_loop(mut writer: Box<dyn Write + Send>, mut rx: mpsc::Receiver<InputIte
     }
 }
 
-fn wait(shared: Arc<Shared>, pid: u32, reader_done: std::sync::mpsc::Receiver<()>) {
-    let status = wait_for(pid);
+/// What the waiter waits for and cleans up after.
+struct Run {
+    pid: u32,
+    program_status: Option<std::fs::File>,
+    group: Option<crate::contain::RunGroup>,
+}
+
+fn wait(shared: Arc<Shared>, run: Run, reader_done: std::sync::mpsc::Receiver<()>) {
+    let Run { pid, program_status, group } = run;
+    let waited = wait_for(pid);
+    // In its own namespace the shim waited for the init; the program's own status is what
+    // the init wrote (nothing if the init was killed: then the run was, too).
+    let status = program_status.and_then(crate::contain::read_status).map(decode).unwrap_or(waited);
     if reader_done.recv_timeout(DRAIN).is_err() {
         // Something still holds the terminal open: end the rest of the group.
         let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGHUP);
@@ -67,6 +79,7 @@ fn wait(shared: Arc<Shared>, pid: u32, reader_done: std::sync::mpsc::Receiver<()
     if !crate::tree::end_all(std::process::id(), TREE_END) {
         tracing::warn!("some processes of the run could not be ended");
     }
+    drop(group);
     let _ = reader_done.recv_timeout(Duration::from_millis(500));
     *shared.input.lock().expect("input lock") = None;
     let final_offset = shared.out.lock().expect("out lock").written;
@@ -104,6 +117,15 @@ fn wait_for(pid: u32) -> ExitStatus {
                 return ExitStatus { code: None, signal: None };
             }
         }
+    }
+}
+
+/// A raw wait status as the session reports it.
+fn decode(raw: i32) -> ExitStatus {
+    if libc::WIFSIGNALED(raw) {
+        ExitStatus::signal(libc::WTERMSIG(raw))
+    } else {
+        ExitStatus::code(libc::WEXITSTATUS(raw))
     }
 }
 
