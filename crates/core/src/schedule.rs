@@ -17,6 +17,9 @@ pub struct Candidate<D> {
     pub slots: u32,
     /// Sessions live on it now (including ones placed this round).
     pub live: u32,
+    /// Whether it runs what it is given: false for a device that cannot sandbox and was
+    /// not started `--unsandboxed` (it would refuse the run).
+    pub runs: bool,
 }
 
 impl<D> Candidate<D> {
@@ -29,7 +32,7 @@ impl<D> Candidate<D> {
 pub fn pick<D: Copy>(candidates: &[Candidate<D>]) -> Option<D> {
     candidates
         .iter()
-        .filter(|c| c.connected && c.has_repo && c.free() > 0)
+        .filter(|c| c.connected && c.has_repo && c.runs && c.free() > 0)
         .max_by(|a, b| a.free().cmp(&b.free()).then_with(|| b.name.cmp(&a.name)))
         .map(|c| c.id)
 }
@@ -39,7 +42,7 @@ mod tests {
     use super::*;
 
     fn c(id: u32, connected: bool, has_repo: bool, slots: u32, live: u32) -> Candidate<u32> {
-        Candidate { id, name: format!("d{id}"), connected, has_repo, slots, live }
+        Candidate { id, name: format!("d{id}"), connected, has_repo, slots, live, runs: true }
     }
 
     #[test]
@@ -47,6 +50,8 @@ mod tests {
         assert_eq!(pick::<u32>(&[]), None);
         assert_eq!(pick(&[c(1, false, true, 4, 0)]), None, "not connected");
         assert_eq!(pick(&[c(1, true, false, 4, 0)]), None, "no repo");
+        assert_eq!(pick(&[Candidate { runs: false, ..c(1, true, true, 4, 0) }]), None, "refuses runs");
+        assert_eq!(pick(&[Candidate { runs: false, ..c(1, true, true, 8, 0) }, c(2, true, true, 1, 0)]), Some(2), "the one that runs them");
         assert_eq!(pick(&[c(1, true, true, 2, 2)]), None, "full");
         assert_eq!(pick(&[c(1, true, true, 2, 3)]), None, "over-full after a slot change");
         assert_eq!(pick(&[c(1, true, true, 2, 1)]), Some(1));

@@ -67,6 +67,13 @@ pub async fn round(state: &AppState) -> Result<(), drover_store::StoreError> {
     }
 }
 
+/// Whether a device runs a task's run (never unconfined): not if its last hello said it
+/// cannot sandbox and was not started `--unsandboxed`. A device that never said is tried.
+fn runs_what_it_is_given(d: &DeviceRow) -> bool {
+    let offer = d.sandbox.as_deref().and_then(|j| serde_json::from_str::<drover_core::confinement::Offer>(j).ok());
+    !matches!(offer, Some(drover_core::confinement::Offer::Unavailable { .. }))
+}
+
 /// Starts a run for `task`'s current stage if a device can take it; returns the device.
 async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Result<Option<DeviceId>, drover_store::StoreError> {
     let Some(stage) = task.stage() else { return Ok(None) };
@@ -96,6 +103,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
             has_repo: path.is_some(),
             slots: d.slots,
             live: d.live_sessions,
+            runs: runs_what_it_is_given(d),
         });
         if let Some(p) = path {
             paths.insert(d.id, p);
