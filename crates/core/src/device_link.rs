@@ -29,6 +29,9 @@ pub enum Owner {
         stored: u64,
         /// Microseconds since the session was created.
         age_micros: u64,
+        /// Once it has ended: the length of its whole output, as its end reported it.
+        /// Nothing is added past it (a finished recording is what was printed).
+        end: Option<u64>,
     },
     /// It belongs to another device, or does not exist.
     Other,
@@ -52,7 +55,7 @@ pub enum Verdict {
 #[derive(Debug, Clone, Copy)]
 enum Known {
     /// Ours: the end of the output seen so far, and the age it was learnt at.
-    Ours { next: u64, age_micros: u64, learnt_at_micros: u64 },
+    Ours { next: u64, age_micros: u64, learnt_at_micros: u64, end: Option<u64> },
     /// Another device's (or no such session).
     Theirs,
 }
@@ -74,7 +77,7 @@ impl LinkGuard {
     /// monotonic microsecond count), used to age the session from here on.
     pub fn learn(&mut self, session: SessionId, owner: Owner, now_micros: u64) {
         let known = match owner {
-            Owner::This { stored, age_micros } => Known::Ours { next: stored, age_micros, learnt_at_micros: now_micros },
+            Owner::This { stored, age_micros, end } => Known::Ours { next: stored, age_micros, learnt_at_micros: now_micros, end },
             Owner::Other => Known::Theirs,
         };
         self.known.insert(session, known);
@@ -102,14 +105,17 @@ impl LinkGuard {
 
     /// Output of `len` bytes at `offset` for `session`, at `now_micros` on the link's clock.
     pub fn check_output(&mut self, session: SessionId, offset: u64, len: u64, now_micros: u64) -> Verdict {
-        let (next, age_micros, learnt_at_micros) = match self.known.get(&session) {
+        let (next, age_micros, learnt_at_micros, last) = match self.known.get(&session) {
             None => return Verdict::LookUp,
             Some(Known::Theirs) => return self.offence(format!("session {session} is not on this device")),
-            Some(Known::Ours { next, age_micros, learnt_at_micros }) => (*next, *age_micros, *learnt_at_micros),
+            Some(Known::Ours { next, age_micros, learnt_at_micros, end }) => (*next, *age_micros, *learnt_at_micros, *end),
         };
         let Some(end) = offset.checked_add(len) else {
             return Verdict::Close(format!("output for session {session} at offset {offset} runs past the end of any stream"));
         };
+        if let Some(last) = last.filter(|last| end > *last) {
+            return self.offence(format!("output for session {session} reaches offset {end}, past the {last} bytes it ended with"));
+        }
         if offset > next && offset - next > MAX_OUTPUT_GAP {
             return Verdict::Close(format!(
                 "output for session {session} starts at {offset}, {} bytes past the {next} it holds (at most {MAX_OUTPUT_GAP} may be lost)",
@@ -125,7 +131,7 @@ impl LinkGuard {
             ));
         }
         if end > next {
-            self.known.insert(session, Known::Ours { next: end, age_micros, learnt_at_micros });
+            self.known.insert(session, Known::Ours { next: end, age_micros, learnt_at_micros, end: last });
         }
         Verdict::Take
     }
@@ -159,7 +165,7 @@ mod tests {
         let mut g = LinkGuard::new();
         assert_eq!(g.check(a), Verdict::LookUp);
         assert_eq!(g.check_output(a, 0, 10, 0), Verdict::LookUp);
-        g.learn(a, Owner::This { stored: 0, age_micros: 0 }, 0);
+        g.learn(a, Owner::This { stored: 0, age_micros: 0, end: None }, 0);
         assert_eq!(g.check(a), Verdict::Take);
         assert_eq!(g.check_output(a, 0, 10, 0), Verdict::Take);
     }
@@ -175,10 +181,20 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_added_to_an_ended_session_past_its_final_offset() {
+        let (a, _) = ids();
+        let mut g = LinkGuard::new();
+        g.learn(a, Owner::This { stored: 80, age_micros: 3_600_000_000, end: Some(100) }, 0);
+        assert_eq!(g.check_output(a, 80, 20, 0), Verdict::Take, "its last bytes, resent after the end");
+        assert!(matches!(g.check_output(a, 100, 1, 0), Verdict::Refuse(_)), "one byte past it");
+        assert!(matches!(g.check_output(a, 90, 20, 0), Verdict::Close(_)), "a second offence closes the link");
+    }
+
+    #[test]
     fn a_gap_past_the_cap_or_past_what_can_have_been_printed_closes_the_link() {
         let (a, _) = ids();
         let mut g = LinkGuard::new();
-        g.learn(a, Owner::This { stored: 100, age_micros: 3_600_000_000 }, 0);
+        g.learn(a, Owner::This { stored: 100, age_micros: 3_600_000_000, end: None }, 0);
         assert_eq!(g.check_output(a, 100, 10, 0), Verdict::Take);
         assert_eq!(g.check_output(a, 50, 100, 0), Verdict::Take, "a resent overlap is fine");
         assert_eq!(g.check_output(a, 110 + MAX_OUTPUT_GAP, 1, 0), Verdict::Take, "a gap up to the cap");
@@ -191,7 +207,7 @@ mod tests {
     fn a_young_session_cannot_claim_more_than_it_can_have_printed() {
         let (a, _) = ids();
         let mut g = LinkGuard::new();
-        g.learn(a, Owner::This { stored: 0, age_micros: 0 }, 0);
+        g.learn(a, Owner::This { stored: 0, age_micros: 0, end: None }, 0);
         // Contiguous output far beyond the slack, with no time passed.
         let mut next = 0;
         let step = MAX_OUTPUT_GAP;
@@ -241,7 +257,7 @@ mod tests {
                 let ask = |g: &mut LinkGuard| if other_kind { g.check(sessions[s]) } else { g.check_output(sessions[s], offset, len, now) };
                 let mut verdict = ask(&mut gates[device]);
                 if verdict == Verdict::LookUp {
-                    let owner = if s % 2 == device { Owner::This { stored: 0, age_micros: 0 } } else { Owner::Other };
+                    let owner = if s % 2 == device { Owner::This { stored: 0, age_micros: 0, end: None } } else { Owner::Other };
                     gates[device].learn(sessions[s], owner, now);
                     verdict = ask(&mut gates[device]);
                 }
@@ -266,7 +282,7 @@ mod tests {
     fn a_forgotten_session_is_looked_up_again() {
         let (a, _) = ids();
         let mut g = LinkGuard::new();
-        g.learn(a, Owner::This { stored: 0, age_micros: 0 }, 0);
+        g.learn(a, Owner::This { stored: 0, age_micros: 0, end: None }, 0);
         g.forget(a);
         assert!(g.is_empty());
         assert_eq!(g.check(a), Verdict::LookUp);

@@ -36,7 +36,7 @@ impl Gate {
     /// Records a session the link resumed at `stored` (from the welcome), so its first
     /// output needs no lookup.
     pub fn resumed(&mut self, session: SessionId, stored: u64, created_at: &str) {
-        let owner = Owner::This { stored, age_micros: age_micros(created_at) };
+        let owner = Owner::This { stored, age_micros: age_micros(created_at), end: None };
         self.guard.learn(session, owner, self.now());
     }
 
@@ -83,7 +83,11 @@ impl Gate {
     async fn look_up(&mut self, state: &AppState, session: SessionId) -> Result<(), String> {
         let row = state.store.session(session).await.map_err(|e| format!("looking up session {session}: {e}"))?;
         let owner = match row {
-            Some(r) if r.device == self.device => Owner::This { stored: r.output_bytes, age_micros: age_micros(&r.created_at) },
+            Some(r) if r.device == self.device => Owner::This {
+                stored: r.output_bytes,
+                age_micros: age_micros(&r.created_at),
+                end: if r.outcome.is_live() { None } else { r.final_offset },
+            },
             _ => Owner::Other,
         };
         self.guard.learn(session, owner, self.now());
