@@ -122,8 +122,17 @@ impl Up {
 
     /// Shim process ids of all sessions.
     pub fn shim_pids(&self) -> Vec<u32> {
+        self.session_pids("shim.pid")
+    }
+
+    /// The process each shim waits for: the program, or its PID namespace's init.
+    pub fn child_pids(&self) -> Vec<u32> {
+        self.session_pids("child.pid")
+    }
+
+    fn session_pids(&self, file: &str) -> Vec<u32> {
         let Ok(entries) = std::fs::read_dir(self.home.path().join("device/sessions")) else { return Vec::new() };
-        entries.flatten().filter_map(|e| std::fs::read_to_string(e.path().join("shim.pid")).ok()?.trim().parse().ok()).collect()
+        entries.flatten().filter_map(|e| std::fs::read_to_string(e.path().join(file)).ok()?.trim().parse().ok()).collect()
     }
 }
 

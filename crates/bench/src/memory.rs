@@ -21,6 +21,9 @@ pub struct Memory {
     pub shim_rss_mb: f64,
     /// Median shim PSS.
     pub shim_pss_mb: f64,
+    /// Median PSS of each run's PID-namespace init (a fork of its shim; 0 where runs
+    /// get no namespace).
+    pub init_pss_mb: f64,
     /// Growth of the `up` process (server + daemon) per session.
     pub up_share_mb: f64,
     /// shim PSS + up share: the cost of one idle session (goal < 8 MB).
@@ -43,6 +46,14 @@ pub(crate) fn rss_mb(pid: u32) -> f64 {
 
 fn pss_mb(pid: u32) -> f64 {
     status_kb(pid, "smaps_rollup", "Pss:") / 1024.0
+}
+
+/// Whether `pid` is the init of a PID namespace of its own (its last `NSpid` is 1).
+fn is_namespace_init(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("NSpid:")).map(|l| l.split_whitespace().last() == Some("1")))
+        .unwrap_or(false)
 }
 
 fn tmux(n: usize) -> Option<f64> {
@@ -81,19 +92,23 @@ pub fn run(exe: &Path, n: usize) -> Result<Memory> {
     let mut rss: Vec<f64> = pids.iter().map(|p| rss_mb(*p)).collect();
     let mut pss: Vec<f64> = pids.iter().map(|p| pss_mb(*p)).collect();
     let (shim_rss_mb, shim_pss_mb) = (median(&mut rss), median(&mut pss));
+    let mut init: Vec<f64> = up.child_pids().iter().map(|p| if is_namespace_init(*p) { pss_mb(*p) } else { 0.0 }).collect();
+    let init_pss_mb = if init.is_empty() { 0.0 } else { median(&mut init) };
     let up_share_mb = (after - before) / n as f64;
     let r = Memory {
         sessions: n,
         shim_rss_mb,
         shim_pss_mb,
+        init_pss_mb,
         up_share_mb,
-        per_session_mb: shim_pss_mb + up_share_mb,
+        per_session_mb: shim_pss_mb + init_pss_mb + up_share_mb,
         tmux_per_session_mb: tmux(n),
     };
     println!(
-        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal < 8){}",
+        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; run init PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal < 8){}",
         r.shim_rss_mb,
         r.shim_pss_mb,
+        r.init_pss_mb,
         r.up_share_mb,
         r.per_session_mb,
         r.tmux_per_session_mb.map(|t| format!("; tmux grows {t:.2} MB per session")).unwrap_or_default()
