@@ -13,6 +13,10 @@ pub struct Cli {
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// A private CA's certificate (PEM) to trust for an `https://` server, besides the
+    /// system's roots (which `SSL_CERT_FILE` and `SSL_CERT_DIR` also set).
+    #[arg(long, global = true, env = "DROVER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -217,9 +221,31 @@ pub enum MemberCmd {
 /// Settings shared by `up` and `server`.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
-    /// Address to listen on.
+    /// Address to listen on. Plain HTTP only on loopback, unless --insecure-http or a
+    /// --trusted-proxy says TLS ends in front of it; with --tls-cert, anywhere.
     #[arg(long, default_value = "127.0.0.1:7070", env = "DROVER_LISTEN")]
     pub listen: SocketAddr,
+    /// The server's TLS certificate chain (PEM, leaf first): it then serves only HTTPS and
+    /// WSS. Reloaded when the file changes, and on SIGHUP.
+    #[arg(long, env = "DROVER_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "DROVER_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback address: every credential, keystroke and line of
+    /// output crosses the network readable by anyone on the way.
+    #[arg(long)]
+    pub insecure_http: bool,
+    /// A reverse proxy in front of this server, which ends TLS (an address or CIDR;
+    /// repeatable). Only from these are `X-Forwarded-For`, `Forwarded` and
+    /// `X-Forwarded-Proto` believed.
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = parse_net)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The URL people, devices and agents reach this server at (default: built from
+    /// --listen, `https://` with --tls-cert). Set it to the name on the certificate, or to
+    /// the proxy's address.
+    #[arg(long, env = "DROVER_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     /// The database: `sqlite:PATH` (default: drover.db in $DROVER_HOME) for one server,
     /// or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (PostgreSQL 14 or newer), which
     /// several `drover server` replicas may share. Created if missing.
@@ -777,4 +803,11 @@ pub struct ImportArgs {
     /// The database to load it into: new or empty.
     #[command(flatten)]
     pub db: DatabaseArgs,
+}
+
+/// A network (`10.0.0.0/8`) or one address (`192.0.2.7`, `::1`).
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{s}` is not an address or CIDR network (like 10.0.0.0/8 or 192.0.2.7)"))
 }

@@ -44,7 +44,8 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
     }
     let mut request = url.as_str().into_client_request()?;
     request.headers_mut().insert("authorization", format!("Bearer {}", client.token).parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await.map_err(|e| match e {
+    let connector = tokio_tungstenite::Connector::Rustls(crate::client::tls_config()?);
+    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(request, None, true, Some(connector)).await.map_err(|e| match e {
         tokio_tungstenite::tungstenite::Error::Http(resp) => {
             let body = resp.body().as_deref().unwrap_or_default();
             match serde_json::from_slice::<ErrorBody>(body) {
@@ -52,8 +53,8 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
                 Err(_) => anyhow!("the server refused to attach: HTTP {}", resp.status()),
             }
         }
-        tokio_tungstenite::tungstenite::Error::Io(_) => {
-            anyhow!("cannot reach the Drover server at {}: is `drover up` running?", client.url)
+        e @ (tokio_tungstenite::tungstenite::Error::Io(_) | tokio_tungstenite::tungstenite::Error::Tls(_)) => {
+            crate::client::unreachable(&client.url, &e)
         }
         e => anyhow!("cannot attach: {e}"),
     })?;

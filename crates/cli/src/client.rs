@@ -9,6 +9,39 @@ use serde::Serialize;
 
 use crate::home::{self, ClientConfig};
 
+/// What every connection of this process trusts (`--ca-cert`, `DROVER_CA_CERT`, the
+/// system's roots), set once from the command line.
+static TRUST: std::sync::OnceLock<drover_tls::trust::Trust> = std::sync::OnceLock::new();
+
+/// Sets what this process's connections trust (from `--ca-cert`).
+pub fn set_trust(trust: drover_tls::trust::Trust) {
+    let _ = TRUST.set(trust);
+}
+
+/// What this process's connections trust.
+pub fn trust() -> drover_tls::trust::Trust {
+    TRUST.get().cloned().unwrap_or_else(|| drover_tls::trust::Trust::new(None))
+}
+
+/// The TLS client configuration of this process's connections.
+pub fn tls_config() -> Result<std::sync::Arc<rustls::ClientConfig>> {
+    trust().client_config().context("setting up TLS")
+}
+
+/// An HTTP client that trusts what this process trusts.
+fn http_client() -> Result<reqwest::Client> {
+    reqwest::Client::builder().use_preconfigured_tls((*tls_config()?).clone()).tls_info(true).build().context("building the HTTP client")
+}
+
+/// A connection failure as people act on it: a certificate problem said as such, else
+/// whether the server is running at all.
+pub fn unreachable(url: &str, e: &(dyn std::error::Error + 'static)) -> anyhow::Error {
+    match drover_tls::explain::tls_problem(e) {
+        Some(problem) => anyhow!("cannot reach the Drover server at {url} securely: {problem}"),
+        None => anyhow!("cannot reach the Drover server at {url}: is `drover up` running?"),
+    }
+}
+
 /// A configured API client.
 pub struct Client {
     /// The server's base URL.
@@ -34,14 +67,12 @@ impl Client {
             let where_ = home::home().map(|h| h.display().to_string()).unwrap_or_else(|_| "$DROVER_HOME".into());
             bail!("no server configured: run `drover up` (it writes {where_}/client.json), or set DROVER_URL and DROVER_TOKEN");
         };
-        let http = reqwest::Client::builder().build().context("building the HTTP client")?;
-        Ok(Client { url: url.trim_end_matches('/').to_string(), token, http })
+        Ok(Client { url: url.trim_end_matches('/').to_string(), token, http: http_client()? })
     }
 
     /// A client for `url` with no credential yet (`drover login`).
     pub fn anonymous(url: &str) -> Result<Client> {
-        let http = reqwest::Client::builder().build().context("building the HTTP client")?;
-        Ok(Client { url: url.trim_end_matches('/').to_string(), token: String::new(), http })
+        Ok(Client { url: url.trim_end_matches('/').to_string(), token: String::new(), http: http_client()? })
     }
 
     /// The server's URL as configured, even without a credential.
@@ -63,7 +94,7 @@ impl Client {
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let resp = req.send().await.map_err(|e| {
             if e.is_connect() {
-                anyhow!("cannot reach the Drover server at {}: is `drover up` running?", self.url)
+                unreachable(&self.url, &e)
             } else if e.is_timeout() {
                 anyhow!("the Drover server at {} did not answer in time", self.url)
             } else {
@@ -80,6 +111,14 @@ impl Client {
             _ => format!("the server answered {status}: {}", text.trim()),
         });
         bail!(msg)
+    }
+
+    /// POST JSON, decoding JSON; with the fingerprint of the certificate the server
+    /// presented (None over plain HTTP).
+    pub async fn post_noting_certificate<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<(T, Option<String>)> {
+        let resp = self.send(self.request(Method::POST, path).json(body)).await?;
+        let seen = resp.extensions().get::<reqwest::tls::TlsInfo>().and_then(|i| i.peer_certificate()).map(drover_tls::fingerprint);
+        Ok((resp.json().await.context("decoding the server's answer")?, seen))
     }
 
     /// GET, decoding JSON.

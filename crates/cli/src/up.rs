@@ -4,9 +4,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use std::sync::Arc;
+
 use drover_device::DeviceConfig;
 use drover_server::{auth, AppState, ServerConfig};
 use drover_store::{Database, Store};
+use drover_tls::server::ServerCert;
 
 use crate::args::{DeviceRunArgs, ServerArgs, UpArgs};
 use crate::home::{self, ClientConfig, DeviceCredentialFile, Running};
@@ -15,6 +18,26 @@ struct Started {
     url: String,
     state: AppState,
     listener: tokio::net::TcpListener,
+    /// The server's certificate, when it serves TLS.
+    cert: Option<Arc<ServerCert>>,
+}
+
+impl Started {
+    /// The TLS configuration to serve with, if any.
+    fn tls(&self) -> Result<Option<Arc<rustls::ServerConfig>>> {
+        self.cert.as_ref().map(|c| c.config()).transpose().context("setting up TLS")
+    }
+}
+
+/// Plain HTTP is served only where nobody on the way can read it, unless told otherwise.
+fn check_plain_listen(args: &ServerArgs) -> Result<()> {
+    let addr = args.listen;
+    if args.tls_cert.is_some() || addr.ip().is_loopback() || args.insecure_http || !args.trusted_proxies.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "refusing to serve plain HTTP on {addr}, which is not a loopback address: every token, keystroke and line of output would cross the network readable. Give the server a certificate (--tls-cert FILE --tls-key FILE), or put a TLS proxy in front and name it with --trusted-proxy CIDR, or pass --insecure-http to accept the risk"
+    )
 }
 
 async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
@@ -30,6 +53,11 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         .map(|u| drover_core::names::device_name_from_host(&u))
         .unwrap_or_else(|| "owner".into());
     let (workspace, _) = store.bootstrap("default", &owner).await?;
+    check_plain_listen(args)?;
+    let cert = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(ServerCert::load(cert, key).context("loading the TLS certificate")?),
+        _ => None,
+    };
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse { " (another program uses it: pass --listen 127.0.0.1:PORT)" } else { "" };
         anyhow::anyhow!("cannot listen on {}: {e}{hint}", args.listen)
@@ -37,7 +65,11 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
     let addr = listener.local_addr()?;
     let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
     let host = if host.contains(':') { format!("[{host}]") } else { host };
-    let url = format!("http://{host}:{}", addr.port());
+    let scheme = if cert.is_some() { "https" } else { "http" };
+    let url = match &args.public_url {
+        Some(u) => public_url(u)?,
+        None => format!("{scheme}://{host}:{}", addr.port()),
+    };
     if args.web_session_secs == 0 {
         bail!("--web-session-secs must be at least 1");
     }
@@ -62,9 +94,22 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         retention: seconds("--retention-secs", args.retention_secs)?,
         prune_every: seconds("--prune-secs", args.prune_secs)?,
         lease_ttl: seconds("--lease-secs", args.lease_secs)?,
+        trusted_proxies: args.trusted_proxies.clone(),
         ..ServerConfig::default()
     };
-    Ok(Started { url, state: AppState::new(store, workspace, config), listener })
+    if let Some(c) = &cert {
+        c.watch();
+    }
+    Ok(Started { url, state: AppState::new(store, workspace, config), listener, cert })
+}
+
+/// `--public-url`, checked: an `http(s)://` URL with a host.
+fn public_url(u: &str) -> Result<String> {
+    let parsed = reqwest::Url::parse(u).map_err(|e| anyhow::anyhow!("--public-url `{u}` is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        bail!("--public-url must be an http:// or https:// URL with a host, like https://drover.example.com");
+    }
+    Ok(u.trim_end_matches('/').to_string())
 }
 
 /// A duration option given in seconds: more than 0 and at most ten years.
@@ -112,9 +157,14 @@ pub async fn up(args: UpArgs) -> Result<()> {
     home::write_private_json(&home.join("up.json"), &Running { pid: std::process::id(), url: started.url.clone() })?;
 
     let url = started.url.clone();
-    let server = tokio::spawn(drover_server::serve(started.state, started.listener));
+    let tls = started.tls()?;
+    // The local device reaches its own server over loopback and trusts exactly the
+    // certificate it serves (its name is the public one, not 127.0.0.1).
+    let device_tls = started.cert.as_ref().map(|c| c.pinned_client()).transpose().context("setting up TLS")?;
+    let local_url = local_url(&started.listener, started.cert.is_some())?;
+    let server = tokio::spawn(drover_server::serve(started.state, started.listener, tls));
     let device_config = DeviceConfig {
-        server_url: url.clone(),
+        server_url: local_url,
         token: device_token,
         name: name.clone(),
         slots: args.slots,
@@ -124,6 +174,8 @@ pub async fn up(args: UpArgs) -> Result<()> {
         default_cwd: default_cwd(),
         protected: vec![home.clone()],
         sandbox: sandbox_config(&args.sandbox),
+        tls: device_tls,
+        server_identity: None,
     };
     let offer = drover_device::confine::offer(&device_config);
     let device_task = tokio::spawn(drover_device::run(device_config));
@@ -136,6 +188,18 @@ pub async fn up(args: UpArgs) -> Result<()> {
     print_missing(&offer);
     println!("  try:    drover session start --device {name} -- bash");
     wait_for(server, device_task).await
+}
+
+/// The server's address on this machine, for the device inside `drover up`.
+fn local_url(listener: &tokio::net::TcpListener, tls: bool) -> Result<String> {
+    let addr = listener.local_addr()?;
+    let ip = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_string(),
+        ip if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    Ok(format!("{}://{ip}:{}", if tls { "https" } else { "http" }, addr.port()))
 }
 
 /// Says what this machine keeps from a sandboxed run, and why.
@@ -186,8 +250,9 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     println!("  then on that machine: drover device --server {} --token TOKEN --name NAME", started.url);
     let url = started.url.clone();
     let state = started.state.clone();
+    let tls = started.tls()?;
     tokio::select! {
-        r = drover_server::serve(started.state, started.listener) => r.with_context(|| format!("serving {url}")),
+        r = drover_server::serve(started.state, started.listener, tls) => r.with_context(|| format!("serving {url}")),
         _ = shutdown_signal() => {
             // Another replica takes over the monitors at once instead of when the
             // leases lapse.
@@ -211,6 +276,7 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
     home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
     let server = server.trim_end_matches('/').to_string();
+    let identity_file = home.join("server-certificate");
     let token = device_credential(&home, &server, &name, token).await?;
     let config = DeviceConfig {
         server_url: server.clone(),
@@ -223,6 +289,11 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         default_cwd: default_cwd(),
         protected: vec![home::home()?],
         sandbox: sandbox_config(&args.sandbox),
+        tls: Some(crate::client::tls_config()?),
+        server_identity: Some(drover_device::identity::ServerIdentity {
+            file: identity_file.clone(),
+            private_ca: crate::client::trust().is_private(),
+        }),
     };
     println!("Drover device `{name}` connecting to {server}");
     let offer = drover_device::confine::offer(&config);
@@ -249,10 +320,15 @@ async fn device_credential(home: &Path, server: &str, name: &str, token: String)
         return Ok(saved.token);
     }
     let client = crate::client::Client::anonymous(server)?;
-    let cred: drover_protocol::api::DeviceCredential = client
-        .post("/api/v1/devices/enroll", &drover_protocol::api::Enroll { token, name: name.to_string() })
+    let (cred, seen): (drover_protocol::api::DeviceCredential, _) = client
+        .post_noting_certificate("/api/v1/devices/enroll", &drover_protocol::api::Enroll { token, name: name.to_string() })
         .await
         .context("enrolling this device")?;
+    // The certificate the server presented when this device enrolled: every later
+    // connection is compared with it.
+    if let Some(seen) = seen {
+        std::fs::write(home.join("server-certificate"), format!("{seen}\n")).context("keeping the server's certificate fingerprint")?;
+    }
     let saved = SavedCredential { server: server.to_string(), name: name.to_string(), enrollment, token: cred.token.clone() };
     home::write_private_json(&path, &saved)?;
     Ok(cred.token)

@@ -30,6 +30,11 @@ pub struct DeviceConfig {
     pub protected: Vec<PathBuf>,
     /// How runs are sandboxed.
     pub sandbox: SandboxConfig,
+    /// What an `https://` server's certificate is checked against (None: the system's
+    /// roots).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// The server's certificate as this device knows it, if it keeps it.
+    pub server_identity: Option<crate::identity::ServerIdentity>,
 }
 
 /// The device owner's settings for the sandbox runs start in.

@@ -5,6 +5,7 @@
 
 mod config;
 pub mod confine;
+pub mod identity;
 mod link;
 mod merge;
 mod session;

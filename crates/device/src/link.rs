@@ -34,8 +34,8 @@ const UPLINK_QUEUE: usize = 512;
 /// Why one connection ended.
 #[derive(Debug, thiserror::Error)]
 enum LinkError {
-    #[error("cannot connect to {url}: {source}")]
-    Connect { url: String, source: Box<tokio_tungstenite::tungstenite::Error> },
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
     #[error("the server refused this device: {0}")]
     Refused(String),
     #[error("the server did not answer the hello")]
@@ -87,17 +87,21 @@ type Preparing = Arc<Mutex<std::collections::HashMap<SessionId, bool>>>;
 
 async fn connect_once(config: &DeviceConfig, registry: &Registry, preparing: &Preparing) -> Result<(), LinkError> {
     let url = config.connect_url();
-    let mut request = url.as_str().into_client_request().map_err(|e| LinkError::Connect { url: url.clone(), source: Box::new(e) })?;
+    let mut request = url.as_str().into_client_request().map_err(|e| LinkError::Connect { url: url.clone(), reason: e.to_string() })?;
     let auth = format!("Bearer {}", config.token)
         .parse()
         .map_err(|_| LinkError::Refused("the device token is not a valid header value".into()))?;
     request.headers_mut().insert("authorization", auth);
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await.map_err(|e| match e {
+    let connector = config.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(request, None, true, connector).await.map_err(|e| match e {
         tokio_tungstenite::tungstenite::Error::Http(resp) if resp.status() == 401 || resp.status() == 403 => {
             LinkError::Refused(format!("HTTP {} (is the device token valid?)", resp.status()))
         }
-        e => LinkError::Connect { url: url.clone(), source: Box::new(e) },
+        e => LinkError::Connect { url: url.clone(), reason: drover_tls::explain::tls_problem(&e).unwrap_or_else(|| e.to_string()) },
     })?;
+    if let (Some(identity), Some(seen)) = (&config.server_identity, crate::identity::peer_fingerprint(&ws)) {
+        identity.check(&seen);
+    }
     let (mut sink, mut stream) = ws.split();
     let (up_tx, mut up_rx) = mpsc::channel::<Message>(UPLINK_QUEUE);
     let writer = tokio::spawn(async move {

@@ -24,6 +24,7 @@ pub mod scheduler;
 mod spend;
 mod state;
 mod tasks;
+pub mod tls;
 mod viewer;
 mod viewers;
 mod web;
@@ -31,6 +32,7 @@ pub mod webhooks;
 mod writer;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::ApiError;
@@ -84,6 +86,9 @@ pub struct ServerConfig {
     /// How long a monitor's lease lasts unless renewed (renewed every third of it): how
     /// soon another replica takes over the monitors of one that died.
     pub lease_ttl: Duration,
+    /// Reverse proxies in front of the server (`--trusted-proxy`): only from these are
+    /// forwarded-for headers believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for ServerConfig {
@@ -110,12 +115,14 @@ impl Default for ServerConfig {
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             lease_ttl: Duration::from_secs(6),
+            trusted_proxies: Vec::new(),
         }
     }
 }
 
-/// Serves the API on `listener` until the process ends.
-pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// Serves the API on `listener` until the process ends: over TLS with `tls`, else plain
+/// HTTP.
+pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
     if state.store.is_shared() {
         state.devices.relay_through(state.store.clone(), state.replica.clone());
@@ -128,6 +135,12 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::i
     webhooks::spawn(state.clone());
     retention::spawn(state.clone());
     let app = api::router(state);
+    if let Some(config) = tls {
+        // (Through `tap_io`, whose connection info is the listener's address type: axum
+        // gives `ConnectInfo<SocketAddr>` to plain TCP listeners only.)
+        let listener = tls::TlsListener::new(listener, config)?.tap_io(|_| {});
+        return axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await;
+    }
     // Terminal traffic is many small writes: never let Nagle's algorithm hold them back.
     let listener = listener.tap_io(|tcp| {
         if let Err(e) = tcp.set_nodelay(true) {

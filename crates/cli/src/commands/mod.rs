@@ -18,6 +18,7 @@ use crate::args::{Cli, Command};
 
 /// Runs the command; the exit code is what the process returns.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    crate::client::set_trust(drover_tls::trust::Trust::new(cli.ca_cert.as_deref()));
     match cli.command {
         Command::Up(args) => {
             crate::init_logging("warn,drover_device=info");
