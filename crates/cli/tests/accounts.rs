@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 use serde_json::{json, Value};
-use support::{database_text, http, secs, wait_until, Drover, Split};
+use support::{database_text, http, secs, test_sandbox_args, wait_until, Drover, Split};
 
 const PASSWORD: &str = "a long enough password";
 
@@ -38,12 +38,23 @@ fn login(d: &Drover, home: &std::path::Path, name: &str, password: &str) -> std:
 
 /// Status and headers of a login attempt.
 fn try_login(url: &str, name: &str, password: &str) -> (u16, String) {
+    try_login_from(url, name, password, None)
+}
+
+/// [`try_login`] as a reverse proxy passes it on for the client at `client`
+/// (`X-Forwarded-For`).
+fn try_login_from(url: &str, name: &str, password: &str, client: Option<&str>) -> (u16, String) {
     use std::io::Read;
     let host = url.trim_start_matches("http://");
     let body = json!({ "name": name, "password": password }).to_string();
+    let forwarded = client.map(|c| format!("X-Forwarded-For: {c}\r\nX-Forwarded-Proto: https\r\n")).unwrap_or_default();
     let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(s, "POST /api/v1/login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
-        .unwrap();
+    write!(
+        s,
+        "POST /api/v1/login HTTP/1.1\r\nHost: {host}\r\n{forwarded}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
     let mut resp = String::new();
     let _ = s.read_to_string(&mut resp);
     let status = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -127,6 +138,42 @@ fn sign_in_is_rate_limited_per_address_and_says_when_to_retry() {
         .expect("a Retry-After header");
     assert!((1..=300).contains(&retry), "{retry}");
     assert!(resp.contains("too many failed sign-ins"));
+}
+
+#[test]
+fn behind_a_trusted_proxy_one_clients_failures_never_lock_out_another() {
+    let args = [test_sandbox_args(), vec!["--trusted-proxy".into(), "127.0.0.1".into()]].concat();
+    let d = Drover::up_with(tempfile::tempdir().unwrap(), 2, args);
+    join(&d, "carol", "member");
+    for i in 0..10 {
+        assert_eq!(try_login_from(&d.url, "carol", "wrong password", Some("198.51.100.1")).0, 401, "attempt {i}");
+    }
+    assert_eq!(try_login_from(&d.url, "carol", PASSWORD, Some("198.51.100.1")).0, 429, "the failing client is limited");
+    let (status, resp) = try_login_from(&d.url, "carol", PASSWORD, Some("198.51.100.2"));
+    assert_eq!(status, 200, "another client signs in: {resp}");
+    assert!(resp.to_ascii_lowercase().contains("; secure"), "over https, as the proxy says, the cookie is Secure: {resp}");
+
+    // Guessed from many addresses until the name is saturated: a client that has not
+    // tried it still gets in with the right password, once; a guesser from a fresh
+    // address gets one try.
+    for a in 2..12 {
+        for _ in 0..10 {
+            try_login_from(&d.url, "carol", "wrong password", Some(&format!("203.0.113.{a}")));
+        }
+    }
+    assert_eq!(try_login_from(&d.url, "carol", PASSWORD, Some("203.0.113.2")).0, 429);
+    assert_eq!(try_login_from(&d.url, "carol", PASSWORD, Some("192.0.2.50")).0, 200, "a clean client is never locked out");
+    assert_eq!(try_login_from(&d.url, "carol", "wrong password", Some("192.0.2.51")).0, 401);
+    assert_eq!(try_login_from(&d.url, "carol", PASSWORD, Some("192.0.2.51")).0, 429, "one try per address while the name is hot");
+
+    // Without --trusted-proxy the header is the client's own word: ignored.
+    let plain = Drover::up_with(tempfile::tempdir().unwrap(), 2, test_sandbox_args());
+    join(&plain, "carol", "member");
+    for _ in 0..10 {
+        try_login_from(&plain.url, "carol", "wrong password", Some("198.51.100.1"));
+    }
+    let (status, resp) = try_login_from(&plain.url, "carol", PASSWORD, Some("198.51.100.2"));
+    assert_eq!(status, 429, "everyone is the one peer: {resp}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod contact;
 mod device_link;
 mod devices;
 mod error;
+pub mod forwarded;
 mod hub;
 mod ingest;
 mod leases;

@@ -1,15 +1,19 @@
-//! Sign-in rate limiting: at most N attempts per key (a client address, a member name) in
-//! a sliding window. An attempt is counted before its password is checked, so a burst of
-//! parallel requests cannot slip past the limit; a successful one is then forgiven. In
-//! memory on one server (a restart forgets, which only ever lets someone in sooner); in
-//! the shared database with replicas, so the limit is not multiplied by their number.
+//! Sign-in rate limiting, in a sliding window: at most N attempts per client address, and
+//! per (address, member); a member whose name has had 10·N attempts from all addresses is
+//! slowed, not locked out: only an address that has not tried that name in the window may,
+//! once. So nobody can lock a member out, and guessing stays bounded by addresses. An
+//! attempt is counted before its password is checked, so a burst of parallel requests
+//! cannot slip past the limit; a successful one is then forgiven. In memory on one
+//! server (a restart forgets, which only ever lets someone in sooner); in the shared
+//! database with replicas, so the limit is not multiplied by their number.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Most keys tracked; beyond it the key whose last attempt is oldest is forgotten
-/// (bounded memory under a flood, without wiping everyone's counts).
+/// Most keys of one kind (`ip:`, `pair:`, `name:`) tracked; beyond it the key of that kind
+/// whose last attempt is oldest is forgotten (bounded memory under a flood, without
+/// wiping everyone's counts, and a flood of addresses never evicts a member's count).
 const MAX_KEYS: usize = 10_000;
 
 /// Attempts per key in a sliding window.
@@ -62,8 +66,10 @@ impl LoginLimiter {
             return Err(w.max(Duration::from_secs(1)));
         }
         for (k, _) in keys {
-            if !map.contains_key(*k) && map.len() >= MAX_KEYS {
-                let stalest = map.iter().min_by_key(|(_, q)| q.back().copied()).map(|(k, _)| k.clone());
+            let kind = kind(k);
+            if !map.contains_key(*k) && map.keys().filter(|x| self::kind(x) == kind).count() >= MAX_KEYS {
+                let stalest =
+                    map.iter().filter(|(x, _)| self::kind(x) == kind).min_by_key(|(_, q)| q.back().copied()).map(|(k, _)| k.clone());
                 if let Some(s) = stalest {
                     map.remove(&s);
                 }
@@ -71,6 +77,12 @@ impl LoginLimiter {
             map.entry(k.to_string()).or_default().push_back(now);
         }
         Ok(Attempt { keys: keys.iter().map(|(k, _)| k.to_string()).collect(), at: now })
+    }
+
+    /// How many attempts `key` has had in the window.
+    pub fn count(&self, key: &str, now: Instant) -> usize {
+        let map = self.attempts.lock().expect("limiter lock");
+        map.get(key).map_or(0, |q| q.iter().filter(|t| now.duration_since(**t) < self.window).count())
     }
 
     /// The sliding window.
@@ -105,20 +117,35 @@ impl LoginLimiter {
     }
 }
 
+/// The kind of a key: what comes before its first `:`.
+fn kind(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(k, _)| k)
+}
+
 /// Counts a sign-in attempt (a password, an invitation code, an enrollment token) from
-/// `addr`, and for `name` if it is a valid member name, before anything is checked; 429
-/// when one of them is at its limit.
-pub(crate) async fn count_attempt(
-    state: &crate::AppState,
-    addr: std::net::SocketAddr,
-    name: Option<&str>,
-) -> Result<Counted, crate::ApiError> {
-    let ip = format!("ip:{}", addr.ip());
-    let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok()).map(|n| format!("name:{n}"));
-    let mut keys = vec![(ip.as_str(), state.logins.per_address())];
-    if let Some(n) = &name {
-        keys.push((n.as_str(), state.logins.per_name()));
+/// the client at `ip`, and for `name` if it names a member, before anything is checked;
+/// 429 when one of its keys is at its limit.
+pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr, name: Option<&str>) -> Result<Counted, crate::ApiError> {
+    let ip_key = format!("ip:{ip}");
+    let mut keys = vec![(ip_key.clone(), state.logins.per_address())];
+    let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok());
+    // Only a member's name is counted (made-up names would crowd out real ones).
+    let member = match name {
+        Some(n) => state.store.member_by_name(state.workspace, n).await?.map(|_| n),
+        None => None,
+    };
+    if let Some(n) = member {
+        let name_key = format!("name:{n}");
+        let tried = match state.store.is_shared() {
+            true => state.store.login_attempts(&name_key, state.logins.window()).await?,
+            false => state.logins.count(&name_key, Instant::now()),
+        };
+        // A name tried from everywhere: each address may still try it once.
+        let pair_limit = if tried >= state.logins.per_name() { 1 } else { state.logins.per_address() };
+        keys.push((format!("pair:{ip}|{n}"), pair_limit));
+        keys.push((name_key, usize::MAX));
     }
+    let keys: Vec<(&str, usize)> = keys.iter().map(|(k, l)| (k.as_str(), *l)).collect();
     let limited = |wait: Duration| crate::ApiError::TooManyRequests(wait.as_secs().max(1));
     if state.store.is_shared() {
         let ids = state.store.count_login_attempt(&keys, state.logins.window()).await?.map_err(limited)?;
@@ -157,6 +184,20 @@ mod tests {
         let mut held = held;
         l.forgive(held.pop().unwrap());
         assert!(l.attempt(&[("ip:1", 3)], t0 + Duration::from_secs(10)).is_ok());
+    }
+
+    #[test]
+    fn a_flood_of_addresses_never_evicts_a_members_count() {
+        let l = LoginLimiter::new(3, Duration::from_secs(60));
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            l.attempt(&[("name:alice", usize::MAX)], t0).unwrap();
+        }
+        for i in 0..(MAX_KEYS + 10) {
+            let _ = l.attempt(&[(&format!("ip:{i}"), 3)], t0);
+        }
+        assert_eq!(l.count("name:alice", t0), 5);
+        assert_eq!(l.count("name:alice", t0 + Duration::from_secs(61)), 0, "the window slides");
     }
 
     #[test]

@@ -67,17 +67,18 @@ fn message_page(status: StatusCode, text: &'static str) -> Response {
 /// The `Set-Cookie` value for a new browser session `cookie`. The cookie outlives the
 /// sign-in by a week so the server can say "auth expired" (rather than "not signed in")
 /// when it has; the server decides.
-pub fn set_cookie(state: &AppState, cookie: &str) -> HeaderValue {
+pub fn set_cookie(state: &AppState, cookie: &str, https: crate::forwarded::Https) -> HeaderValue {
     let max_age = state.config.web_session_ttl.as_secs() + COOKIE_GRACE_SECS;
-    // Served over https (as agents and browsers reach it), the cookie never travels in clear.
-    let secure = if state.config.public_url.starts_with("https://") { "; Secure" } else { "" };
+    // Reached over https (directly or through a trusted proxy), the cookie never travels
+    // in clear.
+    let secure = if https.0 { "; Secure" } else { "" };
     let set = format!("{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}", auth::COOKIE);
     HeaderValue::from_str(&set).expect("cookie is ASCII")
 }
 
 /// `GET /login/{code}`: redeems a one-time sign-in link, sets the session cookie and
 /// goes to the Sessions page.
-pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> Response {
+pub async fn login(State(state): State<AppState>, https: crate::forwarded::Https, Path(code): Path<String>) -> Response {
     if code.len() > 128 || !code.starts_with(auth::LOGIN_CODE_PREFIX) {
         return message_page(StatusCode::NOT_FOUND, "This is not a sign-in link. Run <code>drover ui</code> for a fresh one.");
     }
@@ -86,7 +87,7 @@ pub async fn login(State(state): State<AppState>, Path(code): Path<String>) -> R
     match state.store.redeem_login_link(&auth::digest(&code), &auth::digest(&cookie), chrono_ttl).await {
         Ok(Some(_)) => {
             let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/sessions")]).into_response();
-            resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&state, &cookie));
+            resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&state, &cookie, https));
             with_headers(resp, "no-store")
         }
         Ok(None) => message_page(

@@ -303,6 +303,14 @@ impl Store {
         Ok(())
     }
 
+    /// How many attempts `key` has had in the last `window`.
+    pub async fn login_attempts(&self, key: &str, window: Duration) -> Result<usize> {
+        let since = self.engine.db_time("$1");
+        let q = format!("SELECT count(*) AS n FROM login_attempts WHERE key = $2 AND at >= {since}");
+        let n: i64 = sqlx::query(&q).bind(-window.as_secs_f64()).bind(key).fetch_one(&self.writes).await?.get("n");
+        Ok(n.max(0) as usize)
+    }
+
     /// Takes back a successful sign-in attempt ([`Store::count_login_attempt`]'s ids).
     pub async fn forgive_login_attempt(&self, ids: &[i64]) -> Result<()> {
         for id in ids {

@@ -88,7 +88,7 @@ pub async fn add(
 /// replaces any earlier one. Failures count against the client's sign-in rate limit.
 pub async fn enroll(
     State(state): State<AppState>,
-    axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<std::net::SocketAddr>,
+    crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
     super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
 ) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
     let attempt = crate::limits::count_attempt(&state, addr, None).await?;

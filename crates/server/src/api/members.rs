@@ -2,9 +2,7 @@
 //! password sign-in, and personal API tokens (`drover login`, `drover token`). Sign-ins
 //! are rate-limited per client address and per name; every change is audited.
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
@@ -77,7 +75,7 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// Checks a name and password against the store, under the rate limit; the member on success.
-async fn authenticate(state: &AppState, addr: SocketAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
+async fn authenticate(state: &AppState, addr: std::net::IpAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
     let attempt = crate::limits::count_attempt(state, addr, Some(name)).await?;
     let member = if check_member_name(name).is_ok() { state.store.member_by_name(state.workspace, name).await? } else { None };
     let hash = member.as_ref().and_then(|m| m.password_hash.clone());
@@ -92,11 +90,11 @@ async fn authenticate(state: &AppState, addr: SocketAddr, name: &str, password: 
 }
 
 /// Opens a browser session for `member`; the `Set-Cookie` header for it.
-async fn open_web_session(state: &AppState, member: &MemberRow) -> Result<header::HeaderValue, ApiError> {
+async fn open_web_session(state: &AppState, member: &MemberRow, https: crate::forwarded::Https) -> Result<header::HeaderValue, ApiError> {
     let cookie = auth::new_token(auth::WEB_SESSION_PREFIX);
     let ttl = chrono::Duration::from_std(state.config.web_session_ttl).unwrap_or(chrono::Duration::days(7));
     state.store.open_web_session(member.id, &auth::digest(&cookie), ttl).await?;
-    Ok(crate::web::set_cookie(state, &cookie))
+    Ok(crate::web::set_cookie(state, &cookie, https))
 }
 
 fn me(m: &MemberRow) -> MeView {
@@ -106,13 +104,14 @@ fn me(m: &MemberRow) -> MeView {
 /// `POST /api/v1/login`: signs a browser in with name and password (sets the cookie).
 pub async fn login(
     State(state): State<AppState>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
+    https: crate::forwarded::Https,
     headers: HeaderMap,
     ApiJson(req): ApiJson<Login>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_origin(&headers)?;
     let member = authenticate(&state, addr, &req.name, &req.password).await?;
-    let cookie = open_web_session(&state, &member).await?;
+    let cookie = open_web_session(&state, &member, https).await?;
     Ok(([(header::SET_COOKIE, cookie)], Json(me(&member))))
 }
 
@@ -128,7 +127,7 @@ async fn issue(state: &AppState, member: &MemberRow, label: &str) -> Result<Issu
 /// `POST /api/v1/login/token`: `drover login`: name and password for a personal API token.
 pub async fn login_token(
     State(state): State<AppState>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
     headers: HeaderMap,
     ApiJson(req): ApiJson<Login>,
 ) -> Result<(StatusCode, Json<IssuedToken>), ApiError> {
@@ -254,7 +253,8 @@ pub async fn invite_info(State(state): State<AppState>, Path(code): Path<String>
 /// `POST /api/v1/invites/{code}/accept`: joins with a name and password, signed in.
 pub async fn accept(
     State(state): State<AppState>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
+    https: crate::forwarded::Https,
     headers: HeaderMap,
     Path(code): Path<String>,
     ApiJson(req): ApiJson<AcceptInvite>,
@@ -269,7 +269,7 @@ pub async fn accept(
     check_password(&req.password).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let hash = passwords::hash(req.password).await?;
     let member = state.store.accept_invite(&auth::digest(&code), &req.name, &hash).await?.map_err(refused)?;
-    let cookie = open_web_session(&state, &member).await?;
+    let cookie = open_web_session(&state, &member, https).await?;
     Ok((StatusCode::CREATED, [(header::SET_COOKIE, cookie)], Json(me(&member))))
 }
 
@@ -277,7 +277,7 @@ pub async fn accept(
 /// once one is set).
 pub async fn set_password(
     State(state): State<AppState>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
     caller: Caller,
     ApiJson(req): ApiJson<SetPassword>,
 ) -> Result<StatusCode, ApiError> {
