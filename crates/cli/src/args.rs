@@ -241,6 +241,14 @@ pub struct ServerArgs {
     /// `X-Forwarded-Proto` believed.
     #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = parse_net)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// A webhook host that may resolve to an address inside (loopback, a private network,
+    /// this server's own): by default deliveries go only to the public internet.
+    /// Repeatable.
+    #[arg(long = "allow-webhook-host", value_name = "HOST")]
+    pub allow_webhook_hosts: Vec<String>,
+    /// Let webhooks reach any address inside (loopback, private and link-local ranges).
+    #[arg(long)]
+    pub allow_local_webhooks: bool,
     /// The URL people, devices and agents reach this server at (default: built from
     /// --listen, `https://` with --tls-cert). Set it to the name on the certificate, or to
     /// the proxy's address.

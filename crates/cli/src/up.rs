@@ -95,6 +95,15 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         prune_every: seconds("--prune-secs", args.prune_secs)?,
         lease_ttl: seconds("--lease-secs", args.lease_secs)?,
         trusted_proxies: args.trusted_proxies.clone(),
+        egress: Arc::new(drover_core::egress::EgressRules {
+            allowed_hosts: args
+                .allow_webhook_hosts
+                .iter()
+                .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
+                .collect(),
+            allow_local: args.allow_local_webhooks,
+            own: drover_server::egress::own_addresses(),
+        }),
         ..ServerConfig::default()
     };
     if let Some(c) = &cert {

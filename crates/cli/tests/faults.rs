@@ -13,7 +13,7 @@ use support::{bin, group_alive, secs, wait_until, Split};
 
 #[test]
 fn a_link_cut_past_the_silent_window_loses_the_run_restaffs_it_and_fences_the_old_one() {
-    let server = ["--device-silent-secs", "2", "--monitor-secs", "0.5", "--webhook-retry-secs", "0.2"];
+    let server = ["--device-silent-secs", "2", "--monitor-secs", "0.5", "--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"];
     let (s, link) = Split::start_with_link("remote", &server, &["--heartbeat-secs", "0.3"]);
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");

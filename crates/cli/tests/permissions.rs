@@ -205,7 +205,7 @@ const MATRIX: &[Row] = &[
     r("PUT",    "/api/v1/spend/cap",                               r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/tasks/{other_task}/spend-cap",            r#"{"usd":null}"#, [A, A, D, D, D, U, U]),
     r("GET",    "/api/v1/webhooks",                                "", [A, A, D, D, D, U, U]),
-    r("POST",   "/api/v1/webhooks",                                r#"{"url":"http://127.0.0.1:1/hook","events":["task.finished"]}"#, [A, A, D, D, D, U, U]),
+    r("POST",   "/api/v1/webhooks",                                r#"{"url":"http://192.0.2.1:1/hook","events":["task.finished"]}"#, [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/webhooks/{webhook}/rotate",               "", [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/webhooks/{webhook}/enable",               "", [A, A, D, D, D, U, U]),
     r("GET",    "/api/v1/webhooks/{webhook}/deliveries",           "", [A, A, D, D, D, U, U]),
@@ -493,7 +493,7 @@ impl World {
                 text(&link["path"]).trim_start_matches("/login/").to_string()
             }
             "fresh_webhook" => {
-                let body = json!({"url": "http://127.0.0.1:1/gone", "events": ["task.finished"]});
+                let body = json!({"url": "http://192.0.2.1:1/gone", "events": ["task.finished"]});
                 text(&self.must(Who::Owner, "POST", "/api/v1/webhooks", body)["webhook"]["id"])
             }
             "fresh_device" => {
@@ -621,7 +621,7 @@ fn setup() -> World {
     let agent = json!({"name": "bot", "harness": "custom", "template": [script.to_str().unwrap(), "{prompt}"]});
     must(&url, &operator, "POST", "/api/v1/agents", &agent);
     // A webhook on session starts, so it has a delivery to redeliver.
-    let hook = json!({"url": "http://127.0.0.1:1/hook", "events": ["session.started"]});
+    let hook = json!({"url": "http://192.0.2.1:1/hook", "events": ["session.started"]});
     let webhook = text(&must(&url, &owner, "POST", "/api/v1/webhooks", &hook)["webhook"]["id"]);
 
     let mut w = World {

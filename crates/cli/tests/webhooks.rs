@@ -23,7 +23,7 @@ fn add(s: &Split, url: &str, events: &[&str]) -> (String, String) {
 
 #[test]
 fn deliveries_are_signed_retried_until_delivered_redelivered_and_rotated() {
-    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"], &[]);
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");
     std::fs::write(&secrets, "").unwrap();
@@ -90,7 +90,7 @@ fn deliveries_are_signed_retried_until_delivered_redelivered_and_rotated() {
 
 #[test]
 fn bad_endpoints_are_refused_and_a_410_disables_one() {
-    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"], &[]);
     let tmp = tempfile::tempdir().unwrap();
     for (url, event, says) in [
         ("ftp://example.com", "session.lost", "http:// or https://"),
@@ -124,7 +124,7 @@ fn bad_endpoints_are_refused_and_a_410_disables_one() {
 
 #[test]
 fn deliveries_written_before_sending_survive_a_server_kill() {
-    let mut s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    let mut s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"], &[]);
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");
     // A port nobody listens on yet: deliveries fail and wait.
@@ -147,7 +147,7 @@ fn deliveries_written_before_sending_survive_a_server_kill() {
 
 #[test]
 fn a_session_marked_lost_fires_session_lost() {
-    let server = ["--webhook-retry-secs", "0.2", "--device-silent-secs", "1", "--monitor-secs", "0.3"];
+    let server = ["--webhook-retry-secs", "0.2", "--device-silent-secs", "1", "--monitor-secs", "0.3", "--allow-webhook-host", "127.0.0.1"];
     let mut s = Split::start_with("hooks", &server, &["--heartbeat-secs", "0.2"]);
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");
@@ -170,7 +170,7 @@ fn a_session_marked_lost_fires_session_lost() {
 
 #[test]
 fn a_redirect_is_a_failed_delivery_not_followed() {
-    let s = Split::start_with("hooks", &["--webhook-retry-secs", "30"], &[]);
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "30", "--allow-webhook-host", "127.0.0.1"], &[]);
     let tmp = tempfile::tempdir().unwrap();
     let secrets = tmp.path().join("secrets.txt");
     std::fs::write(&secrets, "").unwrap();
@@ -184,4 +184,48 @@ fn a_redirect_is_a_failed_delivery_not_followed() {
     });
     assert_eq!((log[0]["state"].as_str(), log[0]["last_status"].as_u64()), (Some("pending"), Some(302)), "{log}");
     assert!(entries(&r.log).iter().all(|e| e["status"] != "GET /elsewhere"), "the redirect was followed");
+}
+
+#[test]
+fn webhooks_never_reach_inside_when_added_or_when_delivered() {
+    let s = Split::start_with("hooks", &["--webhook-retry-secs", "0.2"], &[]);
+    for url in [
+        "http://127.0.0.1:9/h",
+        "http://[::1]:9/h",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/h",
+        "http://172.16.5.4/h",
+        "http://192.168.1.1/h",
+        "http://100.64.0.1/h",
+        "http://[fd00::1]/h",
+        "http://[fe80::1]/h",
+        "http://224.0.0.1/h",
+        "http://0.0.0.0:9/h",
+        "http://[::ffff:127.0.0.1]:9/h",
+        // A name that resolves inside (a hosts entry).
+        "http://localhost:9/h",
+    ] {
+        let err = s.cli.fails(&["webhook", "add", url, "--event", "session.started"]);
+        assert!(err.contains("may not reach") && err.contains("--allow-webhook-host"), "{url}: {err}");
+    }
+    assert_eq!(s.cli.json(&["webhook", "list"]).as_array().unwrap().len(), 0);
+
+    // An endpoint that passed when it was added, re-pointed later at a name that resolves
+    // to loopback (DNS rebinding, or a row from before this rule): deliveries refuse it.
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    let r = receiver(tmp.path(), 0, &secrets, 0, "");
+    let (hook, _) = add(&s, "http://192.0.2.1:9/hook", &["session.started"]);
+    let inside = r.url.replace("127.0.0.1", "localhost");
+    support::database_exec(s.server_home.path(), &format!("UPDATE webhook_endpoints SET url = '{inside}' WHERE id = '{hook}'"));
+    let id = s.cli.start(&["true"]);
+    s.cli.wait_ended(&id, secs(20));
+    let log = wait_until("the delivery refused", secs(20), || {
+        let log = s.cli.json(&["webhook", "deliveries", &hook]);
+        log[0]["last_error"].as_str().is_some_and(|e| e.contains("may not reach")).then_some(log)
+    });
+    assert!(log[0]["last_error"].as_str().unwrap().contains("localhost resolves to"), "{log}");
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(entries(&r.log).is_empty(), "nothing reached the receiver inside");
 }

@@ -8,6 +8,7 @@ pub mod activity;
 pub mod branch;
 pub mod confinement;
 pub mod device_link;
+pub mod egress;
 pub mod harness;
 pub mod ids;
 pub mod input;

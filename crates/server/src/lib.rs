@@ -10,6 +10,7 @@ mod cluster;
 mod contact;
 mod device_link;
 mod devices;
+pub mod egress;
 mod error;
 pub mod forwarded;
 mod hub;
@@ -90,6 +91,8 @@ pub struct ServerConfig {
     /// Reverse proxies in front of the server (`--trusted-proxy`): only from these are
     /// forwarded-for headers believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Where webhook deliveries may go beyond the public internet.
+    pub egress: Arc<drover_core::egress::EgressRules>,
 }
 
 impl Default for ServerConfig {
@@ -117,6 +120,7 @@ impl Default for ServerConfig {
             prune_every: Duration::from_secs(3600),
             lease_ttl: Duration::from_secs(6),
             trusted_proxies: Vec::new(),
+            egress: Arc::default(),
         }
     }
 }

@@ -55,10 +55,14 @@ pub fn spawn(state: AppState) {
     tokio::spawn(async move {
         // A redirect is a failure (Standard Webhooks): following it would turn the POST
         // into a GET somewhere else and call that delivered.
+        // Only to addresses outside (crate::egress), straight there: a proxy from the
+        // environment would resolve the name itself, past the check.
         let client = reqwest::Client::builder()
             .timeout(ATTEMPT_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(std::sync::Arc::new(crate::egress::GuardedResolver::new(state.config.egress.clone())))
+            .no_proxy()
             .build()
             .expect("an HTTP client");
         loop {
@@ -118,20 +122,38 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some((at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().unwrap_or_default())
 }
 
+/// An error and its causes, on one line (the refusal of a target is a cause).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut at = e.source();
+    while let Some(c) = at {
+        let s = c.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        at = c.source();
+    }
+    parts.join(": ")
+}
+
 /// One attempt at a delivery; true if it was delivered.
 async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> Result<bool, StoreError> {
     let id = d.delivery.id.to_string();
     let timestamp = chrono::Utc::now().timestamp();
-    let sent = client
-        .post(&d.url)
-        .header("content-type", "application/json")
-        .header("user-agent", concat!("drover-webhooks/", env!("CARGO_PKG_VERSION")))
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header("webhook-signature", signature(&d.secrets, &id, timestamp, &d.delivery.payload))
-        .body(d.delivery.payload.clone())
-        .send()
-        .await;
+    let sent = match crate::egress::literal_refusal(&state.config.egress, &d.url) {
+        Some(refused) => Err(refused),
+        None => client
+            .post(&d.url)
+            .header("content-type", "application/json")
+            .header("user-agent", concat!("drover-webhooks/", env!("CARGO_PKG_VERSION")))
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature(&d.secrets, &id, timestamp, &d.delivery.payload))
+            .body(d.delivery.payload.clone())
+            .send()
+            .await
+            .map_err(|e| causes(&e)),
+    };
     let (status, error, after) = match sent {
         Ok(resp) => {
             let status = resp.status().as_u16();

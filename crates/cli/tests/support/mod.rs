@@ -39,6 +39,16 @@ pub fn drop_database(url: &str) {
     let _ = Command::new("psql").args(["-Xq", &format!("{server}/postgres"), "-c", &sql]).stdout(Stdio::null()).status();
 }
 
+/// Runs `sql` on the database of the server in `home` while it runs (as another client
+/// of it would): `psql` on PostgreSQL, `sqlite3` on SQLite.
+pub fn database_exec(home: &Path, sql: &str) {
+    let out = match test_database(home) {
+        Some(url) => Command::new("psql").args(["-Xq", &url, "-c", sql]).output().expect("psql (postgresql-client)"),
+        None => Command::new("sqlite3").arg(home.join("drover.db")).arg(sql).output().expect("sqlite3"),
+    };
+    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Everything the server in `home` stored, as text: its SQLite files, or a dump of its
 /// PostgreSQL database.
 pub fn database_text(home: &Path) -> String {

@@ -129,6 +129,8 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<WebhookSecretView>), ApiError> {
     let who = admin(&caller)?;
     check_url(&req.url)?;
+    let parsed = reqwest::Url::parse(&req.url).map_err(|e| bad(e.to_string()))?;
+    crate::egress::check_url(&state.config.egress, &parsed).await.map_err(bad)?;
     let events = check_events(&req.events)?;
     let secret = new_secret();
     let id = state.store.create_webhook(caller.0.workspace(), &req.url, &events, &secret, &who).await?;
