@@ -106,3 +106,19 @@ test("password sign-in works, wrong passwords are refused, and the Members page 
   assert.equal(await carol.getByLabel("Role of bob").count(), 0);
   await shot(carol, "members");
 });
+
+test("an owner removes a member: their browser is signed out at once and what they did stays", async () => {
+  const { page: owner } = await signedIn(b, d);
+  const link = await invite(owner, "member");
+  const carl = await join(link, "carl");
+  await owner.getByRole("link", { name: "Members" }).click();
+  const row = owner.getByRole("row").filter({ has: owner.getByRole("cell", { name: "carl", exact: true }) });
+  await row.getByRole("button", { name: "Remove…" }).click();
+  await owner.getByRole("button", { name: "Remove carl now" }).click();
+  await until("carl no longer listed", async () => (await d.json("member", "list")).every((m) => m.name !== "carl"));
+  const me = await carl.request.get(`${d.url}/api/v1/me`);
+  assert.equal(me.status(), 401, "carl's browser sign-in ended with the removal");
+  const audit = (await d.cli("audit", "export", "--since", "2000-01-01")).trim().split("\n").map((l) => JSON.parse(l));
+  assert.ok(audit.some((e) => e.kind === "member_removed" && e.detail.member === "carl"), "the removal is audited");
+  await carl.context().close();
+});

@@ -56,7 +56,7 @@ pub enum Command {
     /// Sign in with your name and password; saves a personal API token for the CLI.
     Login(LoginArgs),
     /// Set or change your password (for `drover login` and the web sign-in form).
-    Password,
+    Password(PasswordArgs),
     /// Your personal API tokens: list, create, revoke.
     #[command(subcommand)]
     Token(TokenCmd),
@@ -171,17 +171,30 @@ pub struct LoginArgs {
     pub label: Option<String>,
 }
 
+/// `drover password`.
+#[derive(Debug, Args)]
+pub struct PasswordArgs {
+    /// Also revoke every API token of yours but the one this command uses (after a
+    /// leak: every `drover login` elsewhere must sign in again).
+    #[arg(long)]
+    pub revoke_tokens: bool,
+}
+
 /// `drover token …`.
 #[derive(Debug, Subcommand)]
 pub enum TokenCmd {
-    /// List your tokens, revoked ones included.
-    List,
+    /// List your tokens (or, owners, a member's), revoked ones included.
+    List {
+        /// Whose tokens (owners; default: yours).
+        #[arg(long)]
+        member: Option<String>,
+    },
     /// Issue another token (printed once), e.g. for CI.
     Create {
         /// What it is for.
         label: String,
     },
-    /// Revoke one of your tokens.
+    /// Revoke one of your tokens (owners: anyone's).
     Revoke {
         /// The token's id (tok_…).
         id: String,
@@ -215,6 +228,12 @@ pub enum MemberCmd {
         name: String,
         /// The new role: member, admin or owner.
         role: String,
+    },
+    /// Remove a member (owners; never the last owner): their tokens and browser sign-ins
+    /// stop working at once and their open terminals close; what they did stays theirs.
+    Remove {
+        /// The member's name.
+        name: String,
     },
 }
 

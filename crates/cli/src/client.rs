@@ -144,6 +144,12 @@ impl Client {
         resp.json().await.context("decoding the server's answer")
     }
 
+    /// DELETE, decoding JSON.
+    pub async fn delete_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let resp = self.send(self.request(Method::DELETE, path)).await?;
+        resp.json().await.context("decoding the server's answer")
+    }
+
     /// DELETE, expecting no body back.
     pub async fn delete(&self, path: &str) -> Result<()> {
         self.send(self.request(Method::DELETE, path)).await?;

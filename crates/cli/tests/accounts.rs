@@ -259,3 +259,122 @@ fn an_open_terminal_closes_when_its_viewer_loses_the_right_to_drop_in() {
     });
     d.ok(&["session", "stop", &id]);
 }
+
+/// `name`'s CLI token, after `drover login` into `home`.
+fn token_of(d: &Drover, home: &std::path::Path, name: &str) -> String {
+    assert!(login(d, home, name, PASSWORD).status.success());
+    serde_json::from_slice::<Value>(&std::fs::read(home.join("client.json")).unwrap()).unwrap()["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_removed_member_is_locked_out_at_once_and_their_history_stays() {
+    use futures_util::StreamExt;
+    let d = Drover::up();
+    join(&d, "gina", "admin");
+    let home = tempfile::tempdir().unwrap();
+    let token = token_of(&d, home.path(), "gina");
+    let (status, resp) = try_login(&d.url, "gina", PASSWORD);
+    assert_eq!(status, 200);
+    let cookie = resp
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("set-cookie:")
+                .then(|| l.split_once(':').unwrap().1.trim().split(';').next().unwrap().to_string())
+        })
+        .expect("a cookie");
+    // Gina starts a session of her own, and watches one of the owner's.
+    let hers = d
+        .cmd()
+        .env("DROVER_TOKEN", &token)
+        .env("DROVER_URL", &d.url)
+        .args(["--json", "session", "start", "--device", &d.device, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(hers.status.success(), "{}", String::from_utf8_lossy(&hers.stderr));
+    let hers = serde_json::from_slice::<Value>(&hers.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let watched = d.start(&["bash", "-c", "echo gina-watches; sleep 120"]);
+    d.wait_text(&watched, "gina-watches", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut ws = rt.block_on(async {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("{}/api/v1/sessions/{watched}/terminal", d.url.replace("http://", "ws://")).into_client_request().unwrap();
+        req.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        tokio_tungstenite::connect_async(req).await.expect("an admin may open the terminal").0
+    });
+
+    let owner = d.json(&["member", "list"]).as_array().unwrap().iter().find(|m| m["role"] == "owner").unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(d.fails(&["member", "remove", &owner]).contains("last owner"));
+    let removed = std::time::Instant::now();
+    d.ok(&["member", "remove", "gina"]);
+    // Her open terminal closes at once, saying why.
+    rt.block_on(async {
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut closed = false;
+        while let Ok(Some(msg)) = tokio::time::timeout_at(until, ws.next()).await {
+            match msg {
+                Ok(tokio_tungstenite::tungstenite::Message::Text(t)) if t.contains("revoked") => closed = true,
+                Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => break,
+                _ => {}
+            }
+        }
+        assert!(closed, "the terminal closed within a second of the removal");
+    });
+    assert!(removed.elapsed() < std::time::Duration::from_secs(2));
+    // Her token and her browser are refused.
+    let (status, _) = http(&d.url, "GET", "/api/v1/sessions", Some(&token), b"");
+    assert_eq!(status, 401);
+    let host = d.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /api/v1/me HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert_eq!(try_login(&d.url, "gina", PASSWORD).0, 401, "nor can she sign in again");
+    // What she did stays hers; she is no longer listed; the removal is audited.
+    assert_eq!(d.show(&hers)["started_by"], "gina");
+    assert!(!d.json(&["member", "list"]).as_array().unwrap().iter().any(|m| m["name"] == "gina"));
+    let (_, events) = http(&d.url, "GET", "/api/v1/events?limit=200", Some(&d.token()), b"");
+    assert!(events.contains("member_removed"), "{events}");
+    d.ok(&["session", "stop", &watched]);
+}
+
+#[test]
+fn owners_list_and_revoke_anyones_tokens_and_a_password_change_can_revoke_them_all() {
+    let d = Drover::up();
+    join(&d, "hank", "member");
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = token_of(&d, one.path(), "hank");
+    let second = token_of(&d, two.path(), "hank");
+    let listed = d.json(&["token", "list", "--member", "hank"]);
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    // A member may not look at someone else's.
+    let out = d.cmd().env("DROVER_HOME", one.path()).args(["token", "list", "--member", "root"]).output().unwrap();
+    assert!(!out.status.success());
+    // The owner revokes one of them.
+    let id = listed[0]["id"].as_str().unwrap();
+    d.ok(&["token", "revoke", id]);
+    let still: Vec<u16> = [&first, &second].iter().map(|t| http(&d.url, "GET", "/api/v1/sessions", Some(t), b"").0).collect();
+    assert_eq!(still.iter().filter(|s| **s == 401).count(), 1, "{still:?}");
+    let live_home = if still[0] == 200 { &one } else { &two };
+    let (other_home, live) = if still[0] == 200 { (&two, &first) } else { (&one, &second) };
+    // A fresh login elsewhere, then a password change with --revoke-tokens from the live one.
+    let third = token_of(&d, other_home.path(), "hank");
+    let mut child = d
+        .cmd()
+        .env("DROVER_HOME", live_home.path())
+        .args(["password", "--revoke-tokens"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{PASSWORD}\nan even better password 42").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(http(&d.url, "GET", "/api/v1/sessions", Some(&third), b"").0, 401, "the other login is revoked");
+    assert_eq!(http(&d.url, "GET", "/api/v1/sessions", Some(live), b"").0, 200, "the one that made the change stays");
+}

@@ -61,6 +61,8 @@ pub enum EventKind {
     MemberJoined,
     /// An owner changed a member's role.
     RoleChanged,
+    /// An owner removed a member (their tokens and sign-ins revoked; their history kept).
+    MemberRemoved,
     /// A member set or changed their password.
     PasswordChanged,
     /// A personal API token was issued (`drover login`).
@@ -81,7 +83,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 35] = [
+    pub const ALL: [EventKind; 36] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -109,6 +111,7 @@ impl EventKind {
         EventKind::InviteRevoked,
         EventKind::MemberJoined,
         EventKind::RoleChanged,
+        EventKind::MemberRemoved,
         EventKind::PasswordChanged,
         EventKind::TokenIssued,
         EventKind::TokenRevoked,
@@ -149,6 +152,7 @@ impl EventKind {
             EventKind::InviteRevoked => "invite_revoked",
             EventKind::MemberJoined => "member_joined",
             EventKind::RoleChanged => "role_changed",
+            EventKind::MemberRemoved => "member_removed",
             EventKind::PasswordChanged => "password_changed",
             EventKind::TokenIssued => "token_issued",
             EventKind::TokenRevoked => "token_revoked",
@@ -195,6 +199,7 @@ impl EventKind {
             EventKind::InviteRevoked => "invitation withdrawn",
             EventKind::MemberJoined => "member joined",
             EventKind::RoleChanged => "role changed",
+            EventKind::MemberRemoved => "member removed",
             EventKind::PasswordChanged => "password changed",
             EventKind::TokenIssued => "API token issued",
             EventKind::TokenRevoked => "API token revoked",

@@ -83,6 +83,7 @@ impl WebhookEvent {
             | EventKind::InviteRevoked
             | EventKind::MemberJoined
             | EventKind::RoleChanged
+            | EventKind::MemberRemoved
             | EventKind::PasswordChanged
             | EventKind::TokenIssued
             | EventKind::TokenRevoked

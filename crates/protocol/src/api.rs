@@ -873,6 +873,9 @@ pub struct SetPassword {
     pub current: Option<String>,
     /// The new password.
     pub password: String,
+    /// Revoke every personal API token too (all but the one making the change).
+    #[serde(default)]
+    pub revoke_tokens: bool,
 }
 
 /// `POST /api/v1/tokens`: a new personal token for the caller.

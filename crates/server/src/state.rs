@@ -37,6 +37,9 @@ pub struct AppState {
     pub workspace: WorkspaceId,
     /// Wakes the scheduler (a stage may be staffable now).
     pub scheduler: Arc<tokio::sync::Notify>,
+    /// Wakes every open terminal to check its viewer's access now (a member removed, a
+    /// role changed, tokens revoked) rather than at its next periodic look.
+    pub access_changed: Arc<tokio::sync::Notify>,
     /// Tasks with a hand-off under way (a merge can take a while): one at a time each.
     pub(crate) hand_offs: Arc<std::sync::Mutex<std::collections::HashSet<drover_core::TaskId>>>,
     /// Sign-in attempts per client address and member name.
@@ -61,6 +64,7 @@ impl AppState {
             viewers: Arc::default(),
             workspace,
             scheduler: Arc::new(tokio::sync::Notify::new()),
+            access_changed: Arc::new(tokio::sync::Notify::new()),
             hand_offs: Arc::default(),
             logins: Arc::new(crate::limits::LoginLimiter::new(config.login_attempts, config.login_window)),
             touched: Arc::default(),

@@ -138,6 +138,12 @@ impl Viewer {
                         break;
                     }
                 }
+                _ = self.state.access_changed.notified() => {
+                    if let Some(why) = self.revoked().await {
+                        let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;
+                        break;
+                    }
+                }
                 _ = lag.notified() => {
                     while rx.try_recv().is_ok() {}
                     if !first {

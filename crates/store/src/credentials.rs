@@ -73,7 +73,7 @@ impl Store {
     /// The first workspace and its first owner, created if the database is empty.
     pub async fn bootstrap(&self, workspace_name: &str, owner_name: &str) -> Result<(WorkspaceId, MemberId)> {
         let mut tx = self.write().await?;
-        let existing = sqlx::query("SELECT w.id AS w, m.id AS m FROM workspaces w JOIN members m ON m.workspace_id = w.id AND m.role = 'owner' ORDER BY w.created_at, m.created_at LIMIT 1")
+        let existing = sqlx::query("SELECT w.id AS w, m.id AS m FROM workspaces w JOIN members m ON m.workspace_id = w.id AND m.role = 'owner' AND m.removed_at IS NULL ORDER BY w.created_at, m.created_at LIMIT 1")
             .fetch_optional(&mut *tx)
             .await?;
         if let Some(row) = existing {
@@ -125,7 +125,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT t.workspace_id, t.kind, m.id AS mid, m.name AS mname, m.role, d.id AS did, d.name AS dname
              FROM tokens t LEFT JOIN members m ON m.id = t.member_id LEFT JOIN devices d ON d.id = t.device_id
-             WHERE t.hash = $1 AND t.revoked_at IS NULL",
+             WHERE t.hash = $1 AND t.revoked_at IS NULL AND m.removed_at IS NULL",
         )
         .bind(digest)
         .fetch_optional(&self.pool)

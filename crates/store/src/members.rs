@@ -24,6 +24,8 @@ pub struct MemberRow {
     pub created_at: String,
     /// Their argon2id password hash (PHC string), once they set one.
     pub password_hash: Option<String>,
+    /// When they were removed from the workspace, if they were.
+    pub removed_at: Option<String>,
 }
 
 /// An invitation that was issued.
@@ -87,6 +89,9 @@ pub enum MemberRefused {
     /// No such token (or not the caller's).
     #[error("no token `{0}` of yours: `drover token list` shows them")]
     NoSuchToken(String),
+    /// The last owner cannot be removed.
+    #[error("`{0}` is the workspace's last owner: make someone else an owner first")]
+    LastOwner(String),
 }
 
 fn member_row(r: &sqlx::any::AnyRow) -> Result<MemberRow> {
@@ -98,6 +103,7 @@ fn member_row(r: &sqlx::any::AnyRow) -> Result<MemberRow> {
         role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role {role}")))?,
         created_at: r.get("created_at"),
         password_hash: r.get("password_hash"),
+        removed_at: r.get("removed_at"),
     })
 }
 
@@ -116,10 +122,32 @@ fn event(workspace: WorkspaceId, kind: EventKind, actor: &str, detail: serde_jso
     NewEvent { workspace, session: None, task: None, kind, actor: actor.to_string(), detail }
 }
 
+/// The member named `name` (not removed) and how many owners the workspace has, read in
+/// the transaction that changes them.
+async fn member_and_owners(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    workspace: WorkspaceId,
+    name: &str,
+) -> Result<std::result::Result<(MemberRow, usize), MemberRefused>> {
+    let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2 AND removed_at IS NULL")
+        .bind(workspace.to_string())
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(member) = row.as_ref().map(member_row).transpose()? else {
+        return Ok(Err(MemberRefused::NoSuchMember(name.to_string())));
+    };
+    let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner' AND removed_at IS NULL")
+        .bind(workspace.to_string())
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(Ok((member, owners.max(0) as usize)))
+}
+
 impl Store {
     /// The workspace's members, oldest first.
     pub async fn members(&self, workspace: WorkspaceId) -> Result<Vec<MemberRow>> {
-        let rows = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 ORDER BY created_at, id")
+        let rows = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND removed_at IS NULL ORDER BY created_at, id")
             .bind(workspace.to_string())
             .fetch_all(&self.pool)
             .await?;
@@ -128,7 +156,7 @@ impl Store {
 
     /// The member named `name`.
     pub async fn member_by_name(&self, workspace: WorkspaceId, name: &str) -> Result<Option<MemberRow>> {
-        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2")
+        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2 AND removed_at IS NULL")
             .bind(workspace.to_string())
             .bind(name)
             .fetch_optional(&self.pool)
@@ -145,7 +173,9 @@ impl Store {
     /// Stores a member's new password hash ("password changed").
     /// Every other browser sign-in of the member ends with it (all but the one whose
     /// cookie digest is `keep`, the browser that made the change).
-    pub async fn set_password(&self, member: MemberId, hash: &str, keep: Option<&str>) -> Result<()> {
+    /// With `revoke_tokens`, every personal API token of theirs is revoked too (all but the
+    /// one whose digest is `keep`, when the change was made with it).
+    pub async fn set_password(&self, member: MemberId, hash: &str, keep: Option<&str>, revoke_tokens: bool) -> Result<()> {
         let mut tx = self.write().await?;
         let row = sqlx::query("UPDATE members SET password_hash = $1 WHERE id = $2 RETURNING workspace_id, name")
             .bind(hash)
@@ -158,8 +188,17 @@ impl Store {
             .bind(keep)
             .execute(&mut *tx)
             .await?;
+        if revoke_tokens {
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE member_id = $2 AND revoked_at IS NULL AND hash IS DISTINCT FROM $3")
+                .bind(now())
+                .bind(member.to_string())
+                .bind(keep)
+                .execute(&mut *tx)
+                .await?;
+        }
         let (ws, name): (String, String) = (row.get("workspace_id"), row.get("name"));
-        insert(&mut tx, &event(parse_id(&ws)?, EventKind::PasswordChanged, &name, serde_json::json!({ "member": name }))).await?;
+        let detail = serde_json::json!({ "member": name, "tokens_revoked": revoke_tokens });
+        insert(&mut tx, &event(parse_id(&ws)?, EventKind::PasswordChanged, &name, detail)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -184,19 +223,11 @@ impl Store {
             return Ok(Err(MemberRefused::Role(RoleChangeRefused::NotOwner)));
         };
         let (caller_role, actor) = (caller.role, caller.name.as_str());
-        let row = sqlx::query("SELECT * FROM members WHERE workspace_id = $1 AND name = $2")
-            .bind(workspace.to_string())
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(member) = row.as_ref().map(member_row).transpose()? else {
-            return Ok(Err(MemberRefused::NoSuchMember(name.to_string())));
+        let (member, owners) = match member_and_owners(&mut tx, workspace, name).await? {
+            Ok(found) => found,
+            Err(e) => return Ok(Err(e)),
         };
-        let owners: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM members WHERE workspace_id = $1 AND role = 'owner'")
-            .bind(workspace.to_string())
-            .fetch_one(&mut *tx)
-            .await?;
-        if let Err(e) = role_change(caller_role, member.role, role, owners as usize) {
+        if let Err(e) = role_change(caller_role, member.role, role, owners) {
             return Ok(Err(MemberRefused::Role(e)));
         }
         if member.role != role {
@@ -211,6 +242,44 @@ impl Store {
         tx.commit().await?;
         self.changed(workspace, None);
         Ok(Ok(MemberRow { role, ..member }))
+    }
+
+    /// Removes the member named `name` ("member removed", by `actor`, an owner): every
+    /// API token and browser sign-in of theirs is revoked in the same transaction; their
+    /// sessions, events and audit trail stay, attributed to them. Never the last owner.
+    pub async fn remove_member(
+        &self,
+        workspace: WorkspaceId,
+        name: &str,
+        actor: &str,
+    ) -> Result<std::result::Result<MemberRow, MemberRefused>> {
+        let mut tx = self.write().await?;
+        let (member, owners) = match member_and_owners(&mut tx, workspace, name).await? {
+            Ok(found) => found,
+            Err(e) => return Ok(Err(e)),
+        };
+        if member.role == Role::Owner && owners <= 1 {
+            return Ok(Err(MemberRefused::LastOwner(member.name)));
+        }
+        let at = now();
+        let id = member.id.to_string();
+        sqlx::query("UPDATE members SET removed_at = $1 WHERE id = $2").bind(&at).bind(&id).execute(&mut *tx).await?;
+        let tokens = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE member_id = $2 AND revoked_at IS NULL")
+            .bind(&at)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("UPDATE web_sessions SET revoked_at = $1 WHERE member_id = $2 AND revoked_at IS NULL")
+            .bind(&at)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        let detail = serde_json::json!({ "member": member.name, "role": member.role.as_str(), "tokens_revoked": tokens });
+        insert(&mut tx, &event(workspace, EventKind::MemberRemoved, actor, detail)).await?;
+        tx.commit().await?;
+        self.changed(workspace, None);
+        Ok(Ok(MemberRow { removed_at: Some(at), ..member }))
     }
 
     /// Stores an invitation (by the SHA-256 of its code) that gives `role` ("member invited").
@@ -377,13 +446,22 @@ impl Store {
         rows.iter().map(token_row).collect()
     }
 
-    /// Revokes the personal token `id` of `member` ("API token revoked"); revoking a
+    /// Revokes the personal token `id` ("API token revoked", by `by`): one of `by`'s
+    /// own, or, when `any_member` (an owner), any member's of the workspace. Revoking a
     /// revoked token changes nothing.
-    pub async fn revoke_member_token(&self, member: &MemberRow, id: TokenId) -> Result<std::result::Result<TokenRow, MemberRefused>> {
+    pub async fn revoke_member_token(
+        &self,
+        by: &MemberRow,
+        id: TokenId,
+        any_member: bool,
+    ) -> Result<std::result::Result<TokenRow, MemberRefused>> {
+        let member = by;
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT * FROM tokens WHERE id = $1 AND member_id = $2 AND kind = 'member'")
+        let row = sqlx::query("SELECT * FROM tokens WHERE id = $1 AND kind = 'member' AND workspace_id = $2 AND (member_id = $3 OR $4)")
             .bind(id.to_string())
+            .bind(member.workspace.to_string())
             .bind(member.id.to_string())
+            .bind(any_member)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(token) = row.as_ref().map(token_row).transpose()? else {
@@ -394,7 +472,9 @@ impl Store {
         }
         let at = now();
         sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2").bind(&at).bind(id.to_string()).execute(&mut *tx).await?;
-        let detail = serde_json::json!({ "token": id.to_string(), "member": member.name, "label": token.label });
+        let owner: Option<String> =
+            sqlx::query_scalar("SELECT name FROM members WHERE id = $1").bind(token.member.to_string()).fetch_optional(&mut *tx).await?;
+        let detail = serde_json::json!({ "token": id.to_string(), "member": owner.unwrap_or_default(), "label": token.label });
         insert(&mut tx, &event(member.workspace, EventKind::TokenRevoked, &member.name, detail)).await?;
         tx.commit().await?;
         Ok(Ok(TokenRow { revoked_at: Some(at), ..token }))
@@ -474,15 +554,15 @@ mod tests {
         // A new password ends the member's other browser sign-ins, not the one changing it.
         s.open_web_session(owner, "here", chrono::Duration::hours(1)).await.unwrap();
         s.open_web_session(owner, "elsewhere", chrono::Duration::hours(1)).await.unwrap();
-        s.set_password(owner, "$argon2id$x", Some("here")).await.unwrap();
+        s.set_password(owner, "$argon2id$x", Some("here"), false).await.unwrap();
         assert!(s.web_principal("here").await.unwrap().is_ok());
         assert!(s.web_principal("elsewhere").await.unwrap().is_err());
         let id = s.issue_member_token(&alice, "d1", "laptop").await.unwrap();
         assert!(s.principal_for("d1").await.unwrap().is_some());
         s.create_invite(ws, Role::Admin, owner, "alice", "c", chrono::Duration::hours(1)).await.unwrap();
         let bob = s.accept_invite("c", "bob", "h").await.unwrap().unwrap();
-        assert_eq!(s.revoke_member_token(&bob, id).await.unwrap(), Err(MemberRefused::NoSuchToken(id.to_string())));
-        let revoked = s.revoke_member_token(&alice, id).await.unwrap().unwrap();
+        assert_eq!(s.revoke_member_token(&bob, id, false).await.unwrap(), Err(MemberRefused::NoSuchToken(id.to_string())));
+        let revoked = s.revoke_member_token(&alice, id, false).await.unwrap().unwrap();
         assert!(revoked.revoked_at.is_some());
         assert!(s.principal_for("d1").await.unwrap().is_none());
         assert_eq!(s.member_tokens(owner).await.unwrap().len(), 1);

@@ -71,7 +71,7 @@ impl Store {
     pub async fn web_principal(&self, session_digest: &str) -> Result<std::result::Result<Principal, WebSessionState>> {
         let row = sqlx::query(
             "SELECT w.expires_at, w.revoked_at, m.id, m.workspace_id, m.name, m.role
-             FROM web_sessions w JOIN members m ON m.id = w.member_id WHERE w.hash = $1",
+             FROM web_sessions w JOIN members m ON m.id = w.member_id WHERE w.hash = $1 AND m.removed_at IS NULL",
         )
         .bind(session_digest)
         .fetch_optional(&self.pool)

@@ -1,6 +1,8 @@
 // Members (seed 001 "Who can drop in"): who is in the workspace and their roles; owners
-// invite people (a one-time link) and change roles. Your account: your password and your
-// personal API tokens (`drover login` issues them), which you can revoke.
+// invite people (a one-time link), change roles, see and revoke anyone's API tokens and
+// remove members (offboarding: their tokens and sign-ins end at once, their history
+// stays). Your account: your password and your personal API tokens (`drover login`
+// issues them), which you can revoke.
 
 import { useEffect, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
@@ -110,7 +112,9 @@ function PendingInvites({ version }: { version: number }) {
   );
 }
 
-function MemberRow({ m, owner, onChanged }: { m: Member; owner: boolean; onChanged: (err: string | null) => void }) {
+function MemberRow({ m, owner, me, onChanged }: { m: Member; owner: boolean; me: string | undefined; onChanged: (err: string | null) => void }) {
+  const [confirming, setConfirming] = useState(false);
+  const [showTokens, setShowTokens] = useState(false);
   const change = async (role: string) => {
     try {
       await api(`/api/v1/members/${enc(m.name)}/role`, { method: "PUT", json: { role } });
@@ -119,7 +123,17 @@ function MemberRow({ m, owner, onChanged }: { m: Member; owner: boolean; onChang
       onChanged(errorText(e));
     }
   };
+  const remove = async () => {
+    try {
+      await api(`/api/v1/members/${enc(m.name)}`, { method: "DELETE" });
+      setConfirming(false);
+      onChanged(null);
+    } catch (e) {
+      onChanged(errorText(e));
+    }
+  };
   return (
+    <>
     <tr>
       <td data-label="Member">{m.name}</td>
       <td data-label="Role">
@@ -137,7 +151,39 @@ function MemberRow({ m, owner, onChanged }: { m: Member; owner: boolean; onChang
         {ago(m.created_at)}
       </td>
       <td data-label="Password">{m.has_password ? "set" : "not set"}</td>
+      <td data-label="">
+        {owner && m.name !== me && (
+          <div class="send-row">
+            <button class="button" type="button" aria-expanded={showTokens} onClick={() => setShowTokens(!showTokens)}>
+              Tokens
+            </button>
+            {confirming ? (
+              <>
+                <button class="button danger" type="button" onClick={remove}>
+                  Remove {m.name} now
+                </button>
+                <button class="button" type="button" onClick={() => setConfirming(false)}>
+                  Keep
+                </button>
+              </>
+            ) : (
+              <button class="button danger" type="button" onClick={() => setConfirming(true)}>
+                Remove…
+              </button>
+            )}
+          </div>
+        )}
+        {confirming && <p class="muted">Their API tokens and browser sign-ins stop working at once and their open terminals close; their sessions and history stay.</p>}
+      </td>
     </tr>
+    {showTokens && (
+      <tr>
+        <td colSpan={5}>
+          <Tokens path={`/api/v1/members/${enc(m.name)}/tokens`} label={`API tokens of ${m.name}`} />
+        </td>
+      </tr>
+    )}
+    </>
   );
 }
 
@@ -145,6 +191,7 @@ function PasswordForm({ hasPassword, onDone }: { hasPassword: boolean; onDone: (
   const [current, setCurrent] = useState("");
   const [next, setNext] = useState("");
   const [again, setAgain] = useState("");
+  const [revokeTokens, setRevokeTokens] = useState(false);
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -153,8 +200,8 @@ function PasswordForm({ hasPassword, onDone }: { hasPassword: boolean; onDone: (
       return;
     }
     try {
-      await api("/api/v1/me/password", { method: "PUT", json: { current: hasPassword ? current : null, password: next } });
-      setMessage({ ok: true, text: "Password set." });
+      await api("/api/v1/me/password", { method: "PUT", json: { current: hasPassword ? current : null, password: next, revoke_tokens: revokeTokens } });
+      setMessage({ ok: true, text: revokeTokens ? "Password set; every API token of yours is revoked." : "Password set." });
       setCurrent("");
       setNext("");
       setAgain("");
@@ -179,6 +226,10 @@ function PasswordForm({ hasPassword, onDone }: { hasPassword: boolean; onDone: (
         New password again
         <input class="search" type="password" autocomplete="new-password" required value={again} onInput={(e) => setAgain(value(e))} />
       </label>
+      <label>
+        <input type="checkbox" checked={revokeTokens} onChange={(e) => setRevokeTokens((e.target as HTMLInputElement).checked)} /> Also revoke all my API tokens
+        (every <code>drover login</code> signs in again)
+      </label>
       <div class="send-row">
         <button class="button primary" type="submit">
           {hasPassword ? "Change password" : "Set password"}
@@ -193,13 +244,13 @@ function PasswordForm({ hasPassword, onDone }: { hasPassword: boolean; onDone: (
   );
 }
 
-function Tokens() {
+function Tokens({ path = "/api/v1/tokens", label = "Your API tokens" }: { path?: string; label?: string }) {
   const [list, setList] = useState<Token[] | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const load = () => api<Token[]>("/api/v1/tokens").then(setList, (e) => setError(errorText(e)));
+  const load = () => api<Token[]>(path).then(setList, (e) => setError(errorText(e)));
   useEffect(() => {
     load();
-  }, []);
+  }, [path]);
   const revoke = async (id: string) => {
     try {
       await api(`/api/v1/tokens/${enc(id)}/revoke`, { method: "POST", json: {} });
@@ -218,7 +269,7 @@ function Tokens() {
       )}
       {list && list.length > 0 && (
         <div class="table-wrap">
-          <table class="tasks" aria-label="Your API tokens">
+          <table class="tasks" aria-label={label}>
             <thead>
               <tr>
                 <th>Token</th>
@@ -290,6 +341,7 @@ export function MembersPage({ me }: { me: Me | null }) {
               <th>Role</th>
               <th>Joined</th>
               <th>Password</th>
+              <th />
             </tr>
           </thead>
           <tbody>
@@ -297,6 +349,7 @@ export function MembersPage({ me }: { me: Me | null }) {
               <MemberRow
                 m={m}
                 owner={owner}
+                me={me?.name}
                 onChanged={(err) => {
                   setError(err);
                   load();

@@ -65,7 +65,7 @@ pub async fn login(args: LoginArgs, json: bool) -> Result<()> {
 }
 
 /// `drover password`: sets or changes the caller's password.
-pub async fn password(json: bool) -> Result<()> {
+pub async fn password(args: crate::args::PasswordArgs, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     let stdin_piped = !std::io::stdin().is_terminal();
     let me: drover_protocol::api::MemberView = {
@@ -78,11 +78,14 @@ pub async fn password(json: bool) -> Result<()> {
     if !stdin_piped && read_secret("New password again: ", false)? != password {
         bail!("the two passwords differ; nothing changed");
     }
-    client.put_ok("/api/v1/me/password", &SetPassword { current, password }).await?;
+    client.put_ok("/api/v1/me/password", &SetPassword { current, password, revoke_tokens: args.revoke_tokens }).await?;
     if json {
-        return print_json(&serde_json::json!({ "member": me.name, "password_set": true }));
+        return print_json(&serde_json::json!({ "member": me.name, "password_set": true, "tokens_revoked": args.revoke_tokens }));
     }
     println!("password set for {}", me.name);
+    if args.revoke_tokens {
+        println!("  every other API token of yours is revoked; this one stays");
+    }
     Ok(())
 }
 
@@ -104,8 +107,12 @@ fn print_tokens(list: &[TokenView]) {
 pub async fn token(cmd: TokenCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
-        TokenCmd::List => {
-            let list: Vec<TokenView> = client.get("/api/v1/tokens").await?;
+        TokenCmd::List { member } => {
+            let path = match &member {
+                Some(name) => format!("/api/v1/members/{}/tokens", seg(name)),
+                None => "/api/v1/tokens".into(),
+            };
+            let list: Vec<TokenView> = client.get(&path).await?;
             if json {
                 return print_json(&list);
             }
@@ -189,6 +196,13 @@ pub async fn member(cmd: MemberCmd, json: bool) -> Result<()> {
                 return print_json(&m);
             }
             println!("{} is now {}", m.name, m.role);
+        }
+        MemberCmd::Remove { name } => {
+            let m: MemberView = client.delete_json(&format!("/api/v1/members/{}", seg(&name))).await?;
+            if json {
+                return print_json(&m);
+            }
+            println!("{} removed: their tokens and sign-ins no longer work; their sessions and history stay", m.name);
         }
     }
     Ok(())

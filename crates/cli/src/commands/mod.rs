@@ -49,7 +49,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Spend(args) => spend::spend(args, cli.json).await?,
         Command::Prices(cmd) => spend::prices(cmd, cli.json).await?,
         Command::Skill(cmd) => skill::skill(cmd, cli.json).await?,
-        Command::Password => member::password(cli.json).await?,
+        Command::Password(args) => member::password(args, cli.json).await?,
         Command::Token(cmd) => member::token(cmd, cli.json).await?,
         Command::Member(cmd) => member::member(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,

@@ -50,6 +50,7 @@ fn refused(e: MemberRefused) -> ApiError {
         MemberRefused::NameTaken(_) => ApiError::Conflict(e.to_string()),
         MemberRefused::InviteInvalid => ApiError::NotFound(e.to_string()),
         MemberRefused::Role(_) => ApiError::Forbidden(e.to_string()),
+        MemberRefused::LastOwner(_) => ApiError::Conflict(e.to_string()),
     }
 }
 
@@ -158,12 +159,41 @@ pub async fn tokens(State(state): State<AppState>, caller: Caller) -> Result<Jso
     Ok(Json(state.store.member_tokens(id).await?.iter().map(token_view).collect()))
 }
 
-/// `POST /api/v1/tokens/{id}/revoke`: revokes one of the caller's tokens.
+/// `POST /api/v1/tokens/{id}/revoke`: revokes one of the caller's tokens, or (owners)
+/// any member's.
 pub async fn revoke_token(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TokenView>, ApiError> {
     let member = caller_row(&state, &caller).await?;
     let id: TokenId = id.trim().parse().map_err(|e: drover_core::IdError| ApiError::BadRequest(e.to_string()))?;
-    let row = state.store.revoke_member_token(&member, id).await?.map_err(refused)?;
+    let owner = caller.require(WorkspaceAction::ManageMembers).is_ok();
+    let row = state.store.revoke_member_token(&member, id, owner).await?.map_err(refused)?;
+    state.access_changed.notify_waiters();
     Ok(Json(token_view(&row)))
+}
+
+/// `GET /api/v1/members/{name}/tokens`: a member's personal tokens (owners; anyone
+/// their own).
+pub async fn member_tokens(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Vec<TokenView>>, ApiError> {
+    let me = caller_row(&state, &caller).await?;
+    if !me.name.eq_ignore_ascii_case(&name) {
+        caller.require(WorkspaceAction::ManageMembers)?;
+    }
+    let member =
+        state.store.member_by_name(caller.0.workspace(), &name).await?.ok_or_else(|| refused(MemberRefused::NoSuchMember(name)))?;
+    Ok(Json(state.store.member_tokens(member.id).await?.iter().map(token_view).collect()))
+}
+
+/// `DELETE /api/v1/members/{name}` (owners): removes a member. Their tokens and browser
+/// sign-ins stop working at once and their open terminals close; what they did stays,
+/// under their name.
+pub async fn remove(State(state): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<Json<MemberView>, ApiError> {
+    let who = caller.require(WorkspaceAction::ManageMembers)?;
+    let row = state.store.remove_member(caller.0.workspace(), &name, &who).await?.map_err(refused)?;
+    state.access_changed.notify_waiters();
+    Ok(Json(member_view(&row)))
 }
 
 /// `GET /api/v1/members`.
@@ -182,6 +212,7 @@ pub async fn set_role(
     caller.require(WorkspaceAction::ManageMembers)?;
     let role = parse_role(&req.role)?;
     let row = state.store.set_role(caller.0.workspace(), &name, role, caller.member()?.id).await?.map_err(refused)?;
+    state.access_changed.notify_waiters();
     Ok(Json(member_view(&row)))
 }
 
@@ -294,11 +325,12 @@ pub async fn set_password(
     }
     check_password(&req.password).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let hash = passwords::hash(req.password).await?;
-    // Other browsers signed in as this member are signed out; this one stays.
+    // Other browsers signed in as this member are signed out (and, when asked, every
+    // API token revoked); the credential that made the change stays.
     let keep = match &caller.1 {
-        auth::Credential::Cookie(digest) => Some(digest.as_str()),
-        auth::Credential::Token(_) => None,
+        auth::Credential::Cookie(digest) | auth::Credential::Token(digest) => Some(digest.as_str()),
     };
-    state.store.set_password(member.id, &hash, keep).await?;
+    state.store.set_password(member.id, &hash, keep, req.revoke_tokens).await?;
+    state.access_changed.notify_waiters();
     Ok(StatusCode::NO_CONTENT)
 }

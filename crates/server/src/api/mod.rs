@@ -47,6 +47,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/tokens", get(members::tokens).post(members::create_token))
         .route("/api/v1/tokens/{id}/revoke", post(members::revoke_token))
         .route("/api/v1/members", get(members::list))
+        .route("/api/v1/members/{name}", delete(members::remove))
+        .route("/api/v1/members/{name}/tokens", get(members::member_tokens))
         .route("/api/v1/members/{name}/role", put(members::set_role))
         .route("/api/v1/invites", get(members::invites).post(members::invite))
         .route("/api/v1/invites/{id}/revoke", post(members::revoke_invite))
