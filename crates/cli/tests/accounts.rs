@@ -378,3 +378,57 @@ fn owners_list_and_revoke_anyones_tokens_and_a_password_change_can_revoke_them_a
     assert_eq!(http(&d.url, "GET", "/api/v1/sessions", Some(&third), b"").0, 401, "the other login is revoked");
     assert_eq!(http(&d.url, "GET", "/api/v1/sessions", Some(live), b"").0, 200, "the one that made the change stays");
 }
+
+/// The first `wait` of the live update stream `/api/v1/stream?since=0` as `token` sees it.
+fn stream_text(url: &str, token: &str, wait: std::time::Duration) -> String {
+    use std::io::Read;
+    let host = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    write!(s, "GET /api/v1/stream?since=0 HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let until = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn what_was_typed_and_the_command_line_are_seen_only_by_those_who_may_drop_in() {
+    let d = Drover::up();
+    join(&d, "ivy", "member");
+    let ivy = token_of(&d, tempfile::tempdir().unwrap().path(), "ivy");
+    let id = d.start(&["bash", "-c", "echo ready; read line; echo got-it; sleep 60", "argv-secret-42"]);
+    d.wait_text(&id, "ready", secs(20));
+    d.ok(&["session", "input", &id, "export API_KEY=sk-typed-secret"]);
+    d.wait_text(&id, "got-it", secs(20));
+    let owner = d.token();
+    let routes = [
+        "/api/v1/events?limit=500".to_string(),
+        format!("/api/v1/sessions/{id}/events"),
+        format!("/api/v1/sessions/{id}"),
+        "/api/v1/sessions".into(),
+    ];
+    // The owner may drop in: everything.
+    let all: String = routes.iter().map(|r| http(&d.url, "GET", r, Some(&owner), b"").1).collect();
+    assert!(all.contains("sk-typed-secret") && all.contains("argv-secret-42"), "{all}");
+    // Ivy may not: that input was sent, by whom and when; not what, nor the arguments.
+    for r in &routes {
+        let (status, body) = http(&d.url, "GET", r, Some(&ivy), b"");
+        assert_eq!(status, 200, "{r}: {body}");
+        assert!(!body.contains("sk-typed-secret") && !body.contains("argv-secret-42"), "{r}: {body}");
+    }
+    let (_, events) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/events"), Some(&ivy), b"");
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let sent = events.as_array().unwrap().iter().find(|e| e["kind"] == "input_sent").expect("the input is in her feed");
+    assert_eq!(sent["detail"]["concealed"], true);
+    assert!(sent["actor"].is_string() && sent["at"].is_string());
+    let live = stream_text(&d.url, &ivy, std::time::Duration::from_millis(1500));
+    assert!(live.contains("input_sent") && !live.contains("sk-typed-secret") && !live.contains("argv-secret-42"), "{live}");
+    assert!(stream_text(&d.url, &owner, std::time::Duration::from_millis(1500)).contains("sk-typed-secret"));
+}

@@ -124,7 +124,7 @@ const MATRIX: &[Row] = &[
     r("GET",    "/api/v1/tokens",                                  "", [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tokens",                                  r#"{"label":"matrix"}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tokens/{own_token}/revoke",               "", [A, A, A, A, D, U, U]),
-    r("POST",   "/api/v1/tokens/{operator_token}/revoke",          "", [N, N, A, N, D, U, U]),
+    r("POST",   "/api/v1/tokens/{operator_token}/revoke",          "", [A, N, A, N, D, U, U]),
 
     // Members and invitations: reading is for members, inviting and roles for owners.
     r("GET",    "/api/v1/members",                                 "", [A, A, A, A, D, U, U]),
@@ -132,6 +132,8 @@ const MATRIX: &[Row] = &[
     r("GET",    "/api/v1/invites",                                 "", [A, D, D, D, D, U, U]),
     r("POST",   "/api/v1/invites/{fresh_invite_id}/revoke",        "", [A, D, D, D, D, U, U]),
     r("PUT",    "/api/v1/members/{spare_member}/role",             r#"{"role":"member"}"#, [A, D, D, D, D, U, U]),
+    r("GET",    "/api/v1/members/{spare_member}/tokens",           "", [A, D, D, D, D, U, U]),
+    r("DELETE", "/api/v1/members/{removable_member}",              "", [A, D, D, D, D, U, U]),
 
     // Reading the workspace: every member; never an agent.
     r("GET",    "/api/v1/overview",                                "", [A, A, A, A, D, U, U]),
@@ -506,6 +508,12 @@ impl World {
             "enrollment_token" => {
                 let body = json!({"name": format!("enrolled-{row}-{}", key(who)), "slots": 1});
                 text(&self.must(Who::Owner, "POST", "/api/v1/devices", body)["enrollment_token"])
+            }
+            // A member who joined for this call (the owner may remove them).
+            "removable_member" => {
+                let name = format!("leaver-{}", self.next());
+                join(&self.url, &self.auth(Who::Owner), "member", &name);
+                name
             }
             "fresh_task" => self.human_task(),
             "fresh_session" => self.task_free_session(),

@@ -242,3 +242,52 @@ mod tests {
         assert_eq!(ending_kind(Outcome::Incomplete, false), EventKind::SessionEnded);
     }
 }
+
+/// What only those who may drop in to a session see of it: the text typed into it (Send
+/// box input) and its full command line (which can carry keys and prompts). Everyone
+/// else in the workspace sees that it happened, by whom and when.
+pub mod need_to_know {
+    use super::EventKind;
+
+    /// A command line as those who may not drop in see it: the program, then `…` if
+    /// there was more.
+    pub fn command(command: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = command.iter().take(1).cloned().collect();
+        if command.len() > 1 {
+            out.push("…".into());
+        }
+        out
+    }
+
+    /// The private part of an event's detail.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Private {
+        /// A field holding typed text: removed.
+        Text(&'static str),
+        /// A field holding a command line: cut to its program ([`command`]).
+        CommandLine(&'static str),
+    }
+
+    /// What of an event of `kind` is private, if anything.
+    pub fn private(kind: EventKind) -> Option<Private> {
+        match kind {
+            EventKind::InputSent => Some(Private::Text("text")),
+            EventKind::SessionStarted => Some(Private::CommandLine("command")),
+            _ => None,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn typed_text_and_command_lines_are_private_and_nothing_else() {
+            assert_eq!(private(EventKind::InputSent), Some(Private::Text("text")));
+            assert_eq!(private(EventKind::SessionStarted), Some(Private::CommandLine("command")));
+            assert_eq!(private(EventKind::Comment), None, "a task comment is for the workspace");
+            assert_eq!(command(&["claude".into(), "-p".into(), "secret plan".into()]), vec!["claude".to_string(), "…".to_string()]);
+            assert_eq!(command(&["bash".into()]), vec!["bash".to_string()]);
+        }
+    }
+}

@@ -47,12 +47,16 @@ pub struct EventRow {
     pub detail: serde_json::Value,
     /// When.
     pub at: String,
+    /// The operator of the session it concerns (who may drop in to it besides owners and
+    /// admins), if it has one.
+    pub session_operator: Option<String>,
 }
 
 /// Columns of an [`EventRow`], from `events`, with the titles of what it concerns.
 const EVENT_SELECT: &str = "SELECT seq, id, session_id, task_id, kind, actor, detail, at,
     (SELECT b.title FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id WHERE s.id = events.session_id) AS session_title,
-    (SELECT t.title FROM tasks t WHERE t.id = events.task_id) AS task_title
+    (SELECT t.title FROM tasks t WHERE t.id = events.task_id) AS task_title,
+    (SELECT s.operator_id FROM sessions s WHERE s.id = events.session_id) AS session_operator
     FROM events";
 
 /// Inserts an event inside an open transaction; returns its id. The webhook deliveries
@@ -222,5 +226,6 @@ fn event_row(r: &sqlx::any::AnyRow) -> EventRow {
         actor: r.get("actor"),
         detail: serde_json::from_str(r.get::<&str, _>("detail")).unwrap_or(serde_json::Value::Null),
         at: r.get("at"),
+        session_operator: r.get("session_operator"),
     }
 }

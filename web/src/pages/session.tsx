@@ -171,6 +171,8 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   if (e.kind === "stage_advanced" && typeof d.stage === "string") parts.push(`${d.stage} → ${typeof d.next === "string" ? d.next : "done"}`);
   if (typeof d.note === "string" && d.note && e.kind === "stage_advanced") parts.push(`“${d.note}”`);
   if (typeof d.text === "string") parts.push(`“${d.text}”`);
+  // Typed text and full command lines are for those who may drop in to the session.
+  if (d.concealed === true) parts.push(e.kind === "input_sent" ? "text hidden: only those who may drop in see it" : "arguments hidden");
   if (e.kind === "commit" && typeof d.subject === "string") parts.push(`${String(d.head ?? "").slice(0, 10)} ${d.subject}`);
   if (e.kind === "merged" && typeof d.branch === "string" && typeof d.into === "string") {
     parts.push(`${d.branch} into ${d.into}${d.already ? " (already merged)" : ""} at ${String(d.commit ?? "").slice(0, 10)}`);

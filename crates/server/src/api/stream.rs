@@ -39,6 +39,7 @@ struct Changed {
 
 struct Feed {
     state: AppState,
+    caller: Caller,
     workspace: WorkspaceId,
     last: i64,
     rx: tokio::sync::broadcast::Receiver<drover_store::Change>,
@@ -63,7 +64,7 @@ impl Feed {
         for e in events {
             self.last = e.seq;
             let seq = e.seq;
-            let update = StreamUpdate { event: super::events::view(e), running };
+            let update = StreamUpdate { event: super::events::view_for(&self.caller, e), running };
             self.pending.push_back(json_event("activity", &update).id(seq.to_string()));
         }
         true
@@ -89,7 +90,7 @@ pub async fn stream(
         Some(seq) => seq.max(0),
         None => state.store.latest_event_seq(workspace).await?,
     };
-    let mut feed = Feed { state, workspace, last, rx, pending: VecDeque::new() };
+    let mut feed = Feed { state, caller, workspace, last, rx, pending: VecDeque::new() };
     // Catch up at once (a resumed stream), then say how many run now.
     if !feed.fill(None).await {
         return Err(ApiError::Internal("the database failed; see the server log".into()));
