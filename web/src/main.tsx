@@ -16,6 +16,7 @@ import { TaskPage, TasksPage } from "./pages/tasks";
 import { WebhooksPage } from "./pages/webhooks";
 import { InvitePage, MembersPage, SignInForm } from "./pages/members";
 import { SpendPage } from "./pages/spend";
+import { LinkSignInPage } from "./pages/signin-link";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
@@ -103,6 +104,7 @@ function App() {
   const loc = useLocation();
   const invite = loc.pathname.match(/^\/invite\/([A-Za-z0-9_]+)$/);
   if (invite) return <InvitePage code={invite[1]} />;
+  if (loc.pathname === "/login") return <LinkSignInPage />;
   return <SignedInApp />;
 }
 

@@ -43,7 +43,7 @@ export async function startDrover(extra = []) {
     lines.on("line", (l) => {
       let m = l.match(/^Drover is running at (\S+)/);
       if (m) url = m[1];
-      m = l.match(/open:\s+(\S+\/login\/\S+)/);
+      m = l.match(/open:\s+(\S+\/login#\S+)/);
       if (m) login = m[1];
       if (url && login) {
         clearTimeout(t);

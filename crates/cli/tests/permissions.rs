@@ -112,6 +112,7 @@ const MATRIX: &[Row] = &[
     r("POST",   "/api/v1/login/token",                             r#"{"name":"m-other","password":"{password}","label":"matrix"}"#, [A, A, A, A, A, A, A]),
     r("GET",    "/api/v1/invites/{invite_code}",                   "", [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/invites/{fresh_invite}/accept",           r#"{"name":"{fresh_name}","password":"{password}"}"#, [A, A, A, A, A, A, A]),
+    r("POST",   "/api/v1/login/link",                              r#"{"code":"{fresh_login_code}"}"#, [A, A, A, A, A, A, A]),
     r("GET",    "/login/{fresh_login_code}",                       "", [A, A, A, A, A, A, A]),
     // A device trades its one-time enrollment token (the credential is in the body).
     r("POST",   "/api/v1/devices/enroll",                          r#"{"token":"{enrollment_token}","name":"{enrollment_device}"}"#, [A, A, A, A, A, A, A]),
@@ -492,7 +493,7 @@ impl World {
             "fresh_invite_id" => text(&self.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["id"]),
             "fresh_login_code" => {
                 let link = self.must(Who::Owner, "POST", "/api/v1/login-links", Value::Null);
-                text(&link["path"]).trim_start_matches("/login/").to_string()
+                text(&link["path"]).trim_start_matches("/login#").to_string()
             }
             "fresh_webhook" => {
                 let body = json!({"url": "http://192.0.2.1:1/gone", "events": ["task.finished"]});

@@ -878,6 +878,14 @@ pub struct SetPassword {
     pub revoke_tokens: bool,
 }
 
+/// `POST /api/v1/login/link`: a one-time sign-in link's code, as its page read it from the
+/// link's fragment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RedeemLoginLink {
+    /// The code (`drl_…`).
+    pub code: String,
+}
+
 /// `POST /api/v1/tokens`: a new personal token for the caller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateToken {

@@ -76,29 +76,39 @@ pub fn set_cookie(state: &AppState, cookie: &str, https: crate::forwarded::Https
     HeaderValue::from_str(&set).expect("cookie is ASCII")
 }
 
-/// `GET /login/{code}`: redeems a one-time sign-in link, sets the session cookie and
-/// goes to the Sessions page.
-pub async fn login(State(state): State<AppState>, https: crate::forwarded::Https, Path(code): Path<String>) -> Response {
-    if code.len() > 128 || !code.starts_with(auth::LOGIN_CODE_PREFIX) {
-        return message_page(StatusCode::NOT_FOUND, "This is not a sign-in link. Run <code>drover ui</code> for a fresh one.");
+/// `GET /login/{code}`: the retired form of a sign-in link, whose code travelled in the
+/// address (and so into proxy logs): never redeemed, the page says to get a new one.
+pub async fn retired_login(Path(_code): Path<String>) -> Response {
+    message_page(
+        StatusCode::GONE,
+        "This form of sign-in link is no longer accepted. Run <code>drover ui</code> on the server's machine for a fresh one.",
+    )
+}
+
+/// `POST /api/v1/login/link` (`{"code": …}`, from the sign-in page, which read it from
+/// the link's fragment): redeems a one-time sign-in link and sets the session cookie.
+/// Cross-site requests are refused, so no other site can sign a browser in.
+pub async fn redeem_login(
+    State(state): State<AppState>,
+    https: crate::forwarded::Https,
+    headers: axum::http::HeaderMap,
+    crate::api::ApiJson(req): crate::api::ApiJson<drover_protocol::api::RedeemLoginLink>,
+) -> Result<Response, crate::ApiError> {
+    if headers.contains_key(header::ORIGIN) && !auth::same_origin(&headers) {
+        return Err(crate::ApiError::Forbidden("cross-site request refused: use the page this server serves".into()));
+    }
+    let gone = || crate::ApiError::NotFound("this sign-in link was already used or has expired: run `drover ui` for a fresh one".into());
+    if req.code.len() > 128 || !req.code.starts_with(auth::LOGIN_CODE_PREFIX) {
+        return Err(gone());
     }
     let cookie = auth::new_token(auth::WEB_SESSION_PREFIX);
-    let chrono_ttl = chrono::Duration::from_std(state.config.web_session_ttl).unwrap_or(chrono::Duration::days(7));
-    match state.store.redeem_login_link(&auth::digest(&code), &auth::digest(&cookie), chrono_ttl).await {
-        Ok(Some(_)) => {
-            let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/sessions")]).into_response();
-            resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&state, &cookie, https));
-            with_headers(resp, "no-store")
-        }
-        Ok(None) => message_page(
-            StatusCode::GONE,
-            "This sign-in link was already used or has expired. Run <code>drover ui</code> on the server's machine for a fresh one.",
-        ),
-        Err(e) => {
-            tracing::error!("sign-in: {e}");
-            message_page(StatusCode::INTERNAL_SERVER_ERROR, "Signing in failed on the server; see its log.")
-        }
+    let ttl = chrono::Duration::from_std(state.config.web_session_ttl).unwrap_or(chrono::Duration::days(7));
+    if state.store.redeem_login_link(&auth::digest(&req.code), &auth::digest(&cookie), ttl).await?.is_none() {
+        return Err(gone());
     }
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    resp.headers_mut().insert(header::SET_COOKIE, set_cookie(&state, &cookie, https));
+    Ok(with_headers(resp, "no-store"))
 }
 
 #[cfg(test)]

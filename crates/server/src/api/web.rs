@@ -26,7 +26,9 @@ pub async fn issue_login_link(state: &AppState, member: drover_core::MemberId) -
     let code = auth::new_token(auth::LOGIN_CODE_PREFIX);
     let ttl = chrono::Duration::from_std(state.config.login_link_ttl).unwrap_or(chrono::Duration::minutes(15));
     state.store.add_login_link(member, &auth::digest(&code), ttl).await?;
-    Ok(LoginLink { path: format!("/login/{code}"), expires_at: drover_store::format_time(chrono::Utc::now() + ttl) })
+    // The code rides in the fragment, which browsers never send: it stays out of proxy
+    // and server logs; the page posts it (`POST /api/v1/login/link`).
+    Ok(LoginLink { path: format!("/login#{code}"), expires_at: drover_store::format_time(chrono::Utc::now() + ttl) })
 }
 
 /// `POST /api/v1/login-links`: a one-time sign-in link for the caller (`drover ui`).
