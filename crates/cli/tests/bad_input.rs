@@ -130,3 +130,32 @@ fn a_full_disk_for_recordings_is_reported_and_the_session_keeps_running() {
     d.ok(&["session", "input", &id, "still typing"]);
     d.ok(&["session", "stop", &id]);
 }
+
+#[test]
+fn an_oversized_terminal_message_closes_with_1009() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "echo big-ok; sleep 60"]);
+    d.wait_text(&id, "big-ok", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let code = rt.block_on(async {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("{}/api/v1/sessions/{id}/terminal", d.url.replace("http://", "ws://")).into_client_request().unwrap();
+        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        ws.send(Message::Binary(vec![b'x'; 2 << 20].into())).await.unwrap();
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while let Ok(Some(msg)) = tokio::time::timeout_at(until, ws.next()).await {
+            if let Ok(Message::Close(frame)) = msg {
+                return frame.map(|f| f.code);
+            }
+        }
+        None
+    });
+    assert_eq!(code, Some(CloseCode::Size), "closed with 1009 (message too big)");
+    // The session never saw the bytes, and goes on.
+    assert_eq!(d.show(&id)["outcome"], "running");
+    d.ok(&["session", "stop", &id]);
+}

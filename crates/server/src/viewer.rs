@@ -64,7 +64,7 @@ pub async fn terminal(
     let device = row.device;
     let credential = caller.1.clone();
     let operator = row.operator;
-    Ok(ws.on_upgrade(move |socket| async move {
+    Ok(ws.max_message_size(VIEWER_MESSAGE_MAX).max_frame_size(VIEWER_MESSAGE_MAX).on_upgrade(move |socket| async move {
         let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only, credential, operator };
         viewer.run(socket, size).await;
     }))
@@ -85,6 +85,10 @@ struct Viewer {
 /// How often an open terminal makes sure its output is followed when its device's link
 /// is on another replica.
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The largest message a viewer may send (keystrokes, a paste, a resize): a larger one
+/// closes the terminal with 1009 (message too big); the Send box is the path for more.
+const VIEWER_MESSAGE_MAX: usize = 1 << 20;
 
 /// How often an open terminal checks that its viewer may still drop in.
 const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
@@ -187,6 +191,13 @@ impl Viewer {
                             let _ = send_event(&mut sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
                         }
                     },
+                    Some(Err(e)) if e.to_string().contains("too long") => {
+                        // Said with the standard code, so the client knows why.
+                        let reason = format!("message too big: at most {VIEWER_MESSAGE_MAX} bytes per message");
+                        let frame = axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::SIZE, reason: reason.into() };
+                        let _ = sink.send(Message::Close(Some(frame))).await;
+                        break;
+                    }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                     Some(Ok(_)) => {}
                 },
