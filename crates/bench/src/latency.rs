@@ -57,7 +57,7 @@ fn keystrokes(p: &mut PtyProc, keys: usize) -> Result<Percentiles> {
     Ok(Percentiles { p50_ms: percentile(&mut lat, 50.0), p99_ms: percentile(&mut lat, 99.0), max_ms: percentile(&mut lat, 100.0) })
 }
 
-fn through_drover(up: &Up, keys: usize) -> Result<Percentiles> {
+pub(crate) fn through_drover(up: &Up, keys: usize) -> Result<Percentiles> {
     let id = up.start_session(80, 24, &["cat"])?;
     up.wait_running(&id)?;
     let home = up.home.path().to_str().context("home")?.to_string();

@@ -5,7 +5,8 @@
 //! (3) the memory an idle session costs with many running at once, and (4) the sandbox
 //! list API with 100,000 sandboxes, (5) the CPU to read usage from a 200 MB transcript
 //! incrementally, (6) what the sandbox adds to a session's start and throughput
-//! (sandboxed against `--unsandboxed`). `--only soak` runs the soak instead (not part of
+//! (sandboxed against `--unsandboxed`), (7) what TLS costs a viewer's throughput and
+//! echo latency (`--tls-cert` against plain HTTP). `--only soak` runs the soak instead (not part of
 //! the default run): many sessions for minutes, the device's link dropped every minute,
 //! viewers coming and going; nothing lost, memory flat. `--only fleet` (not part of the
 //! default run either) simulates up to 1,000 devices with 8 live sessions each against
@@ -27,6 +28,7 @@ mod sandbox;
 mod soak;
 mod task_start;
 mod throughput;
+mod tls;
 mod usage;
 
 use std::path::PathBuf;
@@ -88,7 +90,7 @@ struct Args {
     /// Session starts per side for the sandbox run.
     #[arg(long, default_value_t = 30)]
     starts: usize,
-    /// Only these parts (throughput, latency, memory, list, task, usage, sandbox; or soak and
+    /// Only these parts (throughput, latency, memory, list, task, usage, sandbox, tls; or soak and
     /// fleet, which the default run leaves out); default all but soak and fleet.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -136,6 +138,10 @@ fn main() -> Result<()> {
     if want("sandbox") {
         let r = sandbox::run(&exe, args.mb, args.runs, args.starts)?;
         report.insert("sandbox".into(), serde_json::to_value(r)?);
+    }
+    if want("tls") {
+        let r = tls::run(&exe, args.mb, args.runs, args.keys)?;
+        report.insert("tls".into(), serde_json::to_value(r)?);
     }
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;

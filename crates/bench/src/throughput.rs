@@ -47,7 +47,7 @@ pub struct Throughput {
     pub viewer_received: f64,
 }
 
-fn make_file(path: &Path, mb: usize) -> Result<u64> {
+pub(crate) fn make_file(path: &Path, mb: usize) -> Result<u64> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut n = 0u64;
     let mut i = 0u64;
@@ -97,12 +97,12 @@ fn tmux(file: &Path) -> Result<f64> {
 
 /// Where the viewer's output goes.
 #[derive(Debug, Clone, Copy)]
-enum Sink {
+pub(crate) enum Sink {
     Pipe,
     Pty,
 }
 
-fn drover(up: &Up, file: &Path, sink: Sink) -> Result<(f64, u64)> {
+pub(crate) fn drover(up: &Up, file: &Path, sink: Sink) -> Result<(f64, u64)> {
     let script = format!("read go; cat {}; echo {END}", file.display());
     let id = up.start_session(COLS, ROWS, &["sh", "-c", &script])?;
     up.wait_running(&id)?;
