@@ -31,7 +31,10 @@ impl Up {
 
     /// Starts `drover up` with many slots on a free port and `extra` options.
     pub fn start_with(exe: &Path, extra: &[&str]) -> Result<Up> {
-        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1"];
+        // The files the bench's sessions print live in the temp directory, which a
+        // sandboxed run may not read unless allowed.
+        let tmp = std::env::temp_dir().display().to_string();
+        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1", "--sandbox-read", &tmp];
         args.extend_from_slice(extra);
         let up = Up::spawn(exe, &args, "Drover is running at ")?;
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -23,6 +23,9 @@ pub struct Tls {
     pub throughput_tls: f64,
     /// TLS ÷ plain throughput (goal ≥ 0.9).
     pub throughput_ratio: f64,
+    /// Bytes the viewers received ÷ bytes printed, lowest of all runs (1.0: nothing
+    /// skipped).
+    pub viewer_received: f64,
     /// Echo latency over plain HTTP.
     pub echo_plain: Percentiles,
     /// Echo latency over TLS.
@@ -54,21 +57,25 @@ pub fn run(exe: &Path, mb: usize, runs: usize, keys: usize) -> Result<Tls> {
     let bytes = crate::throughput::make_file(&file, mb)?;
     let plain = Up::start(exe)?;
     let tls = Up::start_with(exe, &["--tls-cert", &cert, "--tls-key", &key])?;
-    let (mut p, mut t) = (Vec::new(), Vec::new());
+    let (mut p, mut t, mut got) = (Vec::new(), Vec::new(), Vec::<f64>::new());
+    let lines = bytes / 86;
     for i in 0..runs {
         // Alternate which side goes first, so neither always runs on a warmer machine.
         let order: [(&Up, &mut Vec<f64>); 2] =
             if i % 2 == 0 { [(&plain, &mut p), (&tls, &mut t)] } else { [(&tls, &mut t), (&plain, &mut p)] };
         for (up, out) in order {
-            let (secs, _) = crate::throughput::drover(up, &file, Sink::Pipe)?;
+            let (secs, received) = crate::throughput::drover(up, &file, Sink::Pipe)?;
             out.push(bytes as f64 / 1048576.0 / secs);
+            got.push(received as f64 / (bytes + lines) as f64);
         }
         println!("  tls throughput run {}/{runs}: plain {:.1} MB/s, tls {:.1} MB/s", i + 1, p[i], t[i]);
     }
     let echo_plain = crate::latency::through_drover(&plain, keys)?;
     let echo_tls = crate::latency::through_drover(&tls, keys)?;
     let (throughput_plain, throughput_tls) = (median(&mut p), median(&mut t));
-    let r = Tls { mb, throughput_plain, throughput_tls, throughput_ratio: throughput_tls / throughput_plain, echo_plain, echo_tls };
+    let viewer_received = got.iter().copied().fold(f64::INFINITY, f64::min);
+    anyhow::ensure!(viewer_received > 0.99, "the viewers missed output ({viewer_received:.3} of it): the figures would mean nothing");
+    let r = Tls { mb, throughput_plain, throughput_tls, throughput_ratio: throughput_tls / throughput_plain, viewer_received, echo_plain, echo_tls };
     println!(
         "tls ({mb} MB × {runs}, {keys} keys, medians): throughput {:.1} MB/s over TLS vs {:.1} plain → {:.2}× (goal ≥ 0.90); echo p50 {:.2} ms TLS vs {:.2} plain, p99 {:.2} vs {:.2}",
         r.throughput_tls, r.throughput_plain, r.throughput_ratio, r.echo_tls.p50_ms, r.echo_plain.p50_ms, r.echo_tls.p99_ms, r.echo_plain.p99_ms
