@@ -100,10 +100,19 @@ function route(path: string, me: Me | null) {
   return <NotFound />;
 }
 
+/** The invitation code from the address's fragment, taken out of the address bar. */
+function inviteCode(): string {
+  const code = window.location.hash.slice(1);
+  if (code) {
+    sessionStorage.setItem("invite", code);
+    history.replaceState(null, "", "/invite");
+  }
+  return code || sessionStorage.getItem("invite") || "";
+}
+
 function App() {
   const loc = useLocation();
-  const invite = loc.pathname.match(/^\/invite\/([A-Za-z0-9_]+)$/);
-  if (invite) return <InvitePage code={invite[1]} />;
+  if (loc.pathname === "/invite") return <InvitePage code={inviteCode()} />;
   if (loc.pathname === "/login") return <LinkSignInPage />;
   return <SignedInApp />;
 }

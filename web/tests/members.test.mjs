@@ -46,7 +46,7 @@ test("an invited member joins, sees no permission on another's session, and drop
   const id = await d.startSession(["bash", "-c", "echo owner-only; sleep 600"], ["--title", "owners-run"]);
   const { page: owner } = await signedIn(b, d);
   const link = await invite(owner, "member");
-  assert.match(link, /\/invite\/dri_/);
+  assert.match(link, /\/invite#dri_/, "the code rides in the fragment, never sent to a server");
   const bob = await join(link, "bob");
 
   // The list shows the row, but no ▶ Drop in for bob.

@@ -34,7 +34,8 @@ impl Up {
         // The files the bench's sessions print live in the temp directory, which a
         // sandboxed run may not read unless allowed.
         let tmp = std::env::temp_dir().display().to_string();
-        let mut args = vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1", "--sandbox-read", &tmp];
+        let mut args =
+            vec!["up", "--listen", "127.0.0.1:0", "--name", "bench", "--slots", "1000", "--stop-grace", "1", "--sandbox-read", &tmp];
         args.extend_from_slice(extra);
         let up = Up::spawn(exe, &args, "Drover is running at ")?;
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -75,7 +75,15 @@ pub fn run(exe: &Path, mb: usize, runs: usize, keys: usize) -> Result<Tls> {
     let (throughput_plain, throughput_tls) = (median(&mut p), median(&mut t));
     let viewer_received = got.iter().copied().fold(f64::INFINITY, f64::min);
     anyhow::ensure!(viewer_received > 0.99, "the viewers missed output ({viewer_received:.3} of it): the figures would mean nothing");
-    let r = Tls { mb, throughput_plain, throughput_tls, throughput_ratio: throughput_tls / throughput_plain, viewer_received, echo_plain, echo_tls };
+    let r = Tls {
+        mb,
+        throughput_plain,
+        throughput_tls,
+        throughput_ratio: throughput_tls / throughput_plain,
+        viewer_received,
+        echo_plain,
+        echo_tls,
+    };
     println!(
         "tls ({mb} MB × {runs}, {keys} keys, medians): throughput {:.1} MB/s over TLS vs {:.1} plain → {:.2}× (goal ≥ 0.90); echo p50 {:.2} ms TLS vs {:.2} plain, p99 {:.2} vs {:.2}",
         r.throughput_tls, r.throughput_plain, r.throughput_ratio, r.echo_tls.p50_ms, r.echo_plain.p50_ms, r.echo_tls.p99_ms, r.echo_plain.p99_ms

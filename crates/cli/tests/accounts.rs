@@ -16,8 +16,8 @@ const PASSWORD: &str = "a long enough password";
 fn join(d: &Drover, name: &str, role: &str) {
     let inv = d.json(&["member", "invite", "--role", role]);
     let code = inv["code"].as_str().unwrap();
-    let body = json!({ "name": name, "password": PASSWORD }).to_string();
-    let (status, answer) = http(&d.url, "POST", &format!("/api/v1/invites/{code}/accept"), None, body.as_bytes());
+    let body = json!({ "code": code, "name": name, "password": PASSWORD }).to_string();
+    let (status, answer) = http(&d.url, "POST", "/api/v1/invites/accept", None, body.as_bytes());
     assert_eq!(status, 201, "{answer}");
 }
 

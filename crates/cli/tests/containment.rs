@@ -69,8 +69,8 @@ fn member_token(d: &Drover, name: &str) -> String {
     assert_eq!(status, 201, "{body}");
     let code = serde_json::from_str::<Value>(&body).unwrap()["code"].as_str().unwrap().to_string();
     let password = "correct horse battery";
-    let accept = json!({"name": name, "password": password}).to_string();
-    let (status, body) = http(&d.url, "POST", &format!("/api/v1/invites/{code}/accept"), None, accept.as_bytes());
+    let accept = json!({"code": code, "name": name, "password": password}).to_string();
+    let (status, body) = http(&d.url, "POST", "/api/v1/invites/accept", None, accept.as_bytes());
     assert!((200..300).contains(&status), "{body}");
     let login = json!({"name": name, "password": password, "label": "test"}).to_string();
     let (status, body) = http(&d.url, "POST", "/api/v1/login/token", None, login.as_bytes());

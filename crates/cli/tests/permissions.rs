@@ -110,8 +110,8 @@ const MATRIX: &[Row] = &[
     r("GET",    "/api/v1/health",                                  "", [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/login",                                   r#"{"name":"m-other","password":"{password}"}"#, [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/login/token",                             r#"{"name":"m-other","password":"{password}","label":"matrix"}"#, [A, A, A, A, A, A, A]),
-    r("GET",    "/api/v1/invites/{invite_code}",                   "", [A, A, A, A, A, A, A]),
-    r("POST",   "/api/v1/invites/{fresh_invite}/accept",           r#"{"name":"{fresh_name}","password":"{password}"}"#, [A, A, A, A, A, A, A]),
+    r("POST",   "/api/v1/invites/lookup",                          r#"{"code":"{invite_code}"}"#, [A, A, A, A, A, A, A]),
+    r("POST",   "/api/v1/invites/accept",                          r#"{"code":"{fresh_invite}","name":"{fresh_name}","password":"{password}"}"#, [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/login/link",                              r#"{"code":"{fresh_login_code}"}"#, [A, A, A, A, A, A, A]),
     r("GET",    "/login/{fresh_login_code}",                       "", [A, A, A, A, A, A, A]),
     // A device trades its one-time enrollment token (the credential is in the body).
@@ -589,7 +589,7 @@ impl World {
 /// Joins the workspace as `name` with `role` through an invitation; returns a personal token.
 fn join(url: &str, owner: &Auth, role: &str, name: &str) -> String {
     let code = text(&must(url, owner, "POST", "/api/v1/invites", &json!({"role": role}))["code"]);
-    must(url, &Auth::None, "POST", &format!("/api/v1/invites/{code}/accept"), &json!({"name": name, "password": PASSWORD}));
+    must(url, &Auth::None, "POST", "/api/v1/invites/accept", &json!({"code": code, "name": name, "password": PASSWORD}));
     let issued = must(url, &Auth::None, "POST", "/api/v1/login/token", &json!({"name": name, "password": PASSWORD, "label": "matrix"}));
     text(&issued["token"])
 }

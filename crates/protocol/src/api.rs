@@ -849,6 +849,8 @@ pub struct InviteInfo {
 /// `POST /api/v1/invites/{code}/accept`: joins the workspace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AcceptInvite {
+    /// The invitation's code (`dri_…`), as its page read it from the link's fragment.
+    pub code: String,
     /// The name to sign in with.
     pub name: String,
     /// The password to sign in with.
@@ -876,6 +878,13 @@ pub struct SetPassword {
     /// Revoke every personal API token too (all but the one making the change).
     #[serde(default)]
     pub revoke_tokens: bool,
+}
+
+/// `POST /api/v1/invites/lookup`: an invitation's code, to learn the role it gives.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InviteCode {
+    /// The code (`dri_…`).
+    pub code: String,
 }
 
 /// `POST /api/v1/login/link`: a one-time sign-in link's code, as its page read it from the

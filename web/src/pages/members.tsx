@@ -416,7 +416,8 @@ export function SignInForm() {
   );
 }
 
-/** `/invite/{code}`: join the workspace with a name and a password. */
+/** `/invite#{code}`: join the workspace with a name and a password. The code rides in
+ * the fragment (never sent, so never in a proxy's log) and in request bodies. */
 export function InvitePage({ code }: { code: string }) {
   const [role, setRole] = useState<string | null>(null);
   const [invalid, setInvalid] = useState<string | null>(null);
@@ -424,7 +425,7 @@ export function InvitePage({ code }: { code: string }) {
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api<{ role: string }>(`/api/v1/invites/${enc(code)}`).then(
+    api<{ role: string }>("/api/v1/invites/lookup", { method: "POST", json: { code } }).then(
       (i) => setRole(i.role),
       (e) => setInvalid(errorText(e)),
     );
@@ -432,7 +433,7 @@ export function InvitePage({ code }: { code: string }) {
   const submit = async (e: Event) => {
     e.preventDefault();
     try {
-      await api(`/api/v1/invites/${enc(code)}/accept`, { method: "POST", json: { name, password } });
+      await api("/api/v1/invites/accept", { method: "POST", json: { code, name, password } });
       location.assign("/sessions");
     } catch (err) {
       setError(errorText(err));

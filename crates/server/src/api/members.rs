@@ -236,7 +236,7 @@ pub async fn invite(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(InviteView { id: row.id, role: role.as_str().into(), path: format!("/invite/{code}"), code, expires_at: row.expires_at }),
+        Json(InviteView { id: row.id, role: role.as_str().into(), path: format!("/invite#{code}"), code, expires_at: row.expires_at }),
     ))
 }
 
@@ -274,23 +274,29 @@ fn check_code(code: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `GET /api/v1/invites/{code}`: what an unused invitation offers.
-pub async fn invite_info(State(state): State<AppState>, Path(code): Path<String>) -> Result<Json<InviteInfo>, ApiError> {
+/// `POST /api/v1/invites/lookup` (`{"code": …}`): what an unused invitation offers. The
+/// code travels in bodies, never in a path (proxies log paths).
+pub async fn invite_info(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<drover_protocol::api::InviteCode>,
+) -> Result<Json<InviteInfo>, ApiError> {
+    let code = req.code;
     check_code(&code)?;
     let role = state.store.invite_role(&auth::digest(&code)).await?.ok_or_else(|| refused(MemberRefused::InviteInvalid))?;
     Ok(Json(InviteInfo { role: role.as_str().into() }))
 }
 
-/// `POST /api/v1/invites/{code}/accept`: joins with a name and password, signed in.
+/// `POST /api/v1/invites/accept` (`{"code", "name", "password"}`): joins with a name
+/// and password, signed in.
 pub async fn accept(
     State(state): State<AppState>,
     crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
     https: crate::forwarded::Https,
     headers: HeaderMap,
-    Path(code): Path<String>,
     ApiJson(req): ApiJson<AcceptInvite>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_origin(&headers)?;
+    let code = req.code.clone();
     let attempt = crate::limits::count_attempt(&state, addr, None).await?;
     if check_code(&code).is_err() || state.store.invite_role(&auth::digest(&code)).await?.is_none() {
         return Err(refused(MemberRefused::InviteInvalid));
