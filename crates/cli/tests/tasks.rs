@@ -532,3 +532,33 @@ fn a_slow_checkout_holds_up_no_other_session_and_a_cancel_during_it_stops_the_ru
     let s = d.wait_ended(&run, secs(30));
     assert_eq!(s["outcome"], "released", "{s}");
 }
+
+#[test]
+fn a_stage_kept_for_people_holds_the_task_whatever_its_agent() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), WORK_AND_HAND_OFF);
+    let _r = setup(&d, &script);
+    let shown = d.ok(&["workflow", "set", "--stages", "plan,code,review,merge", "--assign", "review=human"]);
+    assert_eq!(shown.trim(), "plan (unassigned) → code (unassigned) → review (human) → merge (unassigned, merges)");
+    // The README's own command: --agent fills the unassigned stages, never review.
+    let id = d.ok(&["task", "create", "--repo", "app", "--title", "Needs a review", "--agent", "bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(60), "review", |t| t["task"]["stage"] == "review");
+    let stages: Vec<String> =
+        t["task"]["workflow"].as_array().unwrap().iter().map(|s| s["assignee"].as_str().unwrap_or("-").to_string()).collect();
+    assert_eq!(stages, ["bot", "bot", "human", "bot"]);
+    // It holds there: no run is started for review, however long it waits.
+    std::thread::sleep(Duration::from_secs(3));
+    let t = task(&d, &id);
+    assert_eq!(t["task"]["stage"], "review");
+    let runs = t["sessions"].as_array().unwrap();
+    assert!(runs.iter().all(|s| s["stage"] != "review"), "no agent run for the people's stage: {runs:?}");
+    assert!(d.fails(&["task", "launch", &id]).contains("worked by a person"));
+    // A person hands it on; the agent takes merge.
+    d.ok(&["task", "advance", "--task", &id, "--note", "looks good"]);
+    let t = wait_task(&d, &id, secs(60), "done", finished);
+    let stages: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["plan", "code", "merge"]);
+    // No agent may take the name that marks people's stages.
+    assert!(d.fails(&["agent", "create", "human", "--harness", "custom", "--", "true"]).contains("pick another agent name"));
+}

@@ -51,6 +51,16 @@ pub fn merges_by_default(stage: &str) -> bool {
     stage == "merge"
 }
 
+/// The assignee that keeps a stage with people (`--assign review=human`): no agent is
+/// ever put on it, whatever a task's `--agent` says; no agent may take this name.
+pub const HUMAN: &str = "human";
+
+/// The agent that works a stage assigned to `assignee`: None for a stage people work
+/// ([`HUMAN`]) or nobody was put on (then a person works it too).
+pub fn stage_agent(assignee: Option<&str>) -> Option<&str> {
+    assignee.filter(|a| !a.eq_ignore_ascii_case(HUMAN))
+}
+
 /// Most stages a workflow may have.
 pub const MAX_STAGES: usize = 20;
 
@@ -140,6 +150,14 @@ pub fn stage_label(stage: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_for_people_has_no_agent() {
+        assert_eq!(stage_agent(Some("human")), None);
+        assert_eq!(stage_agent(Some("Human")), None);
+        assert_eq!(stage_agent(None), None);
+        assert_eq!(stage_agent(Some("claude-1")), Some("claude-1"));
+    }
 
     #[test]
     fn statuses_round_trip() {

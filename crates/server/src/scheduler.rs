@@ -77,7 +77,7 @@ fn runs_what_it_is_given(d: &DeviceRow) -> bool {
 /// Starts a run for `task`'s current stage if a device can take it; returns the device.
 async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Result<Option<DeviceId>, drover_store::StoreError> {
     let Some(stage) = task.stage() else { return Ok(None) };
-    let Some(agent_name) = &stage.assignee else { return Ok(None) };
+    let Some(agent_name) = stage.agent() else { return Ok(None) };
     // One run at a time per sandbox: the previous stage's run finishes leaving first
     // (its end wakes the scheduler again).
     if state.store.live_task_session(task.id).await?.is_some() {

@@ -58,7 +58,9 @@ const ROUTES: &[(&str, &str, Schema)] = &[
     ("POST", "/api/v1/tokens/{token}/revoke", NONE),
     ("PUT", "/api/v1/members/{member}/role", &[("role", Ty::Str, false)]),
     ("POST", "/api/v1/invites", &[("role", Ty::Str, true), ("hours", Ty::U32, true)]),
-    ("POST", "/api/v1/invites/{code}/accept", &[("name", Ty::Str, false), ("password", Ty::Str, false)]),
+    ("POST", "/api/v1/invites/accept", &[("code", Ty::Str, false), ("name", Ty::Str, false), ("password", Ty::Str, false)]),
+    ("POST", "/api/v1/invites/lookup", &[("code", Ty::Str, false)]),
+    ("POST", "/api/v1/login/link", &[("code", Ty::Str, false)]),
     ("POST", "/api/v1/repos", &[("name", Ty::Str, false), ("device", Ty::Str, false), ("path", Ty::Str, false), ("base", Ty::Str, true)]),
     ("PUT", "/api/v1/workflow", &[("stages", Ty::Stages, false)]),
     ("POST", "/api/v1/webhooks", &[("url", Ty::Str, false), ("events", Ty::StrList, false)]),
@@ -315,8 +317,8 @@ impl Fixture {
         let code = self.setup("POST", "/api/v1/invites", &owner, json!({ "role": "member" }))["code"].as_str().unwrap().to_string();
         // Joining answers with the browser session's cookie.
         let headers = vec![(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
-        let body = serde_json::to_vec(&json!({ "name": "bob", "password": "correct horse battery" })).unwrap();
-        let req = request("POST", &format!("/api/v1/invites/{code}/accept"), &headers, body, 1);
+        let body = serde_json::to_vec(&json!({ "code": code, "name": "bob", "password": "correct horse battery" })).unwrap();
+        let req = request("POST", "/api/v1/invites/accept", &headers, body, 1);
         let app = self.app.clone();
         let set_cookie = self.rt.block_on(async move {
             let resp = app.oneshot(req).await.unwrap();
@@ -732,7 +734,7 @@ fn undecodable_paths_and_queries_get_json_errors() {
     let fx = Fixture::new();
     let calls = [
         ("POST", "/api/v1/tasks/%FF/launch"),
-        ("POST", "/api/v1/invites/dri_%C3%28/accept"),
+        ("POST", "/api/v1/invites/dri_%C3%28/revoke"),
         ("PUT", "/api/v1/members/%80/role"),
         ("POST", "/api/v1/webhooks/whk_x/deliveries/%FE/redeliver"),
         ("GET", "/api/v1/sessions?limit=many"),

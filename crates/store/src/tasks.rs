@@ -16,11 +16,19 @@ use crate::{now, parse_id, Result, SessionRow, Store, StoreError};
 pub struct StageSpec {
     /// The stage's name (`plan`, `code`, …).
     pub stage: String,
-    /// The agent pinned to it (by name); None: a human works it.
+    /// The agent pinned to it (by name); `human` ([`drover_core::task::HUMAN`]): people
+    /// work it, always; None: nobody was put on it (a person works it).
     pub assignee: Option<String>,
     /// Handing it off merges the task's branch into the repository's base branch.
     #[serde(default)]
     pub merge: bool,
+}
+
+impl StageSpec {
+    /// The agent that works it, if an agent does.
+    pub fn agent(&self) -> Option<&str> {
+        drover_core::task::stage_agent(self.assignee.as_deref())
+    }
 }
 
 /// A task to file.
@@ -462,7 +470,7 @@ impl Store {
     /// Files a task; its first stage waits for a slot when an agent is pinned to it.
     pub async fn create_task(&self, t: &NewTask) -> Result<TaskId> {
         let (id, at) = (TaskId::new(), now());
-        let queued = t.workflow.first().is_some_and(|s| s.assignee.is_some()).then(|| at.clone());
+        let queued = t.workflow.first().is_some_and(|s| s.agent().is_some()).then(|| at.clone());
         let mut tx = self.write().await?;
         sqlx::query(
             "INSERT INTO tasks (id, workspace_id, type, title, body, status, repo_id, workflow, queued_at, created_by, created_at, updated_at)
@@ -807,7 +815,7 @@ impl Store {
         let at = now();
         match next {
             AfterHandOff::Stage(i) => {
-                let queued = t.workflow[i].assignee.is_some().then(|| at.clone());
+                let queued = t.workflow[i].agent().is_some().then(|| at.clone());
                 sqlx::query(
                     "UPDATE tasks SET stage_index = $1, attempts = 0, flagged = NULL, queued_at = $2, updated_at = $3 WHERE id = $4",
                 )

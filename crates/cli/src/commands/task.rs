@@ -34,7 +34,8 @@ async fn workflow(client: &Client, w: WorkflowArgs) -> Result<Option<Vec<StageVi
         let Some(s) = out.iter_mut().find(|s| s.stage == stage) else {
             bail!("--assign names stage `{stage}`, which is not in the workflow")
         };
-        s.assignee = (who != "human").then(|| who.to_string());
+        // `human` is kept as such: a task's --agent never fills a stage kept for people.
+        s.assignee = Some(who.to_string());
     }
     if w.no_merge || !w.merge_at.is_empty() {
         for m in &w.merge_at {
@@ -55,7 +56,7 @@ fn stages_line(stages: &[StageView], current: Option<&str>) -> String {
         .map(|s| {
             let here = if current == Some(s.stage.as_str()) { "▶ " } else { "" };
             let merge = if s.merge == Some(true) { ", merges" } else { "" };
-            format!("{here}{} ({}{merge})", s.stage, s.assignee.as_deref().unwrap_or("human"))
+            format!("{here}{} ({}{merge})", s.stage, s.assignee.as_deref().unwrap_or("unassigned"))
         })
         .collect();
     stages.join(" → ")

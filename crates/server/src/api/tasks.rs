@@ -121,8 +121,9 @@ async fn stage_specs(state: &AppState, ws: WorkspaceId, stages: Vec<StageView>, 
     check_workflow(&names).map_err(bad)?;
     let mut out = Vec::new();
     for s in stages {
+        // A stage kept for people stays with them whatever `--agent` says.
         let assignee = s.assignee.or_else(|| agent.map(str::to_string));
-        if let Some(a) = &assignee {
+        if let Some(a) = drover_core::task::stage_agent(assignee.as_deref()) {
             if state.store.agent_by_name(ws, a).await?.is_none() {
                 return Err(ApiError::NotFound(format!("no agent named `{a}`: `drover agent create` registers one")));
             }
@@ -211,6 +212,9 @@ pub async fn create_agent(
 ) -> Result<StatusCode, ApiError> {
     let (id, _, _) = member(&caller)?;
     drover_core::names::check_device_name(&req.name).map_err(|_| bad("an agent name is 1–64 letters, digits, `-`, `_` or `.`"))?;
+    if req.name.eq_ignore_ascii_case(drover_core::task::HUMAN) {
+        return Err(bad("`human` marks a stage that people work (`--assign review=human`): pick another agent name"));
+    }
     let harness = drover_core::harness::Harness::parse(&req.harness).map_err(bad)?;
     if harness == drover_core::harness::Harness::Custom {
         drover_core::harness::check_template(&req.template).map_err(bad)?;
@@ -560,7 +564,7 @@ pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Pat
     caller.member_name()?;
     let t = load_task(&state, &caller, &id).await?;
     let Some(stage) = t.stage() else { return Err(ApiError::Conflict(format!("task {} is {}", t.id, t.status.as_str()))) };
-    if stage.assignee.is_none() {
+    if stage.agent().is_none() {
         return Err(ApiError::Conflict(format!("the {} stage is worked by a person: hand it off with `drover task advance`", stage.stage)));
     }
     if t.sandbox_state == Some(SandboxState::Completing) {
@@ -598,7 +602,7 @@ async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&str>, by: &
 async fn controls(state: &AppState, caller: &Caller, t: &TaskRow) -> Result<TaskControls, ApiError> {
     let Principal::Member { id, name, role, .. } = &caller.0 else { return Ok(TaskControls::default()) };
     // The stage's pinned assignee is an agent: its operator acts for it.
-    let pinned = match t.stage().and_then(|s| s.assignee.clone()) {
+    let pinned = match t.stage().and_then(|s| s.agent().map(str::to_string)) {
         Some(agent) => state.store.agent_by_name(t.workspace, &agent).await?.is_some_and(|a| a.operator == *id),
         None => false,
     };
