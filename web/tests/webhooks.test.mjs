@@ -10,7 +10,8 @@ import { browser, shot, signedIn, startDrover, until } from "./harness.mjs";
 let d, b, receiver;
 const seen = [];
 before(async () => {
-  d = await startDrover(["--webhook-retry-secs", "0.2"]);
+  // The test receiver listens on loopback, where webhooks may go only when allowed.
+  d = await startDrover(["--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"]);
   b = await browser();
   // Fails the first request, then accepts.
   receiver = createServer((req, res) => {
