@@ -38,9 +38,25 @@ fn private_files() {
     }
 }
 
+/// A closed standard output (`drover session list | head -1`) ends the command quietly
+/// with status 0, as it does for other Unix tools: `println!` panics on EPIPE, and that
+/// one panic is taken as the reader having had enough.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message =
+            info.payload().downcast_ref::<String>().map(String::as_str).or_else(|| info.payload().downcast_ref::<&str>().copied());
+        if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     limit_malloc_arenas();
     private_files();
+    quiet_on_closed_stdout();
     let cli = args::Cli::parse();
     if let args::Command::Shim { dir } = &cli.command {
         // The shim builds its own single-threaded runtime and must not share one.

@@ -159,3 +159,23 @@ fn an_oversized_terminal_message_closes_with_1009() {
     assert_eq!(d.show(&id)["outcome"], "running");
     d.ok(&["session", "stop", &id]);
 }
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly_with_status_0() {
+    let d = Drover::up();
+    for i in 0..30 {
+        d.start(&["sh", "-c", &format!("echo run-{i}")]);
+    }
+    // The reader goes away before the list is printed (as `| head -1` does after a line).
+    let mut child = d
+        .cmd()
+        .args(["session", "list", "--all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "status {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "nothing on stderr: {}", String::from_utf8_lossy(&out.stderr));
+}
