@@ -23,9 +23,11 @@ pub fn trust() -> drover_tls::trust::Trust {
     TRUST.get().cloned().unwrap_or_else(|| drover_tls::trust::Trust::new(None))
 }
 
-/// The TLS client configuration of this process's connections.
+/// The TLS client configuration of this process's connections (the system's roots are
+/// read once per process, however many connections it makes).
 pub fn tls_config() -> Result<std::sync::Arc<rustls::ClientConfig>> {
-    trust().client_config().context("setting up TLS")
+    static CONFIG: std::sync::OnceLock<std::result::Result<std::sync::Arc<rustls::ClientConfig>, String>> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(|| trust().client_config().map_err(|e| e.to_string())).clone().map_err(|e| anyhow!("setting up TLS: {e}"))
 }
 
 /// An HTTP client that trusts what this process trusts.

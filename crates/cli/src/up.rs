@@ -96,11 +96,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         lease_ttl: seconds("--lease-secs", args.lease_secs)?,
         trusted_proxies: args.trusted_proxies.clone(),
         egress: Arc::new(drover_core::egress::EgressRules {
-            allowed_hosts: args
-                .allow_webhook_hosts
-                .iter()
-                .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
-                .collect(),
+            allowed_hosts: args.allow_webhook_hosts.iter().map(|h| drover_core::egress::bare_host(h).to_ascii_lowercase()).collect(),
             allow_local: args.allow_local_webhooks,
             own: drover_server::egress::own_addresses(),
         }),

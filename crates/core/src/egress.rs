@@ -18,10 +18,15 @@ pub struct EgressRules {
     pub own: Vec<IpAddr>,
 }
 
+/// A URL's host without the brackets of an IPv6 literal (`[::1]` → `::1`).
+pub fn bare_host(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 impl EgressRules {
     /// Whether `host` may resolve to anything.
     pub fn host_allowed(&self, host: &str) -> bool {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = bare_host(host);
         self.allow_local || self.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
     }
 

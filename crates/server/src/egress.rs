@@ -35,7 +35,7 @@ pub async fn check_url(rules: &EgressRules, url: &reqwest::Url) -> Result<(), St
         return Ok(());
     }
     let port = url.port_or_known_default().unwrap_or(443);
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let bare = drover_core::egress::bare_host(host);
     let addrs: Vec<IpAddr> = match bare.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
         Err(_) => match tokio::net::lookup_host((bare, port)).await {
@@ -95,6 +95,6 @@ impl reqwest::dns::Resolve for GuardedResolver {
 pub fn literal_refusal(rules: &EgressRules, url: &str) -> Option<String> {
     let parsed = reqwest::Url::parse(url).ok()?;
     let host = parsed.host_str()?;
-    let ip: IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    let ip: IpAddr = drover_core::egress::bare_host(host).parse().ok()?;
     rules.refusal(host, ip).map(|why| refused(host, ip, why))
 }

@@ -79,6 +79,11 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The address of the peer that sent a request (a proxy, when one is in front).
+fn peer(parts: &Parts) -> IpAddr {
+    parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| canonical(c.0.ip())).unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
 /// The client's address of a request (through trusted proxies), for rate limits and the
 /// audit trail.
 #[derive(Debug, Clone, Copy)]
@@ -88,8 +93,7 @@ impl FromRequestParts<AppState> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()).unwrap_or(IpAddr::from([127, 0, 0, 1]));
-        Ok(ClientAddr(client_ip(canonical(peer), &parts.headers, &state.config.trusted_proxies)))
+        Ok(ClientAddr(client_ip(peer(parts), &parts.headers, &state.config.trusted_proxies)))
     }
 }
 
@@ -102,9 +106,8 @@ impl FromRequestParts<AppState> for Https {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| canonical(c.0.ip())).unwrap_or(IpAddr::from([127, 0, 0, 1]));
         let direct = state.config.public_url.starts_with("https://");
-        Ok(Https(is_https(direct, peer, &parts.headers, &state.config.trusted_proxies)))
+        Ok(Https(is_https(direct, peer(parts), &parts.headers, &state.config.trusted_proxies)))
     }
 }
 

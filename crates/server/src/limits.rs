@@ -21,7 +21,8 @@ const MAX_KEYS: usize = 10_000;
 pub struct LoginLimiter {
     max: usize,
     window: Duration,
-    attempts: Mutex<HashMap<String, VecDeque<Instant>>>,
+    /// Attempts by key, in one map per kind of key (so each kind is bounded by itself).
+    attempts: Mutex<HashMap<String, HashMap<String, VecDeque<Instant>>>>,
 }
 
 /// An attempt counted in memory; [`LoginLimiter::forgive`] takes it back when it succeeded.
@@ -49,10 +50,10 @@ impl LoginLimiter {
     /// Counts an attempt under each of `keys` (`(key, limit)`), unless one of them is at
     /// its limit: then how long until it may try again.
     pub fn attempt(&self, keys: &[(&str, usize)], now: Instant) -> Result<Attempt, Duration> {
-        let mut map = self.attempts.lock().expect("limiter lock");
+        let mut kinds = self.attempts.lock().expect("limiter lock");
         let mut wait = None;
         for (k, limit) in keys {
-            let Some(q) = map.get_mut(*k) else { continue };
+            let Some(q) = kinds.get_mut(kind(k)).and_then(|m| m.get_mut(*k)) else { continue };
             while q.front().is_some_and(|t| now.duration_since(*t) >= self.window) {
                 q.pop_front();
             }
@@ -66,10 +67,9 @@ impl LoginLimiter {
             return Err(w.max(Duration::from_secs(1)));
         }
         for (k, _) in keys {
-            let kind = kind(k);
-            if !map.contains_key(*k) && map.keys().filter(|x| self::kind(x) == kind).count() >= MAX_KEYS {
-                let stalest =
-                    map.iter().filter(|(x, _)| self::kind(x) == kind).min_by_key(|(_, q)| q.back().copied()).map(|(k, _)| k.clone());
+            let map = kinds.entry(kind(k).to_string()).or_default();
+            if !map.contains_key(*k) && map.len() >= MAX_KEYS {
+                let stalest = map.iter().min_by_key(|(_, q)| q.back().copied()).map(|(k, _)| k.clone());
                 if let Some(s) = stalest {
                     map.remove(&s);
                 }
@@ -81,8 +81,9 @@ impl LoginLimiter {
 
     /// How many attempts `key` has had in the window.
     pub fn count(&self, key: &str, now: Instant) -> usize {
-        let map = self.attempts.lock().expect("limiter lock");
-        map.get(key).map_or(0, |q| q.iter().filter(|t| now.duration_since(**t) < self.window).count())
+        let kinds = self.attempts.lock().expect("limiter lock");
+        let q = kinds.get(kind(key)).and_then(|m| m.get(key));
+        q.map_or(0, |q| q.iter().filter(|t| now.duration_since(**t) < self.window).count())
     }
 
     /// The sliding window.
@@ -103,8 +104,9 @@ impl LoginLimiter {
 
     /// Takes back a successful attempt.
     pub fn forgive(&self, attempt: Attempt) {
-        let mut map = self.attempts.lock().expect("limiter lock");
+        let mut kinds = self.attempts.lock().expect("limiter lock");
         for k in &attempt.keys {
+            let Some(map) = kinds.get_mut(kind(k)) else { continue };
             if let Some(q) = map.get_mut(k) {
                 if let Some(pos) = q.iter().position(|t| *t == attempt.at) {
                     q.remove(pos);
@@ -123,17 +125,12 @@ fn kind(key: &str) -> &str {
 }
 
 /// Counts a sign-in attempt (a password, an invitation code, an enrollment token) from
-/// the client at `ip`, and for `name` if it names a member, before anything is checked;
-/// 429 when one of its keys is at its limit.
-pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr, name: Option<&str>) -> Result<Counted, crate::ApiError> {
+/// the client at `ip`, and for `member` (the name of the member it is for, when one is
+/// found: made-up names would crowd out real ones), before anything is checked; 429 when
+/// one of its keys is at its limit.
+pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr, member: Option<&str>) -> Result<Counted, crate::ApiError> {
     let ip_key = format!("ip:{ip}");
     let mut keys = vec![(ip_key.clone(), state.logins.per_address())];
-    let name = name.filter(|n| drover_core::names::check_member_name(n).is_ok());
-    // Only a member's name is counted (made-up names would crowd out real ones).
-    let member = match name {
-        Some(n) => state.store.member_by_name(state.workspace, n).await?.map(|_| n),
-        None => None,
-    };
     if let Some(n) = member {
         let name_key = format!("name:{n}");
         let tried = match state.store.is_shared() {
@@ -210,7 +207,7 @@ mod tests {
         for i in 0..(MAX_KEYS + 10) {
             let _ = l.attempt(&[(&format!("ip:{i}"), 3)], t0);
         }
-        assert!(l.attempts.lock().unwrap().len() <= MAX_KEYS);
+        assert!(l.attempts.lock().unwrap().values().map(HashMap::len).sum::<usize>() <= MAX_KEYS);
         assert!(l.attempt(&[("ip:target", 3)], t0 + Duration::from_secs(31)).is_err(), "the recent key kept its count");
     }
 }

@@ -136,13 +136,8 @@ impl Viewer {
                 _ = refollow.tick(), if shared => {
                     crate::cluster::follow(&self.state, self.hub.clone(), self.session, self.device);
                 }
-                _ = recheck.tick() => {
-                    if let Some(why) = self.revoked().await {
-                        let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;
-                        break;
-                    }
-                }
-                _ = self.state.access_changed.notified() => {
+                // Every RECHECK, and at once when access changes anywhere.
+                _ = async { tokio::select! { _ = recheck.tick() => {}, _ = self.state.access_changed.notified() => {} } } => {
                     if let Some(why) = self.revoked().await {
                         let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;
                         break;

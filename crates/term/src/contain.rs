@@ -166,7 +166,8 @@ impl RunGroup {
     }
 
     /// How many processes are in the group now.
-    pub fn current(&self) -> Option<u64> {
+    #[cfg(test)]
+    fn current(&self) -> Option<u64> {
         fs::read_to_string(self.dir.join("pids.current")).ok()?.trim().parse().ok()
     }
 }

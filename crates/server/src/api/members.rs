@@ -77,8 +77,8 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 
 /// Checks a name and password against the store, under the rate limit; the member on success.
 async fn authenticate(state: &AppState, addr: std::net::IpAddr, name: &str, password: &str) -> Result<MemberRow, ApiError> {
-    let attempt = crate::limits::count_attempt(state, addr, Some(name)).await?;
     let member = if check_member_name(name).is_ok() { state.store.member_by_name(state.workspace, name).await? } else { None };
+    let attempt = crate::limits::count_attempt(state, addr, member.as_ref().map(|m| m.name.as_str())).await?;
     let hash = member.as_ref().and_then(|m| m.password_hash.clone());
     let bounded = password.len() <= drover_core::names::MAX_PASSWORD_BYTES;
     if bounded && passwords::verify(password.to_string(), hash).await? {
