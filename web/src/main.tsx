@@ -40,13 +40,21 @@ function NotFound() {
   );
 }
 
-function Sidebar({ running, me, path }: { running: number | null; me: Me | null; path: string }) {
-  const item = (href: string, label: string, badge?: number | null) => (
+/** A sidebar count: what it counts, for its tooltip and its test id. */
+interface Badge {
+  count: number | null;
+  title: string;
+  testid: string;
+  warning?: boolean;
+}
+
+function Sidebar({ running, waiting, me, path }: { running: number | null; waiting: number | null; me: Me | null; path: string }) {
+  const item = (href: string, label: string, badge?: Badge) => (
     <a href={href} class={path.startsWith(href) ? "nav-item current" : "nav-item"} aria-current={path.startsWith(href) ? "page" : undefined}>
       <span>{label}</span>
-      {badge != null && badge > 0 && (
-        <span class="nav-badge" data-testid="running-badge" title="Sessions running right now">
-          {badge}
+      {badge && badge.count != null && badge.count > 0 && (
+        <span class={badge.warning ? "nav-badge warning" : "nav-badge"} data-testid={badge.testid} title={badge.title}>
+          {badge.count}
         </span>
       )}
     </a>
@@ -57,8 +65,8 @@ function Sidebar({ running, me, path }: { running: number | null; me: Me | null;
         Drover
       </a>
       <div class="nav">
-        {item("/sessions", "Sessions", running)}
-        {item("/tasks", "Tasks")}
+        {item("/sessions", "Sessions", { count: running, title: "Sessions running right now", testid: "running-badge" })}
+        {item("/tasks", "Tasks", { count: waiting, title: "Tasks waiting on a person", testid: "waiting-badge", warning: true })}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
         {item("/spend", "Spend")}
@@ -122,15 +130,34 @@ function SignedInApp() {
   const [me, setMe] = useState<Me | null>(null);
   const [signedOut, setSignedOut] = useState<string | null>(null);
   const [running, setRunning] = useState<number | null>(null);
+  const [waiting, setWaiting] = useState<number | null>(null);
 
   useEffect(() => onSignedOut((code) => setSignedOut(code)), []);
   useEffect(() => {
     api<Me>("/api/v1/me").then(setMe, () => {});
-    api<Overview>("/api/v1/overview").then((o) => setRunning(o.running), () => {});
-    return subscribe((m) => {
+    const overview = () =>
+      api<Overview>("/api/v1/overview").then(
+        (o) => {
+          setRunning(o.running);
+          setWaiting(o.tasks_needing_a_person);
+        },
+        () => {},
+      );
+    overview();
+    // Whose turn a task is changes only with its activity: recount then, at most once a second.
+    let timer: number | undefined;
+    const recount = () => {
+      if (timer === undefined) timer = window.setTimeout(() => ((timer = undefined), overview()), 1000);
+    };
+    const unsubscribe = subscribe((m) => {
       if (m.kind === "activity" || m.kind === "changed") setRunning(m.running);
-      if (m.kind === "resync") api<Overview>("/api/v1/overview").then((o) => setRunning(o.running), () => {});
+      if (m.kind === "activity" && m.event.task) recount();
+      if (m.kind === "resync") overview();
     });
+    return () => {
+      unsubscribe();
+      window.clearTimeout(timer);
+    };
   }, []);
   useEffect(() => {
     if (signedOut) closeLive();
@@ -138,7 +165,7 @@ function SignedInApp() {
 
   return (
     <div class="layout">
-      <Sidebar running={running} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
+      <Sidebar running={running} waiting={waiting} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
       <main class="main">
         {signedOut && <SignedOut code={signedOut} />}
         {route(loc.pathname, me)}

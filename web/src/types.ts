@@ -54,6 +54,8 @@ export interface Overview {
   queued: number;
   on_finished_tasks: number;
   stale: number;
+  /** Open tasks waiting on a person (the Tasks badge). */
+  tasks_needing_a_person: number;
   attention: AttentionRow[];
 }
 
@@ -176,6 +178,8 @@ export interface Task {
   sandbox: string | null;
   sandbox_state: SandboxState | null;
   live_session: string | null;
+  /** Whose turn it is. */
+  turn: Turn;
   /** Whether you may drop in to its live run. */
   can_drop_in: boolean;
   /** Lifetime spend of all its runs, USD; null without usage or when unknown. */
@@ -184,6 +188,13 @@ export interface Task {
   spend_cap_usd?: number | null;
   created_by: string;
   created_at: string;
+}
+
+/** Whose turn it is on a task (the server decides; the list shows `label`). */
+export interface Turn {
+  kind: "person" | "answer" | "blocked" | "flagged" | "stalled" | "queued" | "starting" | "running" | "finished";
+  label: string;
+  needs_person: boolean;
 }
 
 export interface Note {

@@ -56,9 +56,13 @@ test("a task asks a question, is answered from its page and hands off", async ()
   await until("progress line", async () => /Last progress: question asked/.test(await page.getByTestId("progress").innerText()));
   await page.goBack();
   await answer.waitFor();
+  // Whose turn it is: the task says what it waits on, and the sidebar counts it.
+  assert.equal(await page.getByTestId("task-turn").innerText(), "waiting for an answer: Which colour should the button be?");
+  await until("Tasks badge", async () => (await page.getByTestId("waiting-badge").count()) === 1 && (await page.getByTestId("waiting-badge").innerText()) === "1");
   await answer.fill("green");
   await page.getByRole("button", { name: "Answer" }).click();
   await until("task done", async () => (await page.locator("header .badge").last().innerText()) === "Done", 30_000);
+  await until("Tasks badge gone", async () => (await page.getByTestId("waiting-badge").count()) === 0);
   await until("View link", async () => (await page.getByRole("link", { name: "View →" }).count()) === 1, 20_000);
   const activity = await page.locator("ol.timeline").last().innerText();
   assert.match(activity, /question asked/);

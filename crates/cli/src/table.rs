@@ -42,6 +42,17 @@ pub fn sanitize_lines(s: &str) -> String {
     s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '·' } else { c }).collect()
 }
 
+/// At most `max` characters of `s` on one line, with `…` where it was cut.
+pub fn clip(s: &str, max: usize) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +67,12 @@ mod tests {
         assert_eq!(ago(None), "-");
         assert_eq!(ago(Some("garbage")), "-");
         assert!(ago(Some(&chrono::Utc::now().to_rfc3339())).ends_with("s ago"));
+    }
+
+    #[test]
+    fn clipped_text_is_one_line_within_the_limit() {
+        assert_eq!(clip("a\nb  c", 10), "a b c");
+        assert_eq!(clip("abcdefgh", 5), "abcd…");
+        assert_eq!(clip("abcdefgh", 5).chars().count(), 5);
     }
 }

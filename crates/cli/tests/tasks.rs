@@ -533,32 +533,88 @@ fn a_slow_checkout_holds_up_no_other_session_and_a_cancel_during_it_stops_the_ru
     assert_eq!(s["outcome"], "released", "{s}");
 }
 
+/// Posts its first message as a comment (so the test can read what it was told), asks
+/// a question in the plan stage, then hands off.
+const TELL_ASK_AND_HAND_OFF: &str = r#"
+"$DROVER" task comment "told: $1"
+if [ "$DROVER_STAGE" = plan ]; then "$DROVER" task ask "Which database?" > /dev/null; fi
+"$DROVER" task advance --note "did $DROVER_STAGE"
+sleep 60
+"#;
+
+/// The `NOW` column of the task list for `id`.
+fn now_column(d: &Drover, id: &str) -> String {
+    let list = d.ok(&["task", "list"]);
+    let line = list.lines().find(|l| l.starts_with(id)).unwrap_or_else(|| panic!("{id} not listed: {list}"));
+    let header = list.lines().next().unwrap();
+    let (from, to) = (header.find("NOW").unwrap(), header.find("TITLE").unwrap());
+    line.chars().skip(from).take(to - from).collect::<String>().trim().to_string()
+}
+
+/// What the run of `stage` was told first (its `told:` comment).
+fn told(t: &Value, stage: &str) -> String {
+    let runs: Vec<String> =
+        t["sessions"].as_array().unwrap().iter().filter(|s| s["stage"] == stage).map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    let events = t["events"].as_array().unwrap();
+    let comment = events.iter().find(|e| {
+        e["kind"] == "comment"
+            && runs.iter().any(|r| e["session"] == r.as_str())
+            && e["detail"]["text"].as_str().is_some_and(|x| x.starts_with("told:"))
+    });
+    comment.map(|e| e["detail"]["text"].as_str().unwrap().to_string()).unwrap_or_default()
+}
+
 #[test]
 fn a_stage_kept_for_people_holds_the_task_whatever_its_agent() {
     let d = Drover::up();
     let tmp = tempfile::tempdir().unwrap();
-    let script = agent_script(tmp.path(), WORK_AND_HAND_OFF);
+    let script = agent_script(tmp.path(), TELL_ASK_AND_HAND_OFF);
     let _r = setup(&d, &script);
     let shown = d.ok(&["workflow", "set", "--stages", "plan,code,review,merge", "--assign", "review=human"]);
     assert_eq!(shown.trim(), "plan (unassigned) → code (unassigned) → review (human) → merge (unassigned, merges)");
     // The README's own command: --agent fills the unassigned stages, never review.
     let id = d.ok(&["task", "create", "--repo", "app", "--title", "Needs a review", "--agent", "bot"]).trim().to_string();
+    // The plan run asks; the list says what it waits on, and a person answers.
+    let t = wait_task(&d, &id, secs(60), "a question", |t| t["notes"].as_array().unwrap().iter().any(|n| n["closed_at"].is_null()));
+    assert_eq!(now_column(&d, &id), "waiting for an answer: Which database?");
+    assert_eq!(t["task"]["turn"]["kind"], "answer");
+    let note = t["notes"][0]["id"].as_str().unwrap().to_string();
+    d.ok(&["task", "answer", &note, "PostgreSQL 16"]);
     let t = wait_task(&d, &id, secs(60), "review", |t| t["task"]["stage"] == "review");
     let stages: Vec<String> =
         t["task"]["workflow"].as_array().unwrap().iter().map(|s| s["assignee"].as_str().unwrap_or("-").to_string()).collect();
     assert_eq!(stages, ["bot", "bot", "human", "bot"]);
-    // It holds there: no run is started for review, however long it waits.
+    // The code run was told what plan handed off and what the person answered.
+    let code = wait_task(&d, &id, secs(30), "code's comment", |t| !told(t, "code").is_empty());
+    let code = told(&code, "code");
+    assert!(code.contains("`plan` stage, handed off by") && code.contains("did plan"), "{code}");
+    assert!(code.contains("A person answered \"Which database?\": PostgreSQL 16"), "{code}");
+    assert!(!told(&t, "plan").contains("earlier work"), "the first stage has nothing before it");
+    // It holds at review, and everyone can see it is a person's turn.
+    assert_eq!(now_column(&d, &id), "needs a person: review");
+    assert_eq!(t["task"]["turn"]["needs_person"], true);
+    let (_, overview) = support::http(&d.url, "GET", "/api/v1/overview", Some(&d.token()), b"");
+    let overview: Value = serde_json::from_str(&overview).unwrap();
+    assert_eq!(overview["tasks_needing_a_person"], 1, "{overview}");
+    let shown = d.ok(&["task", "show", &id]);
+    assert!(shown.contains("now:      needs a person: review"), "{shown}");
+    assert!(shown.contains("Hand-off notes:") && shown.contains("    did code"), "{shown}");
+    // No run is started for review, however long it waits.
     std::thread::sleep(Duration::from_secs(3));
     let t = task(&d, &id);
     assert_eq!(t["task"]["stage"], "review");
     let runs = t["sessions"].as_array().unwrap();
     assert!(runs.iter().all(|s| s["stage"] != "review"), "no agent run for the people's stage: {runs:?}");
     assert!(d.fails(&["task", "launch", &id]).contains("worked by a person"));
-    // A person hands it on; the agent takes merge.
-    d.ok(&["task", "advance", "--task", &id, "--note", "looks good"]);
+    // A person hands it on with a note the merge run is told.
+    d.ok(&["task", "advance", "--task", &id, "--note", "looks good, ship it"]);
     let t = wait_task(&d, &id, secs(60), "done", finished);
     let stages: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
     assert_eq!(stages, ["plan", "code", "merge"]);
+    assert!(told(&t, "merge").contains("`review` stage, handed off by") && told(&t, "merge").contains("looks good, ship it"));
+    assert_eq!(now_column(&d, &id), "-");
+    let (_, overview) = support::http(&d.url, "GET", "/api/v1/overview", Some(&d.token()), b"");
+    assert!(overview.contains("\"tasks_needing_a_person\":0"), "{overview}");
     // No agent may take the name that marks people's stages.
     assert!(d.fails(&["agent", "create", "human", "--harness", "custom", "--", "true"]).contains("pick another agent name"));
 }

@@ -222,8 +222,64 @@ pub struct StagePlace {
     pub merges: bool,
 }
 
-/// The first message an agent gets for a stage of a task.
-pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, place: StagePlace) -> String {
+/// Something earlier work on a task left for the stage now starting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Earlier<'a> {
+    /// A stage's hand-off note.
+    HandOff {
+        /// The stage handed off.
+        stage: &'a str,
+        /// Who handed it off.
+        by: &'a str,
+        /// What they wrote.
+        note: &'a str,
+    },
+    /// A question an agent asked and a person answered.
+    Answer {
+        /// The question.
+        question: &'a str,
+        /// The answer.
+        answer: &'a str,
+    },
+}
+
+/// Most bytes of earlier notes a first message carries, the newest kept: the whole
+/// message must fit one command-line argument (at most 128 KiB on Linux).
+pub const MAX_EARLIER_BYTES: usize = 48 * 1024;
+
+/// What earlier work left, newest last, as a block of the first message: the newest
+/// items up to [`MAX_EARLIER_BYTES`], and a line saying how many older ones were left out.
+fn earlier_block(earlier: &[Earlier]) -> String {
+    let indent = |s: &str| s.trim().replace('\n', "\n  ");
+    let line = |e: &Earlier| match e {
+        Earlier::HandOff { stage, by, note } => format!("- `{stage}` stage, handed off by {by}: {}\n", indent(note)),
+        Earlier::Answer { question, answer } => format!("- A person answered \"{}\": {}\n", indent(question), indent(answer)),
+    };
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    for e in earlier.iter().rev() {
+        let l = line(e);
+        if bytes + l.len() > MAX_EARLIER_BYTES {
+            break;
+        }
+        bytes += l.len();
+        kept.push(l);
+    }
+    if earlier.is_empty() {
+        return String::new();
+    }
+    let left_out = earlier.len() - kept.len();
+    let mut out = String::from("\n\nWhat earlier work on this task left for you (oldest first):\n");
+    if left_out > 0 {
+        out.push_str(&format!("- ({left_out} older notes left out: `drover task show` prints them all)\n"));
+    }
+    out.extend(kept.into_iter().rev());
+    out
+}
+
+/// The first message an agent gets for a stage of a task, with what earlier stages
+/// handed off and the answers people gave.
+pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, place: StagePlace, earlier: &[Earlier]) -> String {
     let next = if place.is_last { "finishes the task" } else { "moves the task to its next stage" };
     let merge = if place.merges {
         " Handing this stage off first merges the task's branch into the base branch: \
@@ -233,11 +289,12 @@ pub fn stage_prompt(task_title: &str, task_body: &str, stage: &str, place: Stage
         ""
     };
     format!(
-        "You are working the `{stage}` stage of this task.\n\nTask: {task_title}\n\n{task_body}\n\n\
+        "You are working the `{stage}` stage of this task.\n\nTask: {task_title}\n\n{task_body}{}\n\n\
          Work in this directory (a git worktree on the task's own branch) and commit your work. \
          When the stage is done, run `drover task advance --note \"what you did\"`: that hands the stage off and {next}.{merge} \
          `drover task comment TEXT` posts a comment, `drover task block TEXT` files a blocker, \
-         and `drover task ask QUESTION` asks a human and waits for the answer."
+         and `drover task ask QUESTION` asks a human and waits for the answer.",
+        earlier_block(earlier)
     )
 }
 
@@ -318,10 +375,33 @@ mod tests {
 
     #[test]
     fn the_stage_prompt_names_the_stage_and_the_hand_off() {
-        let p = stage_prompt("Fix login", "It breaks on Safari.", "code", StagePlace { is_last: false, merges: false });
+        let p = stage_prompt("Fix login", "It breaks on Safari.", "code", StagePlace { is_last: false, merges: false }, &[]);
         assert!(p.contains("`code` stage") && p.contains("Fix login") && p.contains("drover task advance"));
-        assert!(!p.contains("merge"));
-        assert!(stage_prompt("t", "", "verify", StagePlace { is_last: true, merges: false }).contains("finishes the task"));
-        assert!(stage_prompt("t", "", "merge", StagePlace { is_last: false, merges: true }).contains("merges the task's branch"));
+        assert!(!p.contains("merge") && !p.contains("earlier work"));
+        assert!(stage_prompt("t", "", "verify", StagePlace { is_last: true, merges: false }, &[]).contains("finishes the task"));
+        assert!(stage_prompt("t", "", "merge", StagePlace { is_last: false, merges: true }, &[]).contains("merges the task's branch"));
+    }
+
+    #[test]
+    fn the_stage_prompt_carries_hand_off_notes_and_answers() {
+        let earlier = [
+            Earlier::HandOff { stage: "plan", by: "claude-1", note: "Plan in PLAN.md;\nstart with the parser." },
+            Earlier::Answer { question: "Which database?", answer: "PostgreSQL 16" },
+        ];
+        let p = stage_prompt("t", "b", "code", StagePlace { is_last: false, merges: false }, &earlier);
+        assert!(p.contains("`plan` stage, handed off by claude-1: Plan in PLAN.md;\n  start with the parser."), "{p}");
+        assert!(p.contains("A person answered \"Which database?\": PostgreSQL 16"), "{p}");
+        assert!(p.find("plan").unwrap() < p.find("PostgreSQL").unwrap());
+    }
+
+    #[test]
+    fn old_notes_give_way_so_the_prompt_fits_one_argument() {
+        let big = "x".repeat(16 * 1024);
+        let stages: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+        let earlier: Vec<Earlier> = stages.iter().map(|s| Earlier::HandOff { stage: s, by: "a", note: &big }).collect();
+        let p = stage_prompt("t", "b", "code", StagePlace { is_last: false, merges: false }, &earlier);
+        assert!(p.len() < 128 * 1024, "{}", p.len());
+        assert!(p.contains("`s19` stage") && !p.contains("`s0` stage"));
+        assert!(p.contains("older notes left out"));
     }
 }

@@ -21,6 +21,7 @@ pub mod schedule;
 pub mod skill;
 pub mod spend;
 pub mod task;
+pub mod turn;
 pub mod webhook;
 
 pub use ids::{

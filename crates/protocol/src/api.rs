@@ -388,6 +388,9 @@ pub struct Overview {
     pub on_finished_tasks: u32,
     /// Live sessions flagged stale.
     pub stale: u32,
+    /// Open tasks waiting on a person (the Tasks badge).
+    #[serde(default)]
+    pub tasks_needing_a_person: u32,
     /// The flagged sessions.
     pub attention: Vec<AttentionRow>,
 }
@@ -642,6 +645,9 @@ pub struct TaskView {
     pub sandbox_state: Option<String>,
     /// Its live run.
     pub live_session: Option<SessionId>,
+    /// Whose turn it is.
+    #[serde(default)]
+    pub turn: TurnView,
     /// Whether the caller may drop in to its live run.
     #[serde(default)]
     pub can_drop_in: bool,
@@ -658,6 +664,18 @@ pub struct TaskView {
     pub created_by: String,
     /// When.
     pub created_at: String,
+}
+
+/// Whose turn it is on a task (`drover_core::turn`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TurnView {
+    /// `person`, `answer`, `blocked`, `flagged`, `stalled`, `queued`, `starting`,
+    /// `running` or `finished`.
+    pub kind: String,
+    /// What a list says: `needs a person: review`, `waiting for an answer: …`.
+    pub label: String,
+    /// Whether a person must act before the task moves on.
+    pub needs_person: bool,
 }
 
 /// A blocker or a question.

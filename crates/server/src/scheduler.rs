@@ -112,7 +112,9 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     let Some(device) = pick(&candidates) else { return Ok(None) };
     let device_name = devices.iter().find(|d| d.id == device).map(|d| d.name.clone()).unwrap_or_default();
     let place = StagePlace { is_last: task.stage_index + 1 == task.workflow.len(), merges: stage.merge };
-    let prompt = stage_prompt(&task.title, &task.body, &stage.stage, place);
+    let earlier = state.store.earlier_notes(task.id).await?;
+    let earlier: Vec<_> = earlier.iter().map(drover_store::EarlierNote::as_earlier).collect();
+    let prompt = stage_prompt(&task.title, &task.body, &stage.stage, place, &earlier);
     let harness = Harness::parse(&agent.harness);
     // The stage's previous run was lost with this agent on it: resume its conversation.
     let runs = state.store.task_sessions(task.id).await?;

@@ -1,8 +1,10 @@
 //! Tasks, their stages and the runs that staff them; repositories and agents.
 
 use drover_core::activity::EventKind;
+use drover_core::harness::Earlier;
 use drover_core::sandbox::{SandboxEvent, SandboxTransitionError};
-use drover_core::task::{after_hand_off, AfterHandOff, TaskStatus};
+use drover_core::task::{after_hand_off, stage_agent, AfterHandOff, TaskStatus};
+use drover_core::turn::{turn, Turn, TurnFacts};
 use drover_core::{AgentId, DeviceId, MemberId, NoteId, RepoId, SandboxId, SandboxState, SessionId, TaskId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -99,15 +101,74 @@ pub struct TaskRow {
     pub cost: Option<Option<u64>>,
     /// Its lifetime spend cap (nano-dollars).
     pub spend_cap: Option<u64>,
+    /// Its oldest open note: (`question` or `blocker`, its text).
+    pub open_note: Option<(String, String)>,
+    /// Its live run's outcome (`starting` or `running`) while it has not handed off.
+    pub live_outcome: Option<String>,
 }
 
 impl TaskRow {
+    /// Whose turn it is on the task.
+    pub fn turn(&self) -> Turn<'_> {
+        turn(&turn_facts(self.status, self.stage(), &self.flagged, &self.open_note, self.queued_at.is_some(), &self.live_outcome))
+    }
+
     /// The current stage (None once the task is done).
     pub fn stage(&self) -> Option<&StageSpec> {
         if self.status == TaskStatus::Open {
             self.workflow.get(self.stage_index)
         } else {
             None
+        }
+    }
+}
+
+/// What deciding whose turn it is needs, from a task's stored columns.
+fn turn_facts<'a>(
+    status: TaskStatus,
+    stage: Option<&'a StageSpec>,
+    flagged: &'a Option<String>,
+    note: &'a Option<(String, String)>,
+    queued: bool,
+    live: &'a Option<String>,
+) -> TurnFacts<'a> {
+    TurnFacts {
+        status,
+        flagged: flagged.as_deref(),
+        open_note: note.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
+        stage: stage.map(|s| (s.stage.as_str(), stage_agent(s.assignee.as_deref()).is_some())),
+        queued,
+        live: live.as_deref().map(|o| o == "running"),
+    }
+}
+
+/// Something earlier work on a task left for its next stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EarlierNote {
+    /// A stage's hand-off note.
+    HandOff {
+        /// The stage handed off.
+        stage: String,
+        /// Who handed it off.
+        by: String,
+        /// What they wrote.
+        note: String,
+    },
+    /// A question a person answered.
+    Answer {
+        /// The question.
+        question: String,
+        /// The answer.
+        answer: String,
+    },
+}
+
+impl EarlierNote {
+    /// The note as the first message of a stage carries it.
+    pub fn as_earlier(&self) -> Earlier<'_> {
+        match self {
+            EarlierNote::HandOff { stage, by, note } => Earlier::HandOff { stage, by, note },
+            EarlierNote::Answer { question, answer } => Earlier::Answer { question, answer },
         }
     }
 }
@@ -179,10 +240,24 @@ pub struct NewTaskSession {
     pub resumed: bool,
 }
 
+/// The columns whose turn it is needs beyond the task's own: its oldest open note and
+/// its live run's outcome.
+macro_rules! turn_columns {
+    () => {
+        concat!(
+            "(SELECT n.kind FROM notes n WHERE n.task_id = t.id AND n.closed_at IS NULL ORDER BY n.created_at, n.id LIMIT 1) AS note_kind, ",
+            "(SELECT n.text FROM notes n WHERE n.task_id = t.id AND n.closed_at IS NULL ORDER BY n.created_at, n.id LIMIT 1) AS note_text, ",
+            "(SELECT s.outcome FROM sessions s WHERE s.task_id = t.id AND s.outcome IN ('starting', 'running') AND s.handed_off IS NULL ORDER BY s.created_at DESC LIMIT 1) AS live_outcome"
+        )
+    };
+}
+
 const TASK_SELECT: &str = concat!(
     "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
     cost_text!("x.task_id = t.id"),
-    " AS t_cost FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id"
+    " AS t_cost, ",
+    turn_columns!(),
+    " FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id"
 );
 
 fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
@@ -211,7 +286,13 @@ fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
         created_at: r.get("created_at"),
         cost: crate::sandboxes::cost_sum(r.get("t_cost")),
         spend_cap: r.get::<Option<i64>, _>("spend_cap").filter(|c| *c >= 0).map(|c| c as u64),
+        open_note: open_note(r),
+        live_outcome: r.get("live_outcome"),
     })
+}
+
+fn open_note(r: &sqlx::any::AnyRow) -> Option<(String, String)> {
+    Some((r.get::<Option<String>, _>("note_kind")?, r.get::<Option<String>, _>("note_text").unwrap_or_default()))
 }
 
 fn agent_row(r: &sqlx::any::AnyRow) -> Result<AgentRow> {
@@ -548,6 +629,29 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         Ok((q as u32, f as u32))
+    }
+
+    /// How many of a workspace's open tasks wait on a person (the sidebar's count).
+    pub async fn tasks_needing_a_person(&self, workspace: WorkspaceId) -> Result<u32> {
+        let rows = sqlx::query(concat!(
+            "SELECT t.workflow, t.stage_index, t.queued_at, t.flagged, ",
+            turn_columns!(),
+            " FROM tasks t WHERE t.workspace_id = $1 AND t.status = 'open'"
+        ))
+        .bind(workspace.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut n = 0;
+        for r in &rows {
+            let workflow: Vec<StageSpec> =
+                serde_json::from_str(&r.get::<String, _>("workflow")).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let stage = workflow.get(r.get::<i64, _>("stage_index") as usize);
+            let (flagged, note, live) = (r.get::<Option<String>, _>("flagged"), open_note(r), r.get::<Option<String>, _>("live_outcome"));
+            let queued = r.get::<Option<String>, _>("queued_at").is_some();
+            let facts = turn_facts(TaskStatus::Open, stage, &flagged, &note, queued, &live);
+            n += u32::from(turn(&facts).needs_person());
+        }
+        Ok(n)
     }
 
     /// Puts the task's stage `stage_index` in the queue for a slot again, if the task is
@@ -1027,6 +1131,29 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(note_row).collect()
+    }
+
+    /// What earlier work on the task left for its next stage, oldest first: every
+    /// hand-off note and every answered question.
+    pub async fn earlier_notes(&self, task: TaskId) -> Result<Vec<EarlierNote>> {
+        let hand_offs = sqlx::query("SELECT actor, detail, at FROM events WHERE task_id = $1 AND kind = 'stage_advanced' ORDER BY seq")
+            .bind(task.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out: Vec<(String, EarlierNote)> = Vec::new();
+        for r in &hand_offs {
+            let detail: serde_json::Value = serde_json::from_str(&r.get::<String, _>("detail")).unwrap_or_default();
+            let text = |k: &str| detail.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let note = EarlierNote::HandOff { stage: text("stage"), by: r.get("actor"), note: text("note") };
+            out.push((r.get("at"), note));
+        }
+        for n in self.task_notes(task).await? {
+            if let (Some(answer), Some(at), "question") = (n.answer, n.closed_at, n.kind.as_str()) {
+                out.push((at, EarlierNote::Answer { question: n.text, answer }));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out.into_iter().map(|(_, n)| n).collect())
     }
 
     /// Whether the task has an open question or blocker (a run waiting on a person).

@@ -14,10 +14,14 @@ import { EventDetail } from "./session";
 
 function TaskState({ t }: { t: Task }) {
   if (t.status !== "open") return <span class={`badge task-${t.status}`}>{cap(t.status)}</span>;
-  if (t.flagged) return <span class="badge warning" title={t.flagged}>needs a human</span>;
-  if (t.queued_at) return <span class="badge info" title="Waiting for a device slot; it starts by itself when one frees">queued for a slot</span>;
-  if (t.live_session) return <span class="badge ok"><span class="dot" aria-hidden="true" /> running</span>;
-  return <span class="badge">{t.stage ? `${cap(t.stage)}: waiting for a person` : "open"}</span>;
+  const turn = t.turn;
+  if (turn.kind === "queued") return <span class="badge info" title="Waiting for a device slot; it starts by itself when one frees">{turn.label}</span>;
+  if (turn.kind === "running" || turn.kind === "starting") return <span class="badge ok"><span class="dot" aria-hidden="true" /> {turn.label}</span>;
+  return (
+    <span class={turn.needs_person ? "badge warning turn" : "badge turn"} title={turn.label} data-testid="task-turn">
+      {turn.label}
+    </span>
+  );
 }
 
 const TASK_TYPES = ["story", "bug", "chore", "spike"];
@@ -356,7 +360,7 @@ export function TaskPage({ id }: { id: string }) {
           {t.spend_cap_usd != null && ` of a ${usd(t.spend_cap_usd)} cap`}
         </span>
       </p>
-      {t.flagged && <div class="banner bad">Needs a human: {t.flagged}</div>}
+      {t.status === "open" && t.flagged && <div class="banner bad">Needs a person: {t.flagged}</div>}
       {t.body && <p class="task-body">{t.body}</p>}
       <Controls d={d} reload={load} />
       <h2>Workflow</h2>

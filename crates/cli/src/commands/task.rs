@@ -85,11 +85,9 @@ fn print_task(t: &TaskView) {
     println!("{}  {} [{}] {}", t.id, table::sanitize(&t.title), t.kind, t.status);
     println!("  repo:     {}{}", t.repo, t.branch.as_deref().map(|b| format!("  branch {b}")).unwrap_or_default());
     println!("  stages:   {}", stages_line(&t.workflow, t.stage.as_deref()));
-    if let Some(q) = &t.queued_at {
-        println!("  queued for a slot since {}", table::ago(Some(q)));
-    }
-    if let Some(f) = &t.flagged {
-        println!("  needs a human: {}", table::sanitize(f));
+    if t.turn.kind != "finished" {
+        let since = t.queued_at.as_deref().filter(|_| t.turn.kind == "queued").map(|q| format!(" since {}", table::ago(Some(q))));
+        println!("  now:      {}{}", table::sanitize(&t.turn.label), since.unwrap_or_default());
     }
     if let Some(s) = t.live_session {
         println!("  live run: {s}");
@@ -117,13 +115,8 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             let rows: Vec<Vec<String>> = tasks
                 .iter()
                 .map(|t| {
-                    let state = match (&t.flagged, &t.queued_at, &t.live_session) {
-                        (Some(_), _, _) => "needs a human".to_string(),
-                        (_, Some(_), _) => "queued for a slot".into(),
-                        (_, _, Some(_)) => "running".into(),
-                        _ => "-".into(),
-                    };
-                    vec![t.id.to_string(), t.kind.clone(), t.status.clone(), t.stage.clone().unwrap_or("-".into()), state, t.title.clone()]
+                    let now = table::clip(&t.turn.label, 60);
+                    vec![t.id.to_string(), t.kind.clone(), t.status.clone(), t.stage.clone().unwrap_or("-".into()), now, t.title.clone()]
                 })
                 .collect();
             table::print(&["ID", "TYPE", "STATUS", "STAGE", "NOW", "TITLE"], &rows);
@@ -143,6 +136,17 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
                     s.outcome.as_str(),
                     table::sanitize(s.reason.as_deref().unwrap_or(""))
                 );
+            }
+            let hand_offs: Vec<_> = d.events.iter().filter(|e| e.kind == "stage_advanced").collect();
+            if !hand_offs.is_empty() {
+                println!("\nHand-off notes:");
+                for e in hand_offs {
+                    let text = |k: &str| e.detail.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                    println!("  {} stage, by {} {}:", text("stage"), table::sanitize(&e.actor), table::ago(Some(&e.at)));
+                    for line in text("note").lines() {
+                        println!("    {}", table::sanitize(line));
+                    }
+                }
             }
             if !d.notes.is_empty() {
                 println!("\nBlockers and questions:");

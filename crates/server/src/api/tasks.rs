@@ -12,7 +12,8 @@ use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody, WorkflowView,
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody, TurnView,
+    WorkflowView,
 };
 use drover_protocol::device::{MergeResult, ServerMessage};
 use drover_store::{HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
@@ -101,6 +102,10 @@ fn task_view(t: &TaskRow, live: Option<(drover_core::SessionId, bool)>) -> TaskV
         sandbox: t.sandbox,
         sandbox_state: t.sandbox_state.map(|s| s.as_str().to_string()),
         live_session: live.map(|(id, _)| id),
+        turn: {
+            let turn = t.turn();
+            TurnView { kind: turn.kind().into(), label: turn.label(), needs_person: turn.needs_person() }
+        },
         can_drop_in: live.is_some_and(|(_, may)| may),
         cost_usd: t.cost.flatten().map(drover_core::spend::usd),
         cost_unknown: matches!(t.cost, Some(None)),

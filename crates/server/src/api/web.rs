@@ -75,7 +75,8 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<J
             })
         })
         .collect();
-    Ok(Json(Overview { running, queued, on_finished_tasks, stale: attention.len() as u32, attention }))
+    let tasks_needing_a_person = state.store.tasks_needing_a_person(ws).await?;
+    Ok(Json(Overview { running, queued, on_finished_tasks, stale: attention.len() as u32, tasks_needing_a_person, attention }))
 }
 
 /// Query of the sandbox list.

@@ -1,0 +1,158 @@
+//! Whose turn it is on a task: a person's (a stage kept for people, a question, a
+//! blocker, a flag), the scheduler's (queued for a slot) or an agent's (a live run),
+//! decided from what is known about the task and shown in every task list.
+
+use crate::task::TaskStatus;
+
+/// What is known about a task when deciding whose turn it is.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnFacts<'a> {
+    /// The task's status.
+    pub status: TaskStatus,
+    /// Why it was flagged for a person, if it was.
+    pub flagged: Option<&'a str>,
+    /// Its oldest open note: (`question` or `blocker`, its text).
+    pub open_note: Option<(&'a str, &'a str)>,
+    /// The current stage's name and whether an agent works it (None once finished).
+    pub stage: Option<(&'a str, bool)>,
+    /// Whether the stage waits for a slot.
+    pub queued: bool,
+    /// Its live run: Some(true) running, Some(false) still starting.
+    pub live: Option<bool>,
+}
+
+/// Whose turn it is on a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn<'a> {
+    /// The task has finished: nobody's.
+    Finished,
+    /// Flagged for a person, with why.
+    Flagged(&'a str),
+    /// An agent asked a question and waits for the answer.
+    Answer(&'a str),
+    /// A blocker is open.
+    Blocked(&'a str),
+    /// The current stage is worked by people (kept for them, or no agent was put on it).
+    Person(&'a str),
+    /// Waiting for a device slot.
+    Queued,
+    /// A run is being set up.
+    Starting,
+    /// A run is working.
+    Running,
+    /// Open at an agent's stage, yet nothing queued or live: a person must look.
+    Stalled(&'a str),
+}
+
+/// Decides whose turn it is. A flag comes first (nothing moves until a person acts),
+/// then what an agent waits on, then the stage's owner, then the scheduler and the run.
+pub fn turn<'a>(f: &TurnFacts<'a>) -> Turn<'a> {
+    if f.status.is_finished() {
+        return Turn::Finished;
+    }
+    if let Some(why) = f.flagged {
+        return Turn::Flagged(why);
+    }
+    match f.open_note {
+        Some(("question", text)) => return Turn::Answer(text),
+        Some((_, text)) => return Turn::Blocked(text),
+        None => {}
+    }
+    match (f.live, f.queued, f.stage) {
+        (Some(true), _, _) => Turn::Running,
+        (Some(false), _, _) => Turn::Starting,
+        (None, true, _) => Turn::Queued,
+        (None, false, Some((stage, false))) => Turn::Person(stage),
+        (None, false, Some((stage, true))) => Turn::Stalled(stage),
+        (None, false, None) => Turn::Finished,
+    }
+}
+
+impl Turn<'_> {
+    /// A stable word for the API and the web app's styling.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Turn::Finished => "finished",
+            Turn::Flagged(_) => "flagged",
+            Turn::Answer(_) => "answer",
+            Turn::Blocked(_) => "blocked",
+            Turn::Person(_) => "person",
+            Turn::Queued => "queued",
+            Turn::Starting => "starting",
+            Turn::Running => "running",
+            Turn::Stalled(_) => "stalled",
+        }
+    }
+
+    /// Whether a person must act before the task moves on.
+    pub fn needs_person(&self) -> bool {
+        matches!(self, Turn::Flagged(_) | Turn::Answer(_) | Turn::Blocked(_) | Turn::Person(_) | Turn::Stalled(_))
+    }
+
+    /// What a task list says: `needs a person: review`, `waiting for an answer: …`.
+    pub fn label(&self) -> String {
+        match self {
+            Turn::Finished => "-".into(),
+            Turn::Flagged(why) => format!("needs a person: {why}"),
+            Turn::Answer(q) => format!("waiting for an answer: {q}"),
+            Turn::Blocked(b) => format!("blocked: {b}"),
+            Turn::Person(stage) => format!("needs a person: {stage}"),
+            Turn::Queued => "queued for a slot".into(),
+            Turn::Starting => "starting".into(),
+            Turn::Running => "running".into(),
+            Turn::Stalled(stage) => format!("needs a person: {stage} has no run"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open<'a>() -> TurnFacts<'a> {
+        TurnFacts { status: TaskStatus::Open, flagged: None, open_note: None, stage: Some(("code", true)), queued: false, live: None }
+    }
+
+    #[test]
+    fn a_stage_kept_for_people_is_their_turn() {
+        let f = TurnFacts { stage: Some(("review", false)), ..open() };
+        assert_eq!(turn(&f), Turn::Person("review"));
+        assert_eq!(turn(&f).label(), "needs a person: review");
+        assert!(turn(&f).needs_person());
+    }
+
+    #[test]
+    fn a_question_shows_while_the_run_waits() {
+        let f = TurnFacts { open_note: Some(("question", "which db?")), live: Some(true), ..open() };
+        assert_eq!(turn(&f).label(), "waiting for an answer: which db?");
+        let f = TurnFacts { open_note: Some(("blocker", "no creds")), live: Some(true), ..open() };
+        assert_eq!(turn(&f).label(), "blocked: no creds");
+        assert!(turn(&f).needs_person());
+    }
+
+    #[test]
+    fn agents_and_the_scheduler_have_their_turns() {
+        assert_eq!(turn(&TurnFacts { queued: true, ..open() }).label(), "queued for a slot");
+        assert_eq!(turn(&TurnFacts { live: Some(false), ..open() }), Turn::Starting);
+        assert_eq!(turn(&TurnFacts { live: Some(true), ..open() }).label(), "running");
+        assert!(!turn(&TurnFacts { live: Some(true), ..open() }).needs_person());
+        assert!(!turn(&TurnFacts { queued: true, ..open() }).needs_person());
+    }
+
+    #[test]
+    fn a_flag_comes_first_and_a_finished_task_has_no_turn() {
+        let f = TurnFacts { flagged: Some("ended 3 times"), open_note: Some(("question", "q")), ..open() };
+        assert_eq!(turn(&f).label(), "needs a person: ended 3 times");
+        // A cancelled task that was flagged no longer needs anyone.
+        let f = TurnFacts { status: TaskStatus::Cancelled, flagged: Some("ended 3 times"), stage: None, ..open() };
+        assert_eq!(turn(&f), Turn::Finished);
+        assert!(!turn(&f).needs_person());
+        assert_eq!(turn(&f).label(), "-");
+    }
+
+    #[test]
+    fn an_agent_stage_with_nothing_moving_is_called_out() {
+        assert_eq!(turn(&open()), Turn::Stalled("code"));
+        assert!(turn(&open()).needs_person());
+    }
+}
