@@ -299,6 +299,10 @@ pub struct ServerArgs {
     /// on a person) before it is replaced with a fresh one.
     #[arg(long, default_value_t = 30.0 * 60.0)]
     pub stall_secs: f64,
+    /// Runs a task's stage gets without a hand-off (the first and its replacements)
+    /// before the task is flagged for a person. Runs lost with their device do not count.
+    #[arg(long, default_value_t = 3)]
+    pub stage_runs: u32,
     /// Seconds before the first retry of a failed webhook delivery (doubling after).
     #[arg(long, default_value_t = 5.0)]
     pub webhook_retry_secs: f64,
@@ -574,7 +578,7 @@ pub enum WebhookCmd {
         url: String,
         /// An event type to receive (repeat): session.started, session.ended,
         /// session.lost, task.stage_advanced, task.input_requested, task.finished,
-        /// spend.cap_reached.
+        /// spend.cap_reached, task.needs_person.
         #[arg(long = "event", required = true)]
         events: Vec<String>,
     },

@@ -83,6 +83,10 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         },
         monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
         stall_after: seconds("--stall-secs", args.stall_secs)?,
+        max_attempts: match args.stage_runs {
+            1..=100 => args.stage_runs,
+            _ => bail!("--stage-runs must be between 1 and 100"),
+        },
         webhook_retry: drover_core::webhook::RetryPolicy {
             base: seconds("--webhook-retry-secs", args.webhook_retry_secs)?,
             max_attempts: match args.webhook_attempts {

@@ -291,3 +291,54 @@ fn a_revoked_device_is_refused_and_its_sessions_are_flagged_then_lost() {
     assert_eq!(status, 200);
     assert!(body.contains("\"device_revoked\""), "the revocation is on the record");
 }
+
+#[test]
+fn a_silent_device_takes_no_new_runs_and_what_it_lost_costs_no_attempt() {
+    // One run per stage: a lost run that counted would flag the task at once.
+    let server: Vec<&str> = FAST.iter().copied().chain(["--stage-runs", "1"]).collect();
+    let s = Split::start_with("frozen", &server, &HEARTBEAT);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = support::git_repo(tmp.path());
+    let marks = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    // Each run that starts leaves a mark named after its session, then hands off.
+    let script = tmp.path().join("agent.sh");
+    let body = format!(
+        "#!/bin/sh\nset -e\ntouch '{}'/\"$DROVER_SESSION\"\n'{}' task advance --note done\nsleep 60\n",
+        marks.path().display(),
+        bin().display()
+    );
+    support::executable(&script, &body);
+    let cli = &s.cli;
+    cli.ok(&["repo", "add", "app", "--device", "frozen", "--path", repo.to_str().unwrap()]);
+    cli.ok(&["agent", "create", "bot", "--harness", "custom", "--", script.to_str().unwrap(), "{prompt}"]);
+
+    // The daemon freezes (its link stays open) just as a run is staffed on it.
+    s.signal_device("STOP");
+    let task =
+        cli.ok(&["task", "create", "--repo", "app", "--title", "Frozen", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let t = wait_until("the first run lost and the stage queued again", secs(30), || {
+        let t = cli.json(&["task", "show", &task]);
+        (t["sessions"][0]["outcome"] == "lost" && t["task"]["queued_at"].is_string()).then_some(t)
+    });
+    assert!(t["task"]["flagged"].is_null(), "a run its device lost is not the agent's attempt: {t}");
+    assert_eq!(t["task"]["attempts"], 0);
+    assert_eq!(t["task"]["turn"]["label"], "queued for a slot");
+    let lost = t["sessions"][0]["id"].as_str().unwrap().to_string();
+    // Silent, though still connected: no replacement is sent its way.
+    std::thread::sleep(Duration::from_secs(3));
+    let t = cli.json(&["task", "show", &task]);
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "a silent device took a new run: {t}");
+
+    // It wakes: the run it was sent before it froze never starts; a replacement does.
+    s.signal_device("CONT");
+    let t = wait_until("the replacement's hand-off", secs(60), || {
+        let t = cli.json(&["task", "show", &task]);
+        (t["task"]["status"] == "done").then_some(t)
+    });
+    let runs: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
+    assert_eq!(runs[0], "lost");
+    let replacement = t["sessions"].as_array().unwrap().last().unwrap()["id"].as_str().unwrap().to_string();
+    assert!(marks.path().join(&replacement).exists(), "the replacement ran");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!marks.path().join(&lost).exists(), "a run already marked lost must never start");
+}

@@ -618,3 +618,21 @@ fn a_stage_kept_for_people_holds_the_task_whatever_its_agent() {
     // No agent may take the name that marks people's stages.
     assert!(d.fails(&["agent", "create", "human", "--harness", "custom", "--", "true"]).contains("pick another agent name"));
 }
+
+#[test]
+fn a_run_that_cannot_be_set_up_flags_its_task_at_once_with_the_cause() {
+    let d = Drover::up();
+    let r = repo();
+    d.ok(&["repo", "add", "app", "--device", &d.device, "--path", r.path().to_str().unwrap()]);
+    // No such command: one run, flagged with why, never retried.
+    d.ok(&["agent", "create", "ghost", "--harness", "custom", "--", "/nonexistent/agent-cli", "{prompt}"]);
+    let id =
+        d.ok(&["task", "create", "--repo", "app", "--title", "Ghost", "--stages", "code", "--assign", "code=ghost"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(30), "flagged", |t| t["task"]["flagged"].is_string());
+    let why = t["task"]["flagged"].as_str().unwrap();
+    assert!(why.starts_with("the code stage could not start:") && why.contains("/nonexistent/agent-cli"), "{why}");
+    std::thread::sleep(Duration::from_secs(2));
+    let t = task(&d, &id);
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "not retried: {t}");
+    assert!(d.ok(&["task", "list"]).contains("needs a person: the code stage could not start"));
+}

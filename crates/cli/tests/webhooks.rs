@@ -229,3 +229,25 @@ fn webhooks_never_reach_inside_when_added_or_when_delivered() {
     std::thread::sleep(Duration::from_millis(800));
     assert!(entries(&r.log).is_empty(), "nothing reached the receiver inside");
 }
+
+#[test]
+fn a_task_flagged_for_a_person_fires_task_needs_person() {
+    let s = Split::start_with("flags", &["--webhook-retry-secs", "0.2", "--allow-webhook-host", "127.0.0.1"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secrets = tmp.path().join("secrets.txt");
+    std::fs::write(&secrets, "").unwrap();
+    let r = receiver(tmp.path(), 0, &secrets, 0, "");
+    let (_, secret) = add(&s, &r.url, &["task.needs_person"]);
+    std::fs::write(&secrets, format!("{secret}\n")).unwrap();
+    let repo = support::git_repo(tmp.path());
+    s.cli.ok(&["repo", "add", "app", "--device", "flags", "--path", repo.to_str().unwrap()]);
+    s.cli.ok(&["agent", "create", "ghost", "--harness", "custom", "--", "/nonexistent/agent-cli", "{prompt}"]);
+    let task =
+        s.cli.ok(&["task", "create", "--repo", "app", "--title", "Ghost", "--stages", "code", "--assign", "code=ghost"]).trim().to_string();
+    let e = wait_until("task.needs_person", secs(30), || entries(&r.log).into_iter().find(|e| e["type"] == "task.needs_person"));
+    assert_eq!(e["verified_by"], serde_json::json!([0]));
+    let hook = s.cli.json(&["webhook", "list"])[0]["id"].as_str().unwrap().to_string();
+    let payload = &s.cli.json(&["webhook", "deliveries", &hook])[0]["payload"];
+    assert_eq!(payload["data"]["task"], task.as_str());
+    assert!(payload["data"]["detail"]["reason"].as_str().unwrap().contains("could not start"), "{payload}");
+}

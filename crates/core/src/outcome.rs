@@ -131,6 +131,12 @@ pub enum RunEnd {
         /// What was observed, for a person.
         reason: String,
     },
+    /// Its device went silent, was revoked, or came back without it: the run is gone
+    /// through no fault of its own (its stage is staffed again without counting it).
+    DeviceLost {
+        /// What was observed, for a person.
+        reason: String,
+    },
     /// An operator stopped it while its device was offline: nobody can confirm the
     /// process stopped yet (its device stops it when it reconnects).
     StoppedOffline {
@@ -143,6 +149,29 @@ pub enum RunEnd {
         /// What was observed, for a person.
         reason: String,
     },
+}
+
+/// Whose doing a run's end was: what its task does next depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The run's own: it exited, stalled or was stopped (an attempt of its stage).
+    Run,
+    /// Its device's: the run is gone through no fault of the agent (not an attempt).
+    Device,
+    /// It could not be set up (no such command, no repository, no base branch): trying
+    /// again fails the same way until a person fixes the cause.
+    Setup,
+}
+
+impl RunEnd {
+    /// Whose doing this end was.
+    pub fn fault(&self) -> Fault {
+        match self {
+            RunEnd::StartFailed { .. } => Fault::Setup,
+            RunEnd::DeviceLost { .. } => Fault::Device,
+            RunEnd::Exited { .. } | RunEnd::Lost { .. } | RunEnd::StoppedOffline { .. } | RunEnd::OutlivedSandbox { .. } => Fault::Run,
+        }
+    }
 }
 
 /// A transition of a run that is not allowed from its current outcome.
@@ -226,6 +255,9 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
         RunEnd::Lost { reason } => {
             Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: false }
         }
+        RunEnd::DeviceLost { reason } => {
+            Ending { outcome: Outcome::Lost, exit_code: None, reason: reason.clone(), killed: false, survives_hand_off: false }
+        }
         RunEnd::StoppedOffline { reason } => {
             Ending { outcome: Outcome::Released, exit_code: None, reason: reason.clone(), killed: true, survives_hand_off: false }
         }
@@ -267,6 +299,17 @@ fn signal_name(sig: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_that_loses_a_run_is_not_the_runs_fault() {
+        let e = on_end(Outcome::Starting, &RunEnd::DeviceLost { reason: "device silent".into() }).unwrap();
+        assert_eq!((e.outcome, e.reason.as_str()), (Outcome::Lost, "device silent"));
+        assert_eq!(RunEnd::DeviceLost { reason: String::new() }.fault(), Fault::Device);
+        assert_eq!(RunEnd::StartFailed { reason: String::new() }.fault(), Fault::Setup);
+        assert_eq!(RunEnd::Lost { reason: String::new() }.fault(), Fault::Run);
+        let exit = RunEnd::Exited { status: ExitStatus { code: Some(1), signal: None }, stop_requested: false };
+        assert_eq!(exit.fault(), Fault::Run);
+    }
 
     #[test]
     fn words_round_trip() {

@@ -11,6 +11,9 @@ pub struct Candidate<D> {
     pub name: String,
     /// Whether its daemon is connected.
     pub connected: bool,
+    /// Whether it has been silent for the Device-silent window (connected or not): it
+    /// takes no new runs until it reports in.
+    pub silent: bool,
     /// Whether it has the task's repository.
     pub has_repo: bool,
     /// Sessions it may run at once.
@@ -32,7 +35,7 @@ impl<D> Candidate<D> {
 pub fn pick<D: Copy>(candidates: &[Candidate<D>]) -> Option<D> {
     candidates
         .iter()
-        .filter(|c| c.connected && c.has_repo && c.runs && c.free() > 0)
+        .filter(|c| c.connected && !c.silent && c.has_repo && c.runs && c.free() > 0)
         .max_by(|a, b| a.free().cmp(&b.free()).then_with(|| b.name.cmp(&a.name)))
         .map(|c| c.id)
 }
@@ -42,7 +45,7 @@ mod tests {
     use super::*;
 
     fn c(id: u32, connected: bool, has_repo: bool, slots: u32, live: u32) -> Candidate<u32> {
-        Candidate { id, name: format!("d{id}"), connected, has_repo, slots, live, runs: true }
+        Candidate { id, name: format!("d{id}"), connected, silent: false, has_repo, slots, live, runs: true }
     }
 
     #[test]
@@ -50,6 +53,7 @@ mod tests {
         assert_eq!(pick::<u32>(&[]), None);
         assert_eq!(pick(&[c(1, false, true, 4, 0)]), None, "not connected");
         assert_eq!(pick(&[c(1, true, false, 4, 0)]), None, "no repo");
+        assert_eq!(pick(&[Candidate { silent: true, ..c(1, true, true, 4, 0) }]), None, "silent though connected");
         assert_eq!(pick(&[Candidate { runs: false, ..c(1, true, true, 4, 0) }]), None, "refuses runs");
         assert_eq!(pick(&[Candidate { runs: false, ..c(1, true, true, 8, 0) }, c(2, true, true, 1, 0)]), Some(2), "the one that runs them");
         assert_eq!(pick(&[c(1, true, true, 2, 2)]), None, "full");

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::outcome::Fault;
+
 /// A task's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -124,17 +126,24 @@ pub fn after_hand_off(current: usize, len: usize) -> AfterHandOff {
 pub enum Restaff {
     /// Staff the stage again (this is attempt number `n`, 1-based).
     Again(u32),
-    /// Attempts used up: flag the task for a human instead of looping.
+    /// Staff it again without counting the run that ended (its device lost it).
+    Uncounted,
+    /// Attempts used up: flag the task for a person instead of looping.
     Flag,
+    /// The run could not be set up: flag the task at once with the cause (trying again
+    /// would fail the same way).
+    FlagSetup,
 }
 
-/// Whether a stage whose run ended without a hand-off is staffed again, given the
-/// attempts already made on it and the limit.
-pub fn restaff(attempts_made: u32, max_attempts: u32) -> Restaff {
-    if attempts_made < max_attempts {
-        Restaff::Again(attempts_made + 1)
-    } else {
-        Restaff::Flag
+/// Whether a stage whose run ended without a hand-off is staffed again, given whose
+/// fault the end was, the runs already made on it (the one that ended included) and
+/// the most runs a stage gets.
+pub fn restaff(fault: Fault, runs_made: u32, max_runs: u32) -> Restaff {
+    match fault {
+        Fault::Setup => Restaff::FlagSetup,
+        Fault::Device => Restaff::Uncounted,
+        Fault::Run if runs_made < max_runs => Restaff::Again(runs_made + 1),
+        Fault::Run => Restaff::Flag,
     }
 }
 
@@ -198,10 +207,17 @@ mod tests {
 
     #[test]
     fn restaffing_is_bounded() {
-        assert_eq!(restaff(0, 3), Restaff::Again(1));
-        assert_eq!(restaff(2, 3), Restaff::Again(3));
-        assert_eq!(restaff(3, 3), Restaff::Flag);
-        assert_eq!(restaff(0, 0), Restaff::Flag);
+        assert_eq!(restaff(Fault::Run, 0, 3), Restaff::Again(1));
+        assert_eq!(restaff(Fault::Run, 2, 3), Restaff::Again(3));
+        assert_eq!(restaff(Fault::Run, 3, 3), Restaff::Flag);
+        assert_eq!(restaff(Fault::Run, 0, 0), Restaff::Flag);
+    }
+
+    #[test]
+    fn a_lost_device_costs_no_attempt_and_a_set_up_failure_is_flagged_at_once() {
+        assert_eq!(restaff(Fault::Device, 3, 3), Restaff::Uncounted);
+        assert_eq!(restaff(Fault::Device, 1, 3), Restaff::Uncounted);
+        assert_eq!(restaff(Fault::Setup, 1, 3), Restaff::FlagSetup);
     }
 
     #[test]

@@ -22,11 +22,14 @@ pub enum WebhookEvent {
     TaskFinished,
     /// A spend cap was reached and the run spending was stopped.
     SpendCapReached,
+    /// A task was flagged for a person: its stage could not be set up, or its runs
+    /// keep ending without a hand-off.
+    TaskNeedsPerson,
 }
 
 impl WebhookEvent {
     /// Every type.
-    pub const ALL: [WebhookEvent; 7] = [
+    pub const ALL: [WebhookEvent; 8] = [
         WebhookEvent::SessionStarted,
         WebhookEvent::SessionEnded,
         WebhookEvent::SessionLost,
@@ -34,6 +37,7 @@ impl WebhookEvent {
         WebhookEvent::TaskInputRequested,
         WebhookEvent::TaskFinished,
         WebhookEvent::SpendCapReached,
+        WebhookEvent::TaskNeedsPerson,
     ];
 
     /// The type's name in payloads and subscriptions (`session.lost`).
@@ -46,6 +50,7 @@ impl WebhookEvent {
             WebhookEvent::TaskInputRequested => "task.input_requested",
             WebhookEvent::TaskFinished => "task.finished",
             WebhookEvent::SpendCapReached => "spend.cap_reached",
+            WebhookEvent::TaskNeedsPerson => "task.needs_person",
         }
     }
 
@@ -63,6 +68,7 @@ impl WebhookEvent {
             EventKind::StageAdvanced => Some(WebhookEvent::TaskStageAdvanced),
             EventKind::QuestionAsked => Some(WebhookEvent::TaskInputRequested),
             EventKind::TaskFinished => Some(WebhookEvent::TaskFinished),
+            EventKind::TaskFlagged => Some(WebhookEvent::TaskNeedsPerson),
             EventKind::InputSent
             | EventKind::RecordingError
             | EventKind::TaskCreated
@@ -70,7 +76,6 @@ impl WebhookEvent {
             | EventKind::BlockerFiled
             | EventKind::BlockerResolved
             | EventKind::QuestionAnswered
-            | EventKind::TaskFlagged
             | EventKind::Commit
             | EventKind::Merged
             | EventKind::MergeRefused
@@ -178,6 +183,7 @@ mod tests {
         assert_eq!(WebhookEvent::for_event(EventKind::SessionKilled), Some(WebhookEvent::SessionEnded));
         assert_eq!(WebhookEvent::for_event(EventKind::SessionConnectionLost), Some(WebhookEvent::SessionLost));
         assert_eq!(WebhookEvent::for_event(EventKind::QuestionAsked), Some(WebhookEvent::TaskInputRequested));
+        assert_eq!(WebhookEvent::for_event(EventKind::TaskFlagged), Some(WebhookEvent::TaskNeedsPerson));
         assert_eq!(WebhookEvent::for_event(EventKind::Comment), None);
     }
 

@@ -83,7 +83,20 @@ async fn adopt_existing(config: &DeviceConfig, registry: &Registry) {
 }
 
 /// Task runs whose worktree is being checked out, and whether a Stop arrived meanwhile.
-type Preparing = Arc<Mutex<std::collections::HashMap<SessionId, bool>>>;
+/// Task runs whose worktree is being checked out, with what the server asked of them
+/// meanwhile.
+type Preparing = Arc<Mutex<std::collections::HashMap<SessionId, Pending>>>;
+
+/// What the server asked of a run still being prepared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Pending {
+    /// Nothing yet: start it when ready.
+    Start,
+    /// Stop it once started.
+    Stop,
+    /// The server gave it up (lost, released): never start it.
+    Release,
+}
 
 async fn connect_once(config: &DeviceConfig, registry: &Registry, preparing: &Preparing) -> Result<(), LinkError> {
     let url = config.connect_url();
@@ -203,11 +216,12 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
         // input, stops and snapshots go on; a Stop for the run meanwhile is kept.
         ServerMessage::Start { spec, worktree: Some(worktree), skills } => {
             let id = spec.session;
-            preparing.lock().expect("preparing lock").insert(id, false);
+            preparing.lock().expect("preparing lock").insert(id, Pending::Start);
             let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
             tokio::spawn(async move {
-                start_session(&config, &registry, &up, *spec, Some(worktree), skills).await;
-                let stop = preparing.lock().expect("preparing lock").remove(&id).unwrap_or(false);
+                let released = || preparing.lock().expect("preparing lock").get(&id) == Some(&Pending::Release);
+                start_session(&config, &registry, &up, *spec, Some(worktree), skills, released).await;
+                let stop = preparing.lock().expect("preparing lock").remove(&id) == Some(Pending::Stop);
                 if let (true, Some(h)) = (stop, handle(&registry, id)) {
                     let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
                 }
@@ -215,7 +229,7 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             return;
         }
         ServerMessage::Start { spec, worktree: None, skills } => {
-            start_session(config, registry, up, *spec, None, skills).await;
+            start_session(config, registry, up, *spec, None, skills, || false).await;
             return;
         }
         ServerMessage::RemoveWorktree { worktree, force } => {
@@ -257,7 +271,12 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
         None if preparing.lock().expect("preparing lock").contains_key(&session) => {
             let req = match cmd {
                 SessionCmd::Shim(ShimRequest::Stop { .. }) => {
-                    preparing.lock().expect("preparing lock").insert(session, true);
+                    let mut preparing = preparing.lock().expect("preparing lock");
+                    preparing.entry(session).and_modify(|p| *p = (*p).max(Pending::Stop));
+                    return;
+                }
+                SessionCmd::Release => {
+                    preparing.lock().expect("preparing lock").insert(session, Pending::Release);
                     return;
                 }
                 SessionCmd::Shim(ShimRequest::SendText { req, .. }) => Some(req),
@@ -277,6 +296,8 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
     }
 }
 
+/// Prepares and starts a run; `released` says whether the server gave it up meanwhile
+/// (it is then never started).
 async fn start_session(
     config: &DeviceConfig,
     registry: &Registry,
@@ -284,6 +305,7 @@ async fn start_session(
     mut spec: SessionSpec,
     worktree: Option<Worktree>,
     skills: Vec<drover_protocol::device::SkillBundle>,
+    released: impl Fn() -> bool,
 ) {
     let id = spec.session;
     if handle(registry, id).is_some() {
@@ -320,6 +342,10 @@ async fn start_session(
             Ok(Err(e)) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
             Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
         }
+    }
+    if released() {
+        tracing::info!(session = %id, "not started: the server gave the run up while it was being prepared");
+        return;
     }
     let dir = SessionDir::new(config.sessions_dir().join(id.to_string()));
     match prepare_and_start(config, &dir, spec, git_dirs).await {

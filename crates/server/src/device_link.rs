@@ -95,7 +95,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
                 let _ = state.store.set_stale_flag(row.id, None).await;
             }
         } else {
-            let end = RunEnd::Lost { reason: "the device came back online without reporting this session".into() };
+            let end = RunEnd::DeviceLost { reason: "the device came back online without reporting this session".into() };
             let _ = ingest::end_session(&state, device, &name, row.id, &ingest::EndReport::now(end, row.output_bytes)).await;
         }
     }

@@ -148,5 +148,5 @@ pub async fn end_session(
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }
-    crate::tasks::after_end(state, &row, &ending).await
+    crate::tasks::after_end(state, &row, &ending, report.end.fault()).await
 }

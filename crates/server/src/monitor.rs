@@ -120,7 +120,7 @@ async fn check_one(state: &AppState, c: &LiveCheck) -> Result<(), StoreError> {
             };
             let reason = f.lost_reason().to_string();
             let end = match f {
-                StaleFlag::DeviceSilent | StaleFlag::DeviceRevoked => RunEnd::Lost { reason },
+                StaleFlag::DeviceSilent | StaleFlag::DeviceRevoked => RunEnd::DeviceLost { reason },
                 StaleFlag::SandboxRetired => RunEnd::OutlivedSandbox { reason },
             };
             end_lost(state, &fresh.session, end).await?;

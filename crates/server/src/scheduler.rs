@@ -74,6 +74,13 @@ fn runs_what_it_is_given(d: &DeviceRow) -> bool {
     !matches!(offer, Some(drover_core::confinement::Offer::Unavailable { .. }))
 }
 
+/// Whether a device has not reported in for the Device-silent window: it may still hold
+/// its link open (a stopped process, a hung machine) but would only lose a new run.
+fn is_silent(state: &AppState, d: &DeviceRow) -> bool {
+    let last = d.last_contact_at.as_deref().and_then(drover_store::parse_time);
+    last.is_some_and(|at| (chrono::Utc::now() - at).to_std().unwrap_or_default() >= state.config.liveness.device_silent_after)
+}
+
 /// Starts a run for `task`'s current stage if a device can take it; returns the device.
 async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Result<Option<DeviceId>, drover_store::StoreError> {
     let Some(stage) = task.stage() else { return Ok(None) };
@@ -100,6 +107,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
             id: d.id,
             name: d.name.clone(),
             connected: state.devices.is_connected(d.id),
+            silent: is_silent(state, d),
             has_repo: path.is_some(),
             slots: d.slots,
             live: d.live_sessions,
@@ -119,7 +127,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     // The stage's previous run was lost with this agent on it: resume its conversation.
     let runs = state.store.task_sessions(task.id).await?;
     let previous = runs.iter().rev().find(|r| r.stage.as_deref() == Some(stage.stage.as_str()));
-    let previous_lost = previous.is_some_and(|r| r.outcome == Outcome::Lost && r.agent == Some(agent.id));
+    let previous_lost = previous.is_some_and(|r| r.outcome == Outcome::Lost && r.agent == Some(agent.id) && r.started_at.is_some());
     let opening = match harness.clone().and_then(|h| opening(h, &prompt, &agent.route, &agent.template, previous_lost)) {
         Ok(o) => o,
         Err(e) => {
@@ -178,7 +186,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
         .map(|s| drover_protocol::device::SkillBundle { name: s.name, folder: folder.clone(), files: s.files })
         .collect();
     if state.devices.send(device, &ServerMessage::Start { spec: Box::new(spec), worktree: Some(worktree), skills }).await.is_err() {
-        let end = RunEnd::StartFailed { reason: "the device disconnected before the run could be started".into() };
+        let end = RunEnd::DeviceLost { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
         return Ok(None);
     }

@@ -2,7 +2,7 @@
 //! finished task's worktree is cleaned up); a run that ended without a hand-off is
 //! replaced, a bounded number of times, before the task is flagged for a human.
 
-use drover_core::outcome::Ending;
+use drover_core::outcome::{Ending, Fault};
 use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{restaff, Restaff, TaskStatus};
 use drover_core::{branch, DeviceId, Outcome, SandboxState};
@@ -11,8 +11,8 @@ use drover_store::{SessionRow, StoreError, TaskRow};
 
 use crate::AppState;
 
-/// Follows up a task run that just ended.
-pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> Result<(), StoreError> {
+/// Follows up a task run that just ended, `fault` saying whose doing the end was.
+pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending, fault: Fault) -> Result<(), StoreError> {
     let Some(task_id) = row.task else { return Ok(()) };
     let Some(task) = state.store.task(task_id).await? else { return Ok(()) };
     if matches!(row.sandbox_state, SandboxState::Done | SandboxState::Abandoned) {
@@ -28,11 +28,16 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending) -> R
         && matches!(ending.outcome, Outcome::Incomplete | Outcome::Failed | Outcome::Lost)
         && task.stage().map(|s| &s.stage) == row.stage.as_ref()
     {
-        match restaff(task.attempts, state.config.max_attempts) {
-            Restaff::Again(_) => state.store.queue_task(task.id, task.stage_index).await?,
+        let stage = row.stage.clone().unwrap_or_default();
+        match restaff(fault, task.attempts, state.config.max_attempts) {
+            Restaff::Again(_) => state.store.queue_task(task.id, task.stage_index, true).await?,
+            Restaff::Uncounted => state.store.queue_task(task.id, task.stage_index, false).await?,
             Restaff::Flag => {
-                let stage = row.stage.clone().unwrap_or_default();
                 let why = format!("the {stage} stage ended {} times without a hand-off", task.attempts);
+                state.store.flag_task(task.id, &why, "scheduler").await?;
+            }
+            Restaff::FlagSetup => {
+                let why = format!("the {stage} stage {}", ending.reason);
                 state.store.flag_task(task.id, &why, "scheduler").await?;
             }
         }

@@ -655,15 +655,19 @@ impl Store {
     }
 
     /// Puts the task's stage `stage_index` in the queue for a slot again, if the task is
-    /// still open, unflagged and at that stage.
-    pub async fn queue_task(&self, id: TaskId, stage_index: usize) -> Result<()> {
+    /// still open, unflagged and at that stage. Unless `counted`, the run that ended
+    /// does not count among the stage's runs (its device lost it).
+    pub async fn queue_task(&self, id: TaskId, stage_index: usize, counted: bool) -> Result<()> {
         sqlx::query(
-            "UPDATE tasks SET queued_at = COALESCE(queued_at, $1), updated_at = $2 WHERE id = $3 AND status = 'open' AND stage_index = $4 AND flagged IS NULL",
+            "UPDATE tasks SET queued_at = COALESCE(queued_at, $1), updated_at = $2,
+                 attempts = CASE WHEN $5 = 1 OR attempts = 0 THEN attempts ELSE attempts - 1 END
+             WHERE id = $3 AND status = 'open' AND stage_index = $4 AND flagged IS NULL",
         )
         .bind(now())
         .bind(now())
         .bind(id.to_string())
         .bind(stage_index as i64)
+        .bind(i64::from(counted))
         .execute(&self.writes)
         .await?;
         Ok(())

@@ -36,6 +36,7 @@ const EVENT_TYPES = [
   "task.input_requested",
   "task.finished",
   "spend.cap_reached",
+  "task.needs_person",
 ];
 
 

@@ -564,6 +564,13 @@ impl Split {
         }
     }
 
+    /// Sends the device daemon a signal (`STOP`, `CONT`), as `kill -SIG` does.
+    pub fn signal_device(&self, signal: &str) {
+        let pid = self.device.as_ref().expect("the device runs").id();
+        let ok = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("kill").success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
     /// `kill -9` the server.
     pub fn kill_server(&mut self) {
         if let Some(mut c) = self.server.take() {
