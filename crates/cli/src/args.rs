@@ -708,6 +708,14 @@ pub enum TaskCmd {
         /// The answer.
         text: String,
     },
+    /// Change a task before its first run: the branch it starts from and merges into.
+    Set {
+        /// The task id (default: $DROVER_TASK).
+        id: Option<String>,
+        /// The base branch (it must exist in the device's clone).
+        #[arg(long)]
+        base: String,
+    },
     /// Launch session: a fresh run for the current stage when none is live.
     Launch {
         /// The task id.

@@ -146,6 +146,12 @@ impl Client {
         resp.json().await.context("decoding the server's answer")
     }
 
+    /// PATCH JSON, decoding JSON.
+    pub async fn patch<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        let resp = self.send(self.request(Method::PATCH, path).json(body)).await?;
+        resp.json().await.context("decoding the server's answer")
+    }
+
     /// DELETE, decoding JSON.
     pub async fn delete_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let resp = self.send(self.request(Method::DELETE, path)).await?;

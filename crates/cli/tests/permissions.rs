@@ -218,6 +218,7 @@ const MATRIX: &[Row] = &[
     r("DELETE", "/api/v1/webhooks/{fresh_webhook}",                "", [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/devices/{fresh_device}/revoke",           "", [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/tasks/{fresh_task}/cancel",               "", [A, A, A, D, D, U, U]),
+    r("PATCH",  "/api/v1/tasks/{fresh_task}",                      r#"{"base":"main"}"#, [A, A, A, D, D, U, U]),
     r("POST",   "/api/v1/tasks/{fresh_task}/abandon",              "", [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/tasks/{finish_task}/finish",              "", [A, A, A, D, D, U, U]),
     r("POST",   "/api/v1/tasks/{completing_task}/mark-done",       "", [A, A, D, D, D, U, U]),

@@ -636,3 +636,41 @@ fn a_run_that_cannot_be_set_up_flags_its_task_at_once_with_the_cause() {
     assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "not retried: {t}");
     assert!(d.ok(&["task", "list"]).contains("needs a person: the code stage could not start"));
 }
+
+#[test]
+fn repos_are_checked_on_the_device_and_a_wrong_base_can_be_put_right_before_the_first_run() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), WORK_AND_HAND_OFF);
+    let r = setup(&d, &script);
+    let path = r.path().to_str().unwrap();
+    // repo add asks the device: the path, that it is a clone, that the base exists.
+    let missing = d.fails(&["repo", "add", "x", "--device", &d.device, "--path", "/nonexistent/clone"]);
+    assert!(missing.contains("/nonexistent/clone does not exist on this device"), "{missing}");
+    let plain = tempfile::tempdir().unwrap();
+    let not_git = d.fails(&["repo", "add", "x", "--device", &d.device, "--path", plain.path().to_str().unwrap()]);
+    assert!(not_git.contains("is not a git repository"), "{not_git}");
+    let no_base = d.fails(&["repo", "add", "x", "--device", &d.device, "--path", path, "--base", "nope"]);
+    assert!(no_base.contains("branch `nope` does not exist"), "{no_base}");
+    assert!(!d.ok(&["repo", "list"]).contains("x "), "nothing half-registered");
+
+    // A base that goes away after the repo was added: the task is flagged at once, with why.
+    git(r.path(), &["branch", "release"]);
+    d.ok(&["repo", "add", "rel", "--device", &d.device, "--path", path, "--base", "release"]);
+    git(r.path(), &["branch", "-D", "release"]);
+    let id =
+        d.ok(&["task", "create", "--repo", "rel", "--title", "Wrong base", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let t = wait_task(&d, &id, secs(30), "flagged", |t| t["task"]["flagged"].is_string());
+    assert!(t["task"]["flagged"].as_str().unwrap().contains("branch `release` does not exist"), "{}", t["task"]["flagged"]);
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "not retried");
+    // It can be put right: checked on the device, then a fresh run starts from it.
+    assert!(d.fails(&["task", "set", &id, "--base", "nope"]).contains("branch `nope` does not exist"));
+    assert!(d.ok(&["task", "set", &id, "--base", "main"]).contains("task launch"));
+    d.ok(&["task", "launch", &id]);
+    let t = wait_task(&d, &id, secs(60), "done", finished);
+    assert_eq!(t["sessions"].as_array().unwrap().last().unwrap()["outcome"], "completed");
+    assert!(t["events"].as_array().unwrap().iter().any(|e| e["kind"] == "task_base_changed" && e["detail"]["to"] == "main"));
+    // Once a run has started, its branch came from that base: no more changes.
+    let refused = d.fails(&["task", "set", &id, "--base", "main"]);
+    assert!(refused.contains("already done") || refused.contains("has started"), "{refused}");
+}

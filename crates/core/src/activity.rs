@@ -79,11 +79,13 @@ pub enum EventKind {
     SkillChanged,
     /// An owner or admin started a session outside the sandbox (`--unconfined`).
     UnconfinedStart,
+    /// A person changed the branch a task starts from (before its first run).
+    TaskBaseChanged,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 36] = [
+    pub const ALL: [EventKind; 37] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -120,6 +122,7 @@ impl EventKind {
         EventKind::DeviceEnrolled,
         EventKind::SkillChanged,
         EventKind::UnconfinedStart,
+        EventKind::TaskBaseChanged,
     ];
 
     /// The identifier used in the API and storage.
@@ -161,6 +164,7 @@ impl EventKind {
             EventKind::DeviceEnrolled => "device_enrolled",
             EventKind::SkillChanged => "skill_changed",
             EventKind::UnconfinedStart => "unconfined_start",
+            EventKind::TaskBaseChanged => "task_base_changed",
         }
     }
 
@@ -208,6 +212,7 @@ impl EventKind {
             EventKind::DeviceEnrolled => "device enrolled",
             EventKind::SkillChanged => "skill changed",
             EventKind::UnconfinedStart => "session started unconfined",
+            EventKind::TaskBaseChanged => "base branch changed",
         }
     }
 }

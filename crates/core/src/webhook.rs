@@ -95,7 +95,8 @@ impl WebhookEvent {
             | EventKind::RouteChanged
             | EventKind::DeviceEnrolled
             | EventKind::SkillChanged
-            | EventKind::UnconfinedStart => None,
+            | EventKind::UnconfinedStart
+            | EventKind::TaskBaseChanged => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }

@@ -252,6 +252,20 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             });
             return;
         }
+        ServerMessage::CheckRepo { req, path, base } => {
+            let up = up.clone();
+            tokio::spawn(async move {
+                let checked =
+                    tokio::task::spawn_blocking(move || crate::worktree::check_clone(std::path::Path::new(&path), base.as_deref())).await;
+                let problem = match checked {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(e) => Some(format!("the check stopped unexpectedly: {e}")),
+                };
+                send(&up, &DeviceMessage::RepoChecked { req, problem }).await;
+            });
+            return;
+        }
         ServerMessage::Prices { overrides } => {
             crate::usage::set_prices(drover_core::spend::PriceTable { overrides });
             return;

@@ -13,6 +13,17 @@ pub enum WorktreeError {
     /// The repository path is not a git clone.
     #[error("{0} is not a git repository on this device (declare the right path with `drover repo add`)")]
     NotARepo(String),
+    /// The repository path does not exist on this device.
+    #[error("{0} does not exist on this device (declare the clone's path with `drover repo add`)")]
+    NoPath(String),
+    /// The base branch is not in the clone.
+    #[error("branch `{base}` does not exist in {repo} (create it there, or pick another with `drover task set TASK --base BRANCH` / `drover repo add NAME --base BRANCH`)")]
+    NoBase {
+        /// The branch.
+        base: String,
+        /// The clone.
+        repo: String,
+    },
     /// A name could escape the worktree directory.
     #[error("invalid worktree name `{0}`")]
     BadName(String),
@@ -154,6 +165,24 @@ pub(crate) fn worktree_path(root: &Path, w: &Worktree) -> Result<PathBuf, Worktr
     Ok(root.join(&w.dir))
 }
 
+/// Checks that `repo` is a git clone on this device and has branch `base`, if given:
+/// what `drover repo add` asks before tasks rely on it.
+pub fn check_clone(repo: &Path, base: Option<&str>) -> Result<(), WorktreeError> {
+    let shown = repo.display().to_string();
+    if !repo.is_dir() {
+        return Err(WorktreeError::NoPath(shown));
+    }
+    if git(repo, &["rev-parse", "--git-dir"]).is_err() {
+        return Err(WorktreeError::NotARepo(shown));
+    }
+    if let Some(base) = base {
+        if git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{base}^{{commit}}")]).is_err() {
+            return Err(WorktreeError::NoBase { base: base.to_string(), repo: shown });
+        }
+    }
+    Ok(())
+}
+
 /// Makes sure the worktree exists under `root` on its branch; returns its path. Work
 /// carries from stage to stage: an existing worktree on the task's branch is reused as
 /// it is. A new branch starts from `w.base`, or from the clone's HEAD.
@@ -161,9 +190,7 @@ pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
     let path = worktree_path(root, w)?;
     let repo = Path::new(&w.repo_path);
     let _clone = lock_clone(repo);
-    if git(repo, &["rev-parse", "--git-dir"]).is_err() {
-        return Err(WorktreeError::NotARepo(w.repo_path.clone()));
-    }
+    check_clone(repo, None)?;
     if path.join(".git").exists() {
         let dirs = git_dirs(repo, &path)?;
         let found = git_worktree(&dirs, &path, &["branch", "--show-current"])?;
@@ -180,6 +207,7 @@ pub fn ensure(root: &Path, w: &Worktree) -> Result<PathBuf, WorktreeError> {
     if exists {
         git(repo, &["worktree", "add", &p, &w.branch])?;
     } else {
+        check_clone(repo, w.base.as_deref())?;
         let start = w.base.as_ref().map(|b| format!("refs/heads/{b}")).unwrap_or_else(|| "HEAD".into());
         git(repo, &["worktree", "add", "-b", &w.branch, &p, &start])?;
     }

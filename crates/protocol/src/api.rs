@@ -430,6 +430,24 @@ pub struct RepoView {
     pub base: Option<String>,
 }
 
+/// `PATCH /api/v1/tasks/{id}`: what to change (before the task's first run).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UpdateTask {
+    /// The branch it starts from and merges into.
+    #[serde(default)]
+    pub base: Option<String>,
+}
+
+/// The answer to `POST /api/v1/repos`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoAdded {
+    /// The device checked its clone (it exists, is a git repository, has the base branch).
+    pub checked: bool,
+    /// Why it could not be checked (the device is offline): runs then find out.
+    #[serde(default)]
+    pub unchecked_because: Option<String>,
+}
+
 /// `POST /api/v1/agents`: register an agent (the caller is its operator).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateAgent {

@@ -148,6 +148,13 @@ pub enum DeviceMessage {
         /// What happened.
         result: MergeResult,
     },
+    /// The answer to [`ServerMessage::CheckRepo`].
+    RepoChecked {
+        /// The request id.
+        req: u64,
+        /// Why the clone is not fit for tasks; None when it is.
+        problem: Option<String>,
+    },
 }
 
 impl DeviceMessage {
@@ -164,7 +171,9 @@ impl DeviceMessage {
             | DeviceMessage::Commit { session, .. }
             | DeviceMessage::Usage { session, .. }
             | DeviceMessage::Skills { session, .. } => Some(*session),
-            DeviceMessage::Hello { .. } | DeviceMessage::Heartbeat | DeviceMessage::Merged { .. } => None,
+            DeviceMessage::Hello { .. } | DeviceMessage::Heartbeat | DeviceMessage::Merged { .. } | DeviceMessage::RepoChecked { .. } => {
+                None
+            }
         }
     }
 }
@@ -309,6 +318,16 @@ pub enum ServerMessage {
         worktree: Worktree,
         /// The merge commit's message.
         message: String,
+    },
+    /// Check that a clone is fit for tasks (it exists, is a git repository, has the
+    /// base branch); answered with [`DeviceMessage::RepoChecked`].
+    CheckRepo {
+        /// Request id for the reply.
+        req: u64,
+        /// The clone's path on the device.
+        path: String,
+        /// The branch tasks start from, if one is named.
+        base: Option<String>,
     },
     /// Remove a task's worktree (its branch is kept).
     RemoveWorktree {

@@ -55,6 +55,8 @@ pub(crate) enum Relayed {
     Snapshot { device: DeviceId, session: SessionId, timeout_ms: u64, from: String, req: u64 },
     /// A merge; answer with [`Answer::Merge`].
     Merge { device: DeviceId, worktree: Worktree, message: String, timeout_ms: u64, from: String, req: u64 },
+    /// A clone check; answer with [`Answer::RepoCheck`].
+    CheckRepo { device: DeviceId, path: String, base: Option<String>, timeout_ms: u64, from: String, req: u64 },
     /// Drop `device`'s link (its credential was revoked).
     Kick { device: DeviceId },
     /// The answer to request `req`, from `device`.
@@ -76,6 +78,8 @@ pub(crate) enum Answer {
     Snapshot { offset: u64, cols: u16, rows: u16, data: String },
     /// A merge's result.
     Merge { result: MergeResult },
+    /// A clone check's result: why the clone is unfit, or None.
+    RepoCheck { problem: Option<String> },
     /// Whether a sent message was handed to the device's link.
     Sent { ok: bool },
     /// No answer came.
@@ -233,6 +237,16 @@ async fn handle(state: &AppState, m: Relayed) {
                 let answer = match state.devices.snapshot_local(device, session, Duration::from_millis(timeout_ms)).await {
                     Some(s) => Answer::Snapshot { offset: s.offset, cols: s.cols, rows: s.rows, data: B64.encode(&s.data) },
                     None => Answer::None,
+                };
+                reply(&state, &from, req, device, answer).await;
+            });
+        }
+        Relayed::CheckRepo { device, path, base, timeout_ms, from, req } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let answer = match state.devices.check_repo_local(device, path, base, Duration::from_millis(timeout_ms)).await {
+                    Ok(problem) => Answer::RepoCheck { problem },
+                    Err(_) => Answer::None,
                 };
                 reply(&state, &from, req, device, answer).await;
             });

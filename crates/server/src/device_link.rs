@@ -255,6 +255,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
             state.devices.delivered(req, device, Delivery::Delivered { bracketed_paste, offset, t_micros });
         }
         DeviceMessage::Merged { req, result } => state.devices.merged(req, device, result),
+        DeviceMessage::RepoChecked { req, problem } => state.devices.repo_checked(req, device, problem),
         DeviceMessage::Failed { req, reason, session } => match req {
             Some(req) => state.devices.delivered(req, device, Delivery::Failed(reason)),
             None => tracing::warn!(%session, "device: {reason}"),

@@ -109,6 +109,7 @@ pub struct Devices {
     sends: Pending<bool>,
     snapshots: Pending<Snapshot>,
     merges: Pending<MergeResult>,
+    repo_checks: Pending<Option<String>>,
 }
 
 /// How long a message relayed to another replica may take to reach the device's link.
@@ -141,6 +142,7 @@ impl Devices {
             self.deliveries.drop_device(id);
             self.snapshots.drop_device(id);
             self.merges.drop_device(id);
+            self.repo_checks.drop_device(id);
         }
         current
     }
@@ -152,6 +154,7 @@ impl Devices {
         self.deliveries.drop_device(id);
         self.snapshots.drop_device(id);
         self.merges.drop_device(id);
+        self.repo_checks.drop_device(id);
     }
 
     /// Reaches devices linked to other replicas through the mailboxes in `store`.
@@ -268,12 +271,14 @@ impl Devices {
                 Ok(r) => self.merges.resolve(req, from, r),
                 Err(_) => self.merges.fail(req, from),
             },
+            Answer::RepoCheck { problem } => self.repo_checks.resolve(req, from, problem),
             Answer::Sent { ok } => self.sends.resolve(req, from, ok),
             Answer::None => {
                 self.sends.fail(req, from);
                 self.deliveries.fail(req, from);
                 self.snapshots.fail(req, from);
                 self.merges.fail(req, from);
+                self.repo_checks.fail(req, from);
             }
         }
     }
@@ -408,5 +413,45 @@ impl Devices {
     /// Resolves a pending merge, answered by device `from`.
     pub fn merged(&self, req: u64, from: DeviceId, result: MergeResult) {
         self.merges.resolve(req, from, result);
+    }
+
+    /// Asks the device whether the clone at `path` is fit for tasks (exists, is a git
+    /// repository, has branch `base`): Ok(None) when it is, Ok(Some(why)) when not.
+    pub async fn check_repo(
+        &self,
+        id: DeviceId,
+        path: String,
+        base: Option<String>,
+        timeout: Duration,
+    ) -> Result<Option<String>, NoAnswer> {
+        let timeout_ms = timeout.as_millis() as u64;
+        let (p, b) = (path.clone(), base.clone());
+        self.request(
+            &self.repo_checks,
+            id,
+            |req| ServerMessage::CheckRepo { req, path, base },
+            |from, req| crate::cluster::Relayed::CheckRepo { device: id, path: p, base: b, timeout_ms, from, req },
+            timeout,
+        )
+        .await
+    }
+
+    /// [`Devices::check_repo`] on a device linked to this server.
+    pub async fn check_repo_local(
+        &self,
+        id: DeviceId,
+        path: String,
+        base: Option<String>,
+        timeout: Duration,
+    ) -> Result<Option<String>, NoAnswer> {
+        if !self.is_local(id) {
+            return Err(NoAnswer::NotConnected);
+        }
+        self.check_repo(id, path, base, timeout).await
+    }
+
+    /// Resolves a pending clone check, answered by device `from`.
+    pub fn repo_checked(&self, req: u64, from: DeviceId, problem: Option<String>) {
+        self.repo_checks.resolve(req, from, problem);
     }
 }

@@ -95,7 +95,7 @@ pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxT
 pub use sessions::{NewSession, RouteChange, RunTimes, SessionRow};
 pub use skills::SkillRow;
 pub use spend::{month_start, CapCheck, SpendKey, SpendRow};
-pub use tasks::{AgentRow, EarlierNote, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
+pub use tasks::{AgentRow, BaseRefused, EarlierNote, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
 pub use transfer::Moved;
 pub use web::WebSessionState;
 pub use webhooks::{DeliveryRow, DueDelivery, WebhookRow, WebhookSecret};

@@ -253,7 +253,7 @@ macro_rules! turn_columns {
 }
 
 const TASK_SELECT: &str = concat!(
-    "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
+    "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, t.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
     cost_text!("x.task_id = t.id"),
     " AS t_cost, ",
     turn_columns!(),
@@ -338,6 +338,15 @@ pub struct RepoRow {
     pub devices: Vec<(String, String)>,
     /// The branch its tasks start from and merge into.
     pub base: Option<String>,
+}
+
+/// Why a task's base branch cannot be changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaseRefused {
+    /// The task has finished.
+    Finished,
+    /// A run of it has started: its branch was made from the old base.
+    Started,
 }
 
 /// Why a hand-off was refused.
@@ -1135,6 +1144,52 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(note_row).collect()
+    }
+
+    /// Sets the branch the task starts from and merges into, before its first run: a
+    /// task filed on a wrong base (or flagged because its base does not exist) is put
+    /// right. Refused once a run of it has started (its branch exists by then).
+    pub async fn set_task_base(&self, task: &TaskRow, base: &str, actor: &str) -> Result<std::result::Result<(), BaseRefused>> {
+        let mut tx = self.write().await?;
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1").bind(task.id.to_string()).fetch_optional(&mut *tx).await?;
+        if status.as_deref() != Some("open") {
+            return Ok(Err(BaseRefused::Finished));
+        }
+        let runs: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sessions WHERE task_id = $1 AND (started_at IS NOT NULL OR outcome IN ('starting', 'running'))",
+        )
+        .bind(task.id.to_string())
+        .fetch_one(&mut *tx)
+        .await?;
+        if runs > 0 {
+            return Ok(Err(BaseRefused::Started));
+        }
+        let at = now();
+        sqlx::query("UPDATE tasks SET base_branch = $1, updated_at = $2 WHERE id = $3")
+            .bind(base)
+            .bind(&at)
+            .bind(task.id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE sandboxes SET base_branch = $1, updated_at = $2 WHERE task_id = $3 AND state NOT IN ('done', 'abandoned', 'stopped')",
+        )
+        .bind(base)
+        .bind(&at)
+        .bind(task.id.to_string())
+        .execute(&mut *tx)
+        .await?;
+        let e = NewEvent {
+            workspace: task.workspace,
+            session: None,
+            task: Some(task.id),
+            kind: EventKind::TaskBaseChanged,
+            actor: actor.into(),
+            detail: serde_json::json!({ "from": task.repo_base, "to": base }),
+        };
+        self.commit_with_event(tx, &e).await?;
+        Ok(Ok(()))
     }
 
     /// What earlier work on the task left for its next stage, oldest first: every

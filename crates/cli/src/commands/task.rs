@@ -3,7 +3,8 @@
 
 use anyhow::{bail, Context, Result};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody, WorkflowView,
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody,
+    UpdateTask, WorkflowView,
 };
 
 use super::print_json;
@@ -221,6 +222,17 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             }
             println!("answered {}", n.id);
         }
+        TaskCmd::Set { id, base } => {
+            let id = task_id(id)?;
+            let t: TaskView = client.patch(&format!("/api/v1/tasks/{}", seg(&id)), &UpdateTask { base: Some(base.clone()) }).await?;
+            if json {
+                return print_json(&t);
+            }
+            println!("task {id} now starts from `{base}`");
+            if t.flagged.is_some() && t.status == "open" {
+                println!("it is flagged for a person: `drover task launch {id}` starts a fresh run");
+            }
+        }
         TaskCmd::Launch { id } => control(&client, &id, "launch", "a fresh run is queued for a slot", json).await?,
         TaskCmd::Finish { id } => control(&client, &id, "finish", "the sandbox is completing", json).await?,
         TaskCmd::MarkDone { id } => control(&client, &id, "mark-done", "the sandbox is done (its branch is kept)", json).await?,
@@ -272,9 +284,14 @@ pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
         RepoCmd::Add { name, device, path, base } => {
-            client.post_ok("/api/v1/repos", &AddRepo { name: name.clone(), device: device.clone(), path, base }).await?;
-            if !json {
-                println!("repository `{name}` registered on `{device}`");
+            let added: RepoAdded =
+                client.post("/api/v1/repos", &AddRepo { name: name.clone(), device: device.clone(), path, base }).await?;
+            if json {
+                return print_json(&added);
+            }
+            match &added.unchecked_because {
+                None => println!("repository `{name}` registered on `{device}` (checked there)"),
+                Some(why) => println!("repository `{name}` registered on `{device}`, not checked: {why}; its first run checks it"),
             }
         }
         RepoCmd::List => {

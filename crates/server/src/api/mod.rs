@@ -71,7 +71,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/webhooks/{id}/deliveries/{msg}/redeliver", post(webhooks::redeliver))
         .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
         .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
-        .route("/api/v1/tasks/{id}", get(tasks::show))
+        .route("/api/v1/tasks/{id}", get(tasks::show).patch(tasks::update))
         .route("/api/v1/tasks/{id}/advance", post(tasks::advance))
         .route("/api/v1/tasks/{id}/comments", post(tasks::comment))
         .route("/api/v1/tasks/{id}/blockers", post(tasks::block))

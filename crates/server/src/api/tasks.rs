@@ -12,11 +12,11 @@ use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody, TurnView,
-    WorkflowView,
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody,
+    TurnView, UpdateTask, WorkflowView,
 };
 use drover_protocol::device::{MergeResult, ServerMessage};
-use drover_store::{HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
+use drover_store::{BaseRefused, HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
 use serde::Deserialize;
 
 use super::sessions::view as session_view;
@@ -179,7 +179,11 @@ fn note_view(n: NoteRow) -> NoteView {
 }
 
 /// `POST /api/v1/repos`.
-pub async fn add_repo(State(state): State<AppState>, caller: Caller, ApiJson(req): ApiJson<AddRepo>) -> Result<StatusCode, ApiError> {
+pub async fn add_repo(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<AddRepo>,
+) -> Result<(StatusCode, Json<RepoAdded>), ApiError> {
     admin(&caller)?;
     drover_core::names::check_device_name(&req.name).map_err(|_| bad("a repository name is 1–64 letters, digits, `-`, `_` or `.`"))?;
     if req.path.is_empty() || !req.path.starts_with('/') || req.path.contains('\0') || req.path.len() > 4096 {
@@ -196,11 +200,26 @@ pub async fn add_repo(State(state): State<AppState>, caller: Caller, ApiJson(req
         .device_by_name(ws, &req.device)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no device named `{}`", req.device)))?;
+    // The device checks its clone before tasks rely on it: there, not here, is where
+    // the path and its branches are.
+    let base = match &req.base {
+        Some(b) => Some(b.clone()),
+        None => state.store.list_repos(ws).await?.into_iter().find(|r| r.name == req.name).and_then(|r| r.base),
+    };
+    let unchecked = match state.devices.check_repo(device.id, req.path.clone(), base, REPO_CHECK_TIMEOUT).await {
+        Ok(None) => None,
+        Ok(Some(problem)) => return Err(bad(format!("device `{}` says: {problem}", device.name))),
+        Err(NoAnswer::Timeout) => Some(format!("device `{}` did not answer in time", device.name)),
+        Err(_) => Some(format!("device `{}` is not connected", device.name)),
+    };
     let repo = state.store.add_repo(ws, &req.name, req.base.as_deref()).await?;
     state.store.set_device_repo(device.id, repo, &req.path).await?;
     state.scheduler.notify_one();
-    Ok(StatusCode::CREATED)
+    Ok((StatusCode::CREATED, Json(RepoAdded { checked: unchecked.is_none(), unchecked_because: unchecked })))
 }
+
+/// How long `repo add` waits for the device to check its clone.
+const REPO_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// `GET /api/v1/repos`.
 pub async fn repos(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<RepoView>>, ApiError> {
@@ -700,4 +719,54 @@ pub async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Pat
         crate::tasks::remove_worktree(&state, &t, false).await?;
     }
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// `PATCH /api/v1/tasks/{id}`: changes a task before its first run (its base branch),
+/// checked on the device that has its repository. Who filed it, or an admin.
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<UpdateTask>,
+) -> Result<Json<TaskView>, ApiError> {
+    let who = caller.member_name()?;
+    let t = load_task(&state, &caller, &id).await?;
+    if !controls(&state, &caller, &t).await?.cancel {
+        return Err(ApiError::Forbidden(format!("only {}, who filed the task, or an admin can change it", t.created_by)));
+    }
+    let Some(base) = req.base else { return Ok(Json(task_view(&t, None))) };
+    if !drover_core::branch::is_valid_branch(&base) {
+        return Err(bad(format!("`{}` is not a valid branch name for the base branch", base.chars().take(80).collect::<String>())));
+    }
+    check_base_on_devices(&state, &t, &base).await?;
+    match state.store.set_task_base(&t, &base, &who).await? {
+        Ok(()) => {}
+        Err(BaseRefused::Finished) => return Err(ApiError::Conflict(format!("task {} is already {}", t.id, t.status.as_str()))),
+        Err(BaseRefused::Started) => {
+            return Err(ApiError::Conflict(format!(
+                "a run of task {} has started: its branch was made from `{}`; file a new task for another base",
+                t.id,
+                t.repo_base.as_deref().unwrap_or("the checked-out branch")
+            )))
+        }
+    }
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// Asks the devices that may run the task (its sandbox's, or every one with its
+/// repository) whether `base` exists in their clone; a device that is offline is
+/// skipped (the run finds out).
+async fn check_base_on_devices(state: &AppState, t: &TaskRow, base: &str) -> Result<(), ApiError> {
+    let repos = state.store.list_repos(t.workspace).await?;
+    let clones = repos.into_iter().find(|r| r.id == t.repo).map(|r| r.devices).unwrap_or_default();
+    for (device_name, path) in clones {
+        let Some(device) = state.store.device_by_name(t.workspace, &device_name).await? else { continue };
+        if t.sandbox_device.is_some_and(|d| d != device.id) {
+            continue;
+        }
+        if let Ok(Some(problem)) = state.devices.check_repo(device.id, path, Some(base.to_string()), REPO_CHECK_TIMEOUT).await {
+            return Err(bad(format!("device `{device_name}` says: {problem}")));
+        }
+    }
+    Ok(())
 }
