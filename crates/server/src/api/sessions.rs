@@ -165,6 +165,21 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     Ok(Json(v))
 }
 
+/// The title of a session started without one: its program's name (`claude` for
+/// `/usr/local/bin/claude --resume`), so its sandbox row has something to link and the
+/// list's search finds it. Only the program, as everyone may see it
+/// ([`need_to_know::command`](drover_core::activity::need_to_know::command)); empty when
+/// the name is no valid title.
+fn default_title(command: &[String]) -> String {
+    let program = command.first().map(|c| c.rsplit('/').next().unwrap_or(c)).unwrap_or_default();
+    let name: String = program.chars().take(names::MAX_TITLE_CHARS).collect();
+    if names::check_title(&name).is_ok() {
+        name
+    } else {
+        String::new()
+    }
+}
+
 /// `POST /api/v1/sessions`: starts a task-free session and waits briefly for it to start.
 pub async fn start(
     State(state): State<AppState>,
@@ -182,6 +197,7 @@ pub async fn start(
     }
     let title = req.title.unwrap_or_default();
     names::check_title(&title).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let title = if title.is_empty() { default_title(&req.command) } else { title };
     let (cols, rows) = names::check_size(req.cols.unwrap_or(DEFAULT_SIZE.0), req.rows.unwrap_or(DEFAULT_SIZE.1))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let ws = caller.0.workspace();
@@ -526,7 +542,15 @@ pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Pat
 
 #[cfg(test)]
 mod tests {
-    use super::strip_echo;
+    use super::{default_title, strip_echo};
+
+    #[test]
+    fn an_untitled_session_is_named_after_its_program() {
+        let cmd = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(default_title(&cmd(&["/usr/local/bin/claude", "--resume", "a long prompt"])), "claude");
+        assert_eq!(default_title(&cmd(&["bash"])), "bash");
+        assert_eq!(default_title(&cmd(&["bad\u{1b}name"])), "");
+    }
 
     #[test]
     fn echo_of_the_sent_text_is_removed() {
