@@ -314,6 +314,10 @@ pub struct SandboxView {
     pub kind: String,
     /// The task's type (`story`, `bug`, …) for a task sandbox.
     pub task_type: Option<String>,
+    /// The task it works, for a task sandbox: the web app keeps the task totals of one
+    /// task's rows in agreement when one of them refreshes.
+    #[serde(default)]
+    pub task: Option<drover_core::TaskId>,
     /// The sandbox's own lifecycle state.
     pub state: SandboxState,
     /// Whether a run is live in it now (the green dot).

@@ -2,7 +2,7 @@
 //! filtered Live / Open / All, searched, and paged by a keyset cursor so every batch costs
 //! the same however far down the list it is.
 
-use drover_core::{DeviceId, Outcome, SandboxId, SandboxState, SessionId, WorkspaceId};
+use drover_core::{DeviceId, Outcome, SandboxId, SandboxState, SessionId, TaskId, WorkspaceId};
 use sqlx::Row;
 
 use crate::{parse_id, Result, Store, StoreError};
@@ -76,6 +76,8 @@ pub(crate) fn cost_sum(text: Option<String>) -> Option<Option<u64>> {
 /// The task a sandbox works, as the list shows it.
 #[derive(Debug, Clone)]
 pub struct SandboxTask {
+    /// The task, so rows of one task can be told apart and kept in agreement.
+    pub id: TaskId,
     /// The task's type.
     pub kind: String,
     /// Its title.
@@ -156,7 +158,13 @@ fn item(r: &sqlx::any::AnyRow) -> Result<SandboxItem> {
                 let workflow: Vec<crate::StageSpec> = serde_json::from_str(&r.get::<String, _>("t_workflow")).unwrap_or_default();
                 let stage =
                     (status == "open").then(|| workflow.get(r.get::<i64, _>("t_stage_index") as usize).map(|s| s.stage.clone())).flatten();
-                Some(SandboxTask { kind, title: r.get("t_title"), status, stage: stage.or_else(|| r.get("s_stage")) })
+                Some(SandboxTask {
+                    id: parse_id(r.get("t_id"))?,
+                    kind,
+                    title: r.get("t_title"),
+                    status,
+                    stage: stage.or_else(|| r.get("s_stage")),
+                })
             }
             None => None,
         },
@@ -275,7 +283,7 @@ impl Store {
                 "SELECT b.id, b.kind, b.state, b.title, b.device_id, b.created_at, b.runs, b.live, d.name AS device_name,
                         s.id AS s_id, s.operator_id AS s_operator, s.outcome AS s_outcome, s.exit_code AS s_exit_code, s.started_at AS s_started_at, s.ended_at AS s_ended_at,
                         s.stage AS s_stage, a.name AS agent_name, r.name AS repo_name,
-                        t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
+                        t.id AS t_id, t.type AS t_type, t.title AS t_title, t.status AS t_status, t.workflow AS t_workflow, t.stage_index AS t_stage_index, ",
                 cost_text!("x.sandbox_id = b.id"),
                 " AS b_cost, ",
                 cost_text!("x.task_id = b.task_id"),

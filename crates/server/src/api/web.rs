@@ -118,6 +118,7 @@ fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
     SandboxView {
         id: b.id,
         kind: b.kind,
+        task: b.task.as_ref().map(|t| t.id),
         task_type: b.task.as_ref().map(|t| t.kind.clone()),
         state: b.state,
         live: b.live,
