@@ -32,20 +32,38 @@ export function duration(secs: number | null | undefined): string {
   return `${h}h ${m % 60}m`;
 }
 
+/* Money. One rule everywhere: to the cent, rounded half up ($0.43, $1.20, $12.00); a
+   positive amount under half a cent reads "<$0.01". `exactUsd` gives the precise figure
+   for a tooltip. Amounts are whole nano-dollars (the API's `*_nano`) or USD numbers. */
+
+const NANO = 1e9;
+const toNano = (v: number) => Math.round(v * NANO);
+
+/** Nano-dollars to the cent: "$0.43", or "<$0.01" for a positive amount under half a cent. */
+export function money(nano: number): string {
+  const cents = Math.floor((nano + 5e6) / 1e7);
+  if (cents === 0 && nano > 0) return "<$0.01";
+  return `$${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`;
+}
+
+/** Nano-dollars to the last digit that is not zero, at least to the cent: "$0.00975". */
+export function moneyExact(nano: number): string {
+  const whole = Math.floor(nano / NANO);
+  const frac = String(nano % NANO).padStart(9, "0").replace(/0+$/, "").padEnd(2, "0");
+  return `$${whole}.${frac}`;
+}
+
+/** A USD amount (the API's `*_usd`) to the cent; "unknown" for a model with no price. */
 export function usd(v: number | null | undefined, unknown = false): string {
   if (unknown) return "unknown";
   if (v == null) return "—";
-  return v < 0.01 && v > 0 ? "<$0.01" : `$${v.toFixed(2)}`;
+  return money(toNano(v));
 }
 
-/** A precise amount for a run's Cost row, from whole nano-dollars, rounded half up
- * in integers ($0.0098 for 9,750,000): to the cent from $1, else to 1/100 cent. */
-export function usdExact(nano: number): string {
-  const unit = nano >= 1e9 ? 1e7 : 1e5; // nano-dollars per shown digit
-  const digits = unit === 1e7 ? 2 : 4;
-  const n = Math.floor((nano + unit / 2) / unit);
-  const scale = 10 ** digits;
-  return `$${Math.floor(n / scale)}.${String(n % scale).padStart(digits, "0")}`;
+/** The exact figure behind `usd`, for a title; undefined when there is none. */
+export function exactUsd(v: number | null | undefined, unknown = false): string | undefined {
+  if (unknown || v == null) return undefined;
+  return `exactly ${moneyExact(toNano(v))}`;
 }
 
 export function bytes(n: number): string {

@@ -34,17 +34,20 @@ test("a run's cost updates live and it stops at the spend cap", async () => {
   const dir = join(claude, "projects", cwd.replace(/[^A-Za-z0-9]/g, "-"));
   const f = join(dir, "t.jsonl");
   const sonnet = "claude-sonnet-4-5-20250929";
-  // Response 1 at once; response 2 after 4 s (the page shows $0.0098 first, then
-  // $0.0210); response 3 on Opus after 4 s more, which crosses the $0.025 cap.
+  // Response 1 at once; response 2 after 4 s (the page shows $0.01 first, exactly
+  // $0.00975, then $0.02, exactly $0.021); response 3 on Opus after 4 s more, which
+  // crosses the $0.025 cap.
   const script =
     `mkdir -p '${dir}' && echo '${line(1, sonnet, 200)}' >> '${f}' && sleep 4 && echo '${line(2, sonnet, 300)}' >> '${f}' && sleep 4 && ` +
     `echo '${line(3, "claude-opus-4-5-20251101", 40)}' >> '${f}' && sleep 600`;
   const id = await d.startSession(["bash", "-c", script], ["--title", "spender", "--cwd", cwd]);
   const { page } = await signedIn(b, d);
   await page.goto(`${d.url}/sessions/${id}`);
-  await until("the first response's cost", async () => (await page.getByTestId("cost").first().innerText()).startsWith("$0.0098"));
-  assert.match(await page.getByTestId("cost").first().innerText(), /generation \$0\.0071 \+ cache reads \$0\.0027\) · 1 turn · 89% cache hit/);
-  await until("the second response's cost", async () => (await page.getByTestId("cost").first().innerText()).startsWith("$0.0210"), 20_000);
+  // Money reads to the cent everywhere; the exact figures are in the tooltip.
+  await until("the first response's cost", async () => (await page.getByTestId("cost").first().innerText()).startsWith("$0.01 "));
+  assert.match(await page.getByTestId("cost").first().innerText(), /generation \$0\.01 \+ cache reads <\$0\.01\) · 1 turn · 89% cache hit/);
+  assert.match(await page.getByTestId("cost").first().getAttribute("title"), /exactly \$0\.00975: generation \$0\.00705 \+ cache reads \$0\.0027/);
+  await until("the second response's cost", async () => (await page.getByTestId("cost").first().innerText()).startsWith("$0.02 "), 20_000);
   // The third response crosses the cap: the run is stopped and says why.
   await until("stopped at the cap", async () => (await page.getByTestId("pill").innerText()) === "session released", 30_000);
   assert.match(await page.getByTestId("ended-banner").innerText(), /spend cap: the workspace has spent \$0\.0333 this month of its \$0\.0250 cap/);
@@ -52,7 +55,8 @@ test("a run's cost updates live and it stops at the spend cap", async () => {
 
   await page.getByRole("link", { name: "Spend" }).click();
   await page.getByTestId("month").waitFor();
-  assert.match(await page.getByTestId("month").innerText(), /This month: \$0\.0333 of a \$0\.0250 monthly cap/);
+  assert.match(await page.getByTestId("month").innerText(), /This month: \$0\.03 of a \$0\.03 monthly cap/);
+  assert.match(await page.getByTestId("month").locator("strong").getAttribute("title"), /exactly \$0\.033\d*/);
   await page.getByTestId("spend-chart").waitFor();
   const models = page.getByRole("table", { name: "Spend by Model" });
   await models.getByText(sonnet).waitFor();

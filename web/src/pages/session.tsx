@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, enc, errorText } from "../api";
 import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
-import { duration, ago, cap, when, bytes, usdExact } from "../format";
+import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
@@ -359,11 +359,15 @@ export function CostText({ s }: { s: Session }) {
   if (!sp) return <span data-testid="cost">—</span>;
   const hit = sp.cache_hit_pct != null ? ` · ${sp.cache_hit_pct.toFixed(0)}% cache hit` : "";
   const turns = `${sp.turns} turn${sp.turns === 1 ? "" : "s"}`;
+  const exact =
+    sp.total_nano == null
+      ? []
+      : [`exactly ${moneyExact(sp.total_nano)}: generation ${moneyExact(sp.generation_nano)} + cache reads ${moneyExact(sp.cache_read_nano)}`];
   return (
-    <span data-testid="cost" title={sp.models.map((m) => `${m.model}: ${m.turns} turns`).join("\n")}>
+    <span data-testid="cost" title={[...exact, ...sp.models.map((m) => `${m.model}: ${m.turns} turns`)].join("\n")}>
       {sp.total_nano == null
         ? `unknown (a model with no price) · ${turns}${hit}`
-        : `${usdExact(sp.total_nano)} (generation ${usdExact(sp.generation_nano)} + cache reads ${usdExact(sp.cache_read_nano)}) · ${turns}${hit}`}
+        : `${money(sp.total_nano)} (generation ${money(sp.generation_nano)} + cache reads ${money(sp.cache_read_nano)}) · ${turns}${hit}`}
       {sp.model && <> · {sp.model}</>}
     </span>
   );

@@ -4,13 +4,13 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, errorText } from "../api";
+import { exactUsd, usd } from "../format";
 import { subscribe } from "../live";
 import type { Me } from "../types";
 
 interface Row { key: string; usd: number; unknown: boolean; turns: number; tokens: number; runs: number }
 interface Report { since: string; cap_usd: number | null; month_usd: number; by_agent: Row[]; by_model: Row[]; by_day: Row[] }
 
-const money = (v: number) => (v >= 100 ? `$${v.toFixed(0)}` : v >= 1 || v === 0 ? `$${v.toFixed(2)}` : `$${v.toFixed(4)}`);
 
 /** Every day from `since` to today (UTC), with the days that had spend filled in. */
 function allDays(since: string, rows: Row[]): Row[] {
@@ -24,7 +24,7 @@ function allDays(since: string, rows: Row[]): Row[] {
   }
   return out;
 }
-const amount = (r: Row) => `${money(r.usd)}${r.unknown ? " + unknown" : ""}`;
+const amount = (r: Row) => `${usd(r.usd)}${r.unknown ? " + unknown" : ""}`;
 
 /** Spend per day as bars (an SVG the page draws itself; no chart library). */
 function DayChart({ since, rows }: { since: string; rows: Row[] }) {
@@ -147,8 +147,8 @@ export function SpendPage({ me }: { me: Me | null }) {
       {report && (
         <>
           <p class="meta" data-testid="month">
-            This month: <strong>{money(report.month_usd)}</strong>
-            {report.cap_usd != null ? ` of a ${money(report.cap_usd)} monthly cap — reaching it stops the run that spends` : " (no monthly cap)"}
+            This month: <strong title={exactUsd(report.month_usd)}>{usd(report.month_usd)}</strong>
+            {report.cap_usd != null ? ` of a ${usd(report.cap_usd)} monthly cap — reaching it stops the run that spends` : " (no monthly cap)"}
           </p>
           {admin && <CapForm cap={report.cap_usd} onSaved={load} />}
           <h2>Last 30 days</h2>
