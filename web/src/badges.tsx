@@ -65,10 +65,16 @@ export function OutcomeBadge({ outcome, prefix }: { outcome: Outcome; prefix?: s
   );
 }
 
-export function StateBadge({ state }: { state: SandboxState }) {
+const IDLE_HELP = "The sandbox is still open, but no run is working in it now: its last run ended and the next has not started.";
+
+/** A sandbox's own state. `live` says whether a run works in it now: an Active sandbox
+ *  with none reads Idle, so an ended run is never shown beside "Active". */
+export function StateBadge({ state, live, prefix }: { state: SandboxState; live: boolean; prefix?: string }) {
+  const idle = state === "active" && !live;
+  const word = idle ? "idle" : state;
   return (
-    <span class={`badge state state-${state}`} title={STATE_HELP[state]}>
-      {cap(state)}
+    <span class={`badge state state-${word}`} title={idle ? IDLE_HELP : STATE_HELP[state]} data-state={word}>
+      {prefix ? `${prefix} ${word}` : cap(word)}
     </span>
   );
 }

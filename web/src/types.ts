@@ -19,6 +19,8 @@ export interface Sandbox {
   id: string;
   kind: "remote" | "task";
   task_type: string | null;
+  /** The task it works (task sandboxes). */
+  task?: string | null;
   state: SandboxState;
   live: boolean;
   last_run: LastRun | null;

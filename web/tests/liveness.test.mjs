@@ -28,12 +28,17 @@ test("a quiet session is flagged, needs attention, then is lost with its reason"
   assert.match(text, /quiet <i>one<\/i>/);
   assert.match(text, /Device silent/);
   assert.doesNotMatch(text, /—\s*$/, "Last contact is filled in on a stale row");
+  // Its exact local time on hover.
+  const contact = await row.locator('td[data-label="Last contact"]').getAttribute("title");
+  assert.match(contact ?? "", /\d{4}.*\d{1,2}:\d\d:\d\d/, "the exact time as a tooltip");
   assert.match(await row.locator(".badge.warning").getAttribute("title"), /hasn't reported in/);
   assert.match(await page.locator("header").first().innerText(), /1 stale/);
   await shot(page, "sessions-attention");
 
   // Still flagged at the next check: lost; the section empties.
   await until("the attention section gone", async () => (await page.locator("section.attention").count()) === 0, 20_000);
+  await page.goto(`${d.url}/devices/e2e`);
+  assert.match((await page.getByTestId("last-contact").getAttribute("title")) ?? "", /\d{4}.*\d{1,2}:\d\d:\d\d/, "the device's last contact, exactly");
   await page.goto(`${d.url}/sessions/${id}`);
   const summary = page.getByTestId("summary");
   await summary.waitFor();

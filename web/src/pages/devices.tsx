@@ -147,7 +147,10 @@ export function DevicePage({ name }: { name: string }) {
       </header>
       {device && (
         <p class="meta">
-          {device.live_sessions} live of {device.slots} slots · last contact {ago(device.last_contact_at)}
+          {device.live_sessions} live of {device.slots} slots · last contact{" "}
+          <span title={device.last_contact_at ? when(device.last_contact_at) : undefined} data-testid="last-contact">
+            {ago(device.last_contact_at)}
+          </span>
         </p>
       )}
       {error && <p class="error">{error}</p>}

@@ -9,7 +9,7 @@ import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
-import type { ActivityEvent, InputReceipt, Session } from "../types";
+import type { ActivityEvent, InputReceipt, SandboxList, Session } from "../types";
 import { isLive } from "../types";
 
 function PillView({ pill }: { pill: Pill }) {
@@ -431,8 +431,28 @@ function Summary({ s }: { s: Session }) {
   );
 }
 
-function FinishedView({ s }: { s: Session }) {
+/** A command line's short form: its program's name, then `…` if there is more. */
+function program(command: string[]): string {
+  const name = (command[0] ?? "").split("/").pop() || command[0] || "";
+  return command.length > 1 ? `${name} …` : name;
+}
+
+/** Whether a run works in the sandbox now (another run than this ended one, say), as
+ *  the sandbox list says; false until known. */
+function useSandboxLive(sandbox: string, version: number): boolean {
+  const [live, setLive] = useState(false);
+  useEffect(() => {
+    api<SandboxList>(`/api/v1/sandboxes?filter=all&limit=1&q=${enc(sandbox)}`).then(
+      (l) => setLive(l.sandboxes.some((b) => b.id === sandbox && b.live)),
+      () => {},
+    );
+  }, [sandbox, version]);
+  return live;
+}
+
+function FinishedView({ s, version }: { s: Session; version: number }) {
   const lost = s.outcome === "lost";
+  const sandboxLive = useSandboxLive(s.sandbox, version);
   return (
     <>
       <header class="page-header">
@@ -442,9 +462,15 @@ function FinishedView({ s }: { s: Session }) {
         </span>
       </header>
       <p class="meta">
-        <StateBadge state={s.sandbox_state} /> · started by {s.started_by} · <code>{s.command.join(" ")}</code> · {bytes(s.output_bytes)} of output ·{" "}
-        {ago(s.ended_at)}
+        <StateBadge state={s.sandbox_state} live={sandboxLive} prefix="sandbox" /> · started by {s.started_by} · <code data-testid="program">{program(s.command)}</code> ·{" "}
+        {bytes(s.output_bytes)} of output · {ago(s.ended_at)}
       </p>
+      {s.command.join(" ") !== program(s.command) && (
+        <details class="command" data-testid="command">
+          <summary>Full command line</summary>
+          <pre>{s.command.join(" ")}</pre>
+        </details>
+      )}
       {lost && (
         <div class="banner bad">
           Contact with this session was lost. {s.reason ? `Reason: ${s.reason}` : "No device-level reason was recorded."}
@@ -506,7 +532,7 @@ export function SessionPage({ id }: { id: string }) {
   const finished = !isLive(session.outcome);
   return (
     <section class="page session-page">
-      {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} />}
+      {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} version={version} />}
       {liveAtOpen && finished && <Summary s={session} />}
       <Skills s={session} />
       <Activity id={id} version={version} />

@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
 import { LiveDot, OutcomeBadge, StateBadge, TypeBadges } from "../badges";
-import { ago, usd } from "../format";
+import { ago, exactUsd, usd, when } from "../format";
 import { subscribe } from "../live";
 import { navigate, useLocation } from "../router";
 import type { Overview, Sandbox, SandboxList, SandboxState } from "../types";
@@ -18,6 +18,30 @@ const BATCH = 50;
  *  server's search matches titles, devices and ids. */
 function mentions(needle: string, fields: string[]): boolean {
   return !needle || fields.some((s) => s.toLowerCase().includes(needle));
+}
+
+/** Whether `a` comes before `b` in the list: newest first, as the server orders it
+ *  (created_at, then id, both compared as text). */
+function before(a: Sandbox, b: Sandbox): boolean {
+  return a.created_at > b.created_at || (a.created_at === b.created_at && a.id > b.id);
+}
+
+/** `b` in the list where it belongs: in place of its old self, or in order. A row past
+ *  the last loaded one, with more still to load, is left for the batch that brings it. */
+function placed(rows: Sandbox[], b: Sandbox, complete: boolean): Sandbox[] {
+  const rest = rows.filter((o) => o.id !== b.id);
+  const last = rest[rest.length - 1];
+  if (rest.length === rows.length && !complete && last && before(last, b)) return rows;
+  const i = rest.findIndex((o) => before(b, o));
+  return i < 0 ? [...rest, b] : [...rest.slice(0, i), b, ...rest.slice(i)];
+}
+
+/** Every row of `b`'s task with `b`'s task total: the freshest figure holds for all. */
+function sameTaskTotals(rows: Sandbox[], b: Sandbox): Sandbox[] {
+  if (!b.task) return rows;
+  return rows.map((o) =>
+    o.task === b.task && o.id !== b.id ? { ...o, task_cost_usd: b.task_cost_usd, task_cost_unknown: b.task_cost_unknown } : o,
+  );
 }
 
 function matches(b: Sandbox, filter: Filter): boolean {
@@ -61,7 +85,9 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
                 </td>
                 <td data-label="Agent">{r.agent ?? "—"}</td>
                 <td data-label="Device">{r.device}</td>
-                <td data-label="Last contact">{ago(r.last_contact_at)}</td>
+                <td data-label="Last contact" title={r.last_contact_at ? when(r.last_contact_at) : undefined}>
+                  {ago(r.last_contact_at)}
+                </td>
               </tr>
             ))}
           </tbody>
@@ -73,6 +99,8 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
 
 function Row({ b }: { b: Sandbox }) {
   const run = b.last_run;
+  // Sessions started before untitled ones were named after their program have no title.
+  const title = b.working_on || "Untitled session";
   return (
     <tr data-sandbox={b.id} data-session={run?.id ?? ""}>
       <td data-label="Type">
@@ -82,7 +110,7 @@ function Row({ b }: { b: Sandbox }) {
       </td>
       <td data-label="State">
         <span class="cell">
-          <LiveDot live={run?.outcome === "running"} /> <StateBadge state={b.state} />
+          <LiveDot live={run?.outcome === "running"} /> <StateBadge state={b.state} live={b.live} />
           {!b.live && run && (
             <>
               {" "}
@@ -100,17 +128,21 @@ function Row({ b }: { b: Sandbox }) {
         </span>
       </td>
       <td data-label="Agent">{b.agent ?? "—"}</td>
-      <td data-label="Working on" class="working-on">
-        {run ? <a href={`/sessions/${run.id}`}>{b.working_on}</a> : b.working_on}
+      <td data-label="Working on" class="working-on" title={title}>
+        {run ? <a href={`/sessions/${run.id}`}>{title}</a> : title}
       </td>
       <td data-label="Device">
         <a href={`/devices/${enc(b.device)}`}>{b.device}</a>
       </td>
       <td data-label="Repo">{b.repo ?? "—"}</td>
       <td data-label="Cost">
-        <span class="cell">
-          {usd(b.cost_usd, b.cost_unknown)}
-          {(b.task_cost_usd != null || b.task_cost_unknown) && <div class="sub">task {usd(b.task_cost_usd, b.task_cost_unknown)}</div>}
+        <span class="cost">
+          <span title={exactUsd(b.cost_usd, b.cost_unknown)}>{usd(b.cost_usd, b.cost_unknown)}</span>
+          {(b.task_cost_usd != null || b.task_cost_unknown) && (
+            <span class="sub" data-testid="task-cost" title={`Lifetime spend of its task, every sandbox${b.task_cost_unknown ? "" : ": " + exactUsd(b.task_cost_usd)}`}>
+              task {usd(b.task_cost_usd, b.task_cost_unknown)}
+            </span>
+          )}
         </span>
       </td>
       <td data-label="Actions" class="actions">
@@ -165,7 +197,14 @@ export function SessionsPage() {
     try {
       const list = await api<SandboxList>(`/api/v1/sandboxes?${p}`);
       if (gen !== generation.current) return;
-      setRows((old) => (reset ? list.sandboxes : [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))]));
+      setRows((old) => {
+        if (reset) return list.sandboxes;
+        // Rows a live update already placed keep their place; this batch's task totals
+        // are the freshest for their tasks.
+        let rows = [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))];
+        for (const b of list.sandboxes) rows = sameTaskTotals(rows, b);
+        return rows;
+      });
       setCursor(list.next_cursor);
       setDone(list.next_cursor === null);
       setError(null);
@@ -244,15 +283,15 @@ export function SessionsPage() {
         }
         const b = list.sandboxes[0];
         if (!b) return;
-        const { filter: f, q: query } = state.current;
+        const { filter: f, q: query, done: complete } = state.current;
         setRows((old) => {
-          const i = old.findIndex((o) => o.id === b.id);
+          const known = old.some((o) => o.id === b.id);
           const fits = matches(b, f);
-          if (i >= 0) return fits ? old.map((o, j) => (j === i ? b : o)) : old.filter((_, j) => j !== i);
-          // New rows appear at the top, when the search (a substring of the title,
-          // device or id, as on the server) lets them in.
-          const found = mentions(query.trim().toLowerCase(), [b.working_on, b.device, b.id, b.last_run?.id ?? ""]);
-          return fits && found ? [b, ...old] : old;
+          // A row joins when the search (a substring of the title, device or id, as on
+          // the server) lets it in, at its place in the order.
+          const found = known || mentions(query.trim().toLowerCase(), [b.working_on, b.device, b.id, b.last_run?.id ?? ""]);
+          const rows = fits && found ? placed(old, b, complete) : old.filter((o) => o.id !== b.id);
+          return sameTaskTotals(rows, b);
         });
       }),
     [],
@@ -307,6 +346,12 @@ export function SessionsPage() {
       {error && <p class="error">{error}</p>}
       <div class="table-wrap">
         <table class="sandboxes">
+          {/* Fixed column widths: rows that load later never reflow the ones in view. */}
+          <colgroup>
+            {["type", "state", "agent", "working-on", "device", "repo", "cost", "actions"].map((c) => (
+              <col class={`col-${c}`} />
+            ))}
+          </colgroup>
           <thead>
             <tr>
               <th>Type</th>
@@ -326,10 +371,17 @@ export function SessionsPage() {
           </tbody>
         </table>
       </div>
-      {!loading && rows.length === 0 && !error && (
-        <p class="empty">
-          {q ? "No sandboxes match this search." : filter === "live" ? "Nothing is running right now." : "No sandboxes yet."}{" "}
-          Start one with <code>drover session start --device NAME -- COMMAND</code>.
+      {!loading && rows.length === 0 && !error && q && (
+        <p class="empty" data-testid="empty">
+          {`Nothing ${filter === "live" ? "running now " : filter === "open" ? "open " : ""}matches “${q}”.`}{" "}
+          <button type="button" class="button" onClick={() => setParams(filter, "")}>
+            Clear the search
+          </button>
+        </p>
+      )}
+      {!loading && rows.length === 0 && !error && !q && (
+        <p class="empty" data-testid="empty">
+          {filter === "live" ? "Nothing is running right now." : "No sandboxes yet."} Start one with <code>drover session start --device NAME -- COMMAND</code>.
         </p>
       )}
       <div ref={sentinel} class="sentinel" />
