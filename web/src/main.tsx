@@ -3,7 +3,7 @@
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, onSignedOut } from "./api";
 import { closeLive, subscribe } from "./live";
 import { installLinkHandler, useLocation } from "./router";
@@ -59,8 +59,18 @@ function Sidebar({ running, waiting, me, path }: { running: number | null; waiti
       )}
     </a>
   );
+  // On a phone the bar is one row scrolled sideways: keep the current page's link in it.
+  const bar = useRef<HTMLElement>(null);
+  useEffect(() => {
+    const el = bar.current;
+    const current = el?.querySelector(".nav-item.current");
+    if (!el || !current || el.scrollWidth <= el.clientWidth) return;
+    const a = el.getBoundingClientRect();
+    const c = current.getBoundingClientRect();
+    if (c.left < a.left || c.right > a.right) el.scrollLeft += c.left - a.left - 48;
+  }, [path]);
   return (
-    <nav class="sidebar" aria-label="Main">
+    <nav class="sidebar" aria-label="Main" ref={bar}>
       <a href="/sessions" class="brand">
         Drover
       </a>

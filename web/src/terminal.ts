@@ -195,6 +195,8 @@ export class LiveTerminal {
           this.attempt = 0;
           this.term.reset();
           this.onPill({ kind: "connected" });
+          // The attached count now includes this page.
+          api<Session>(`/api/v1/sessions/${enc(this.id)}`).then(this.onSession, () => {});
           break;
         case "resize":
           break;

@@ -205,3 +205,32 @@ test("every row of a task shows one task total, on a second line, in one money f
   await d.cli("task", "cancel", task);
 });
 
+test("on a phone the nav is one row and the search placeholder is read whole", async () => {
+  for (const viewport of [PHONE, DESKTOP]) {
+    const { page, errors } = await signedIn(b, d, viewport);
+    const items = page.locator(".nav-item");
+    await items.first().waitFor();
+    if (viewport === PHONE) {
+      const tops = await items.evaluateAll((els) => els.map((e) => Math.round(e.getBoundingClientRect().top)));
+      assert.equal(new Set(tops).size, 1, `nav links on one row: ${tops}`);
+      const bar = await page.locator("nav.sidebar").boundingBox();
+      assert.ok(bar.height < 60, `the top bar is one row: ${bar.height}px`);
+      // Every link is reachable by scrolling the bar sideways; the page itself does not.
+      await page.getByRole("link", { name: "Members" }).scrollIntoViewIfNeeded();
+      const members = await page.getByRole("link", { name: "Members" }).boundingBox();
+      assert.ok(members.x >= 0 && members.x + members.width <= viewport.width, `Members reachable: ${JSON.stringify(members)}`);
+    }
+    assert.equal(await overflow(page), 0);
+    const fits = await page.getByLabel("Search sessions").evaluate((input) => {
+      const s = getComputedStyle(input);
+      const ctx = document.createElement("canvas").getContext("2d");
+      ctx.font = `${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+      const room = input.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+      return { text: ctx.measureText(input.placeholder).width, room };
+    });
+    assert.ok(fits.text <= fits.room, `placeholder fits at ${viewport.width}: ${JSON.stringify(fits)}`);
+    await shot(page, `nav-${viewport.width}`);
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  }
+});

@@ -198,7 +198,7 @@ test("on a phone-sized screen nothing overflows and the key row works", async ()
   await page.getByRole("button", { name: "Up arrow" }).click();
   await until("history recalled", async () => (await screenText(page)).split("echo from-phone").length === 3);
   const keyRow = page.getByRole("toolbar", { name: /Terminal keys/ });
-  assert.equal(await keyRow.evaluate((el) => getComputedStyle(el).position), "sticky");
+  assert.equal(await keyRow.evaluate((el) => getComputedStyle(el).position), "fixed");
   await shot(page, "live-375");
   await d.cli("session", "stop", id);
   await until("ended", async () => (await page.getByTestId("pill").innerText()).startsWith("session "), 20_000);

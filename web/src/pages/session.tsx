@@ -55,14 +55,15 @@ function EndedBanner({ pill }: { pill: Pill }) {
 
 function SendBox({ id }: { id: string }) {
   const [text, setText] = useState("");
-  const [status, setStatus] = useState<{ ok: boolean; message: string } | null>(null);
+  const [status, setStatus] = useState<{ ok: boolean; message: string; detail?: string } | null>(null);
   const [busy, setBusy] = useState(false);
   const send = async () => {
     if (!text.trim() || busy) return;
     setBusy(true);
     try {
       const r = await api<InputReceipt>(`/api/v1/sessions/${enc(id)}/input`, { method: "POST", json: { text } });
-      setStatus({ ok: true, message: `Sent and recorded in the activity feed (${r.event}).` });
+      const at = new Date().toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+      setStatus({ ok: true, message: `Sent at ${at} and recorded in the activity feed.`, detail: `Activity event ${r.event}` });
       setText("");
     } catch (e) {
       setStatus({ ok: false, message: errorText(e) });
@@ -97,7 +98,7 @@ function SendBox({ id }: { id: string }) {
           Send input (audited)
         </button>
         {status && (
-          <span class={status.ok ? "ok-text" : "error"} role="status" data-testid="send-status">
+          <span class={status.ok ? "ok-text" : "error"} role="status" data-testid="send-status" title={status.detail}>
             {status.message}
           </span>
         )}
@@ -106,7 +107,27 @@ function SendBox({ id }: { id: string }) {
   );
 }
 
+/** Keeps `--keyboard-inset` on the page at the height an on-screen keyboard covers at
+ *  the bottom of the window, so the pinned key row sits above it. */
+function useKeyboardInset() {
+  useEffect(() => {
+    const vv = window.visualViewport;
+    if (!vv) return;
+    const root = document.documentElement;
+    const update = () => root.style.setProperty("--keyboard-inset", `${Math.max(0, Math.round(window.innerHeight - vv.height - vv.offsetTop))}px`);
+    update();
+    vv.addEventListener("resize", update);
+    vv.addEventListener("scroll", update);
+    return () => {
+      vv.removeEventListener("resize", update);
+      vv.removeEventListener("scroll", update);
+      root.style.removeProperty("--keyboard-inset");
+    };
+  }, []);
+}
+
 function KeyRow({ live }: { live: LiveTerminal | null }) {
+  useKeyboardInset();
   const keys: [Parameters<typeof keySequence>[0], string, string][] = [
     ["esc", "Esc", "Escape"],
     ["tab", "Tab", "Tab"],
@@ -192,6 +213,14 @@ export function EventDetail({ e }: { e: ActivityEvent }) {
   return <div class="detail">{parts.join(" · ")}</div>;
 }
 
+/** Who watches: the server's count, which a page read before its own terminal connected
+ *  does not include; a connected page counts itself. */
+function attachedText(attached: number, connected: boolean): string {
+  if (!connected) return `${attached} attached`;
+  const n = Math.max(attached, 1);
+  return n === 1 ? "1 attached (you)" : `${n} attached, you included`;
+}
+
 function LiveView({ session, onSession }: { session: Session; onSession: (s: Session) => void }) {
   const el = useRef<HTMLDivElement>(null);
   const [pill, setPill] = useState<Pill>({ kind: "connecting" });
@@ -227,7 +256,8 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
         )}
       </header>
       <p class="meta">
-        <a href={`/devices/${enc(session.device)}`}>{session.device}</a> · started by {session.started_by} · {session.attached} attached
+        <a href={`/devices/${enc(session.device)}`}>{session.device}</a> · started by {session.started_by} ·{" "}
+        <span data-testid="attached">{attachedText(session.attached, pill.kind === "connected")}</span>
         {session.agent && <> · agent {session.agent}</>}
         {session.task && (
           <>
@@ -306,6 +336,8 @@ function Recording({ id }: { id: string }) {
       setPos(position);
       setPlaying(isPlaying);
     });
+    // Its last frame until Play (which starts from the beginning), not a blank box.
+    p.seek(cast.length);
     setPlayer(p);
     return () => p.dispose();
   }, [cast]);
