@@ -5,6 +5,7 @@
 //! Nothing in this crate does I/O or is async; every rule is unit-tested here.
 
 pub mod activity;
+pub mod argv;
 pub mod branch;
 pub mod confinement;
 pub mod device_link;

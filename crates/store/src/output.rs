@@ -30,12 +30,14 @@ pub struct OutputChunk {
     pub data: Vec<u8>,
 }
 
-/// A non-output recording event: `r` resize ("COLSxROWS"), `m` marker (label).
+/// A non-output recording event: `r` resize ("COLSxROWS"), `m` marker (label), `s` the
+/// size the session started at ("COLSxROWS", at 0; sessions from before it was kept
+/// have none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     /// µs since the session started.
     pub t_micros: u64,
-    /// `r` or `m`.
+    /// `r`, `m` or `s`.
     pub kind: String,
     /// The data.
     pub data: String,
@@ -226,6 +228,17 @@ impl Store {
     /// Deletes a session's stored output (retention), in `tx`.
     pub(crate) async fn remove_output(&self, tx: &mut sqlx::AnyConnection, session: SessionId) -> Result<()> {
         sqlx::query("DELETE FROM output_chunks WHERE session_id = $1").bind(session.to_string()).execute(&mut *tx).await?;
+        Ok(())
+    }
+
+    /// Records the size a new session starts at (mark `s`), in `tx`: the recording's
+    /// first size, which later resizes replace on the session's row.
+    pub(crate) async fn add_start_size(tx: &mut sqlx::AnyConnection, session: SessionId, cols: u16, rows: u16) -> Result<()> {
+        sqlx::query("INSERT INTO recording_marks (session_id, t_micros, kind, data) VALUES ($1, 0, 's', $2)")
+            .bind(session.to_string())
+            .bind(format!("{cols}x{rows}"))
+            .execute(&mut *tx)
+            .await?;
         Ok(())
     }
 

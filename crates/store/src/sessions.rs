@@ -205,6 +205,7 @@ impl Store {
         .bind(s.operator.map(|m| m.to_string()))
         .execute(&mut *tx)
         .await?;
+        Store::add_start_size(&mut tx, id, s.cols, s.rows).await?;
         let detail = serde_json::json!({ "command": s.command, "cwd": s.cwd, "title": s.title });
         insert(
             &mut tx,

@@ -827,6 +827,7 @@ impl Store {
         .bind(n.agent.to_string())
         .execute(&mut *tx)
         .await?;
+        Store::add_start_size(&mut tx, id, n.cols, n.rows).await?;
         sqlx::query(
             "UPDATE sandboxes SET state = 'active', live = 1, runs = runs + 1, last_session_id = $1, updated_at = $2 WHERE id = $3",
         )
