@@ -79,16 +79,22 @@ pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows:
     Ok(Snapshot { req: 0, offset, cols, rows, data })
 }
 
-/// The session's recording as an asciicast v3 file.
+/// The session's recording as an asciicast v3 file: the header has the size it started
+/// at (later sizes are `r` events) and its command quoted so a shell reads back the same
+/// argv; the exit event comes at the time the program ended, not at its last output.
 pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, StoreError> {
+    let (starts, marks): (Vec<_>, Vec<_>) = store.marks(row.id).await?.into_iter().partition(|m| m.kind == "s");
+    // Sessions recorded before their first size was kept fall back to their size now.
+    let (cols, rows) = starts.first().and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
+    let started = row.started_at.as_deref().or(Some(&row.created_at)).and_then(drover_store::parse_time);
     let header = Header {
-        cols: row.cols,
-        rows: row.rows,
-        timestamp: row.started_at.as_deref().or(Some(&row.created_at)).and_then(drover_store::parse_time).map(|t| t.timestamp()),
-        command: Some(row.command.join(" ")),
+        cols,
+        rows,
+        timestamp: started.map(|t| t.timestamp()),
+        command: Some(drover_core::argv::join(&row.command)),
         title: Some(row.title.clone()).filter(|t| !t.is_empty()),
     };
-    let mut marks = store.marks(row.id).await?.into_iter().peekable();
+    let mut marks = marks.into_iter().peekable();
     let mut w = CastWriter::new(Vec::new(), &header).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let mut last_t = 0;
     let mut failed = None;
@@ -111,7 +117,10 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
         emit(&mut w, mark_event(m));
     }
     if let (Some(code), false) = (row.exit_code, row.outcome.is_live()) {
-        emit(&mut w, Event::Exit { t_micros: last_t, status: code });
+        let ended = row.ended_at.as_deref().and_then(drover_store::parse_time);
+        let ran = row.started_at.as_deref().and_then(drover_store::parse_time).zip(ended).map(|(s, e)| e - s);
+        let exit_t = ran.and_then(|d| d.num_microseconds()).and_then(|us| u64::try_from(us).ok()).unwrap_or(0);
+        emit(&mut w, Event::Exit { t_micros: last_t.max(exit_t), status: code });
     }
     if let Some(e) = failed {
         return Err(StoreError::Corrupt(e));
@@ -119,12 +128,18 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
     w.into_inner().map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// "COLSxROWS" as numbers.
+fn parse_size(data: &str) -> Option<(u16, u16)> {
+    let (c, r) = data.split_once('x')?;
+    Some((c.parse().ok()?, r.parse().ok()?))
+}
+
 fn mark_event(m: drover_store::Mark) -> Event {
     match m.kind.as_str() {
-        "r" => {
-            let (c, r) = m.data.split_once('x').unwrap_or(("80", "24"));
-            Event::Resize { t_micros: m.t_micros, cols: c.parse().unwrap_or(80), rows: r.parse().unwrap_or(24) }
-        }
+        "r" => match parse_size(&m.data) {
+            Some((cols, rows)) => Event::Resize { t_micros: m.t_micros, cols, rows },
+            None => Event::Marker { t_micros: m.t_micros, label: format!("resize {}", m.data) },
+        },
         _ => Event::Marker { t_micros: m.t_micros, label: m.data },
     }
 }
