@@ -47,6 +47,9 @@ fn an_enabled_skill_reaches_a_claude_run_and_is_reported() {
     assert_eq!(shown["skills"][0]["name"], "review", "{shown}");
     assert_eq!(shown["skills"][0]["outcome"], "installed");
     assert_eq!(shown["skills"][0]["detail"], ".claude/skills/drover-review");
+    let text = d.ok(&["session", "show", &run]);
+    assert!(text.lines().any(|l| l == "Skills      review: reached this session (.claude/skills/drover-review)"), "{text}");
+    assert!(text.lines().any(|l| l == "Cost        - (no model use reported)"), "{text}");
     d.ok(&["session", "stop", &run]);
 
     // A custom agent's harness has no skills folder: the skill cannot reach it, and says so.
@@ -61,5 +64,7 @@ fn an_enabled_skill_reaches_a_claude_run_and_is_reported() {
         (!s["skills"].is_null()).then_some(s)
     });
     assert_eq!(shown["skills"][0]["outcome"], "unsupported", "{shown}");
+    let text = d.ok(&["session", "show", shown["id"].as_str().unwrap()]);
+    assert!(text.contains("did not reach it: its harness has no skills folder"), "{text}");
     d.ok(&["session", "stop", shown["id"].as_str().unwrap()]);
 }

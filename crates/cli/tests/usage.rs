@@ -42,6 +42,10 @@ fn a_runs_spend_follows_its_transcript_as_it_grows() {
     // Cache-hit: 27,000 reads of 30,300 prompt tokens.
     let hit = shown["spend"]["cache_hit_pct"].as_f64().unwrap();
     assert!((hit - 27_000.0 * 100.0 / 30_300.0).abs() < 1e-9, "{hit}");
+    // `show` for people says the same, as the web does.
+    let text = d.ok(&["session", "show", &id]);
+    let cost = text.lines().find(|l| l.starts_with("Cost")).unwrap_or_else(|| panic!("no Cost row: {text}"));
+    assert_eq!(cost, "Cost        $0.0333 (generation $0.0234 + cache reads $0.0099) · 3 turns · 89% cache hit · claude-opus-4-5-20251101");
     // The switch is on the record.
     let log = d.ok(&["audit", "export", "--since", "2000-01-01"]);
     let change: Value = log

@@ -5,6 +5,7 @@ mod database;
 mod device;
 mod member;
 mod session;
+mod session_show;
 mod skill;
 mod spend;
 mod task;

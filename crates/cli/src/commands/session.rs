@@ -49,7 +49,7 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
             if json {
                 print_json(&s)?;
             } else {
-                print_show(&s);
+                super::session_show::print(&s);
             }
         }
         SessionCmd::Tail { id, raw: true, follow, .. } => crate::tail::raw(&client, &id, follow).await?,
@@ -127,31 +127,4 @@ fn print_list(sessions: &[SessionView]) {
         })
         .collect();
     table::print(&["SESSION", "STATE", "DEVICE", "TITLE", "ATTACHED", "CREATED", "EXIT"], &rows);
-}
-
-fn print_show(s: &SessionView) {
-    let lost = s.outcome == drover_core::Outcome::Lost;
-    let mut rows = vec![
-        ("Session", s.id.to_string()),
-        ("State", format!("{} — {}", s.outcome, s.outcome.explanation())),
-        ("Title", s.title.clone()),
-        ("Command", s.command.join(" ")),
-        ("Device", s.device.clone()),
-        ("Directory", s.cwd.clone()),
-        ("Sandbox", format!("{} ({})", s.sandbox, s.sandbox_state)),
-        ("Started by", s.started_by.clone()),
-        ("Started", s.started_at.clone().unwrap_or_else(|| "-".into())),
-        (if lost { "Lost at" } else { "Ended" }, s.ended_at.clone().unwrap_or_else(|| "-".into())),
-    ];
-    if !lost {
-        rows.push(("Duration", s.duration_secs.map(|d| format!("{d:.1}s")).unwrap_or_else(|| "-".into())));
-    }
-    rows.push(("Exit code", s.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into())));
-    rows.push(("Reason", s.reason.clone().unwrap_or_else(|| "-".into())));
-    rows.push(("Terminal", format!("{}x{}", s.cols, s.rows)));
-    rows.push(("Output", format!("{} bytes", s.output_bytes)));
-    rows.push(("Attached", s.attached.to_string()));
-    for (k, v) in rows {
-        println!("{k:<11} {}", table::sanitize(&v));
-    }
 }
