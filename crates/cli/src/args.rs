@@ -475,14 +475,22 @@ pub enum SessionCmd {
         /// The session id.
         id: String,
     },
-    /// Print what the session printed, as plain text.
+    /// Print what the session showed, as plain text.
+    ///
+    /// The output is rendered as a terminal showed it (cursor moves, overwrites and
+    /// redraws land where they did): the lines that scrolled off its screen, then the
+    /// screen as it was left — a full-screen program still running shows its screen.
     Tail {
         /// The session id.
         id: String,
         /// Only the last N lines.
         #[arg(long, short = 'n', default_value_t = 50)]
         lines: usize,
-        /// Keep printing new output until the session ends.
+        /// Keep printing until the session ends. Each line prints once, when it is
+        /// settled: as it scrolls off the top of the screen, or, after a second of
+        /// quiet, once the cursor has moved below it (so line-by-line output shows
+        /// as it comes; a full-screen program's screen shows when it ends). Survives a
+        /// server restart: it reconnects and resumes where it was.
         #[arg(long, short = 'f')]
         follow: bool,
         /// Print the raw output stream (escape sequences and all) from the start.

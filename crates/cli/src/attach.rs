@@ -1,27 +1,33 @@
 //! `drover session attach`: this terminal becomes a view of the session. Output is
 //! written as it comes (a snapshot first); keystrokes go straight to the program and are
 //! not audited; window resizes follow; Ctrl-] detaches and leaves the session running.
+//!
+//! A dropped connection (the server restarting) is retried with backoff, as the web
+//! terminal does: a status shows on the bottom row meanwhile, and once connected again
+//! the server's fresh snapshot repaints the screen, so nothing is lost or doubled.
 
 use std::io::IsTerminal;
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
 use drover_protocol::api::ErrorBody;
 use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
-use std::io::Write;
-
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::client::{seg, Client};
+use crate::client::{seg, Attempt, Client};
+use crate::reconnect::{Backoff, Place, Status};
 
 /// The key that detaches: Ctrl-] (0x1d), as in telnet.
 pub const DETACH_KEY: u8 = 0x1d;
 
 /// Puts the terminal back as it was (cooked mode, main screen, cursor, no mouse modes).
 const RESTORE: &[u8] = b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1l\x1b>";
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 struct RawMode(bool);
 
@@ -33,97 +39,224 @@ impl Drop for RawMode {
     }
 }
 
+/// How a connection to the session came to an end.
+enum End {
+    /// For good: the message to print.
+    Done(String),
+    /// The connection dropped: why.
+    Lost(String),
+}
+
+/// This terminal's side: its size, keystrokes and window changes.
+struct Local {
+    tty: bool,
+    read_only: bool,
+    stdout: std::io::Stdout,
+    keys: Keys,
+    winch: tokio::signal::unix::Signal,
+}
+
+impl Local {
+    /// The window size to ask for, when this is a terminal that reports one (a terminal
+    /// that reports 0x0, e.g. under `script`, keeps the session's size).
+    fn size(&self) -> Option<(u16, u16)> {
+        if !self.tty {
+            return None;
+        }
+        crossterm::terminal::size().ok().filter(|(c, r)| *c >= 2 && *r >= 1)
+    }
+}
+
+/// Keystrokes from stdin.
+struct Keys {
+    stdin: tokio::io::Stdin,
+    buf: Vec<u8>,
+    open: bool,
+}
+
+impl Keys {
+    /// Reads keystrokes: the keys to send (before any detach key) and whether to detach;
+    /// None once stdin is closed.
+    async fn read(&mut self) -> Option<(Vec<u8>, bool)> {
+        match self.stdin.read(&mut self.buf).await {
+            Ok(0) | Err(_) => {
+                self.open = false;
+                None
+            }
+            Ok(n) => {
+                let input = &self.buf[..n];
+                Some(match input.iter().position(|b| *b == DETACH_KEY) {
+                    Some(i) => (input[..i].to_vec(), true),
+                    None => (input.to_vec(), false),
+                })
+            }
+        }
+    }
+}
+
 /// Attaches to the session `id`.
 pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCode> {
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    // A terminal that reports no size (0x0, e.g. under `script`) keeps the session's size.
-    let size = if tty { crossterm::terminal::size().ok().filter(|(c, r)| *c >= 2 && *r >= 1) } else { None };
+    let winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
+    let keys = Keys { stdin: tokio::io::stdin(), buf: vec![0u8; 8192], open: true };
+    let mut local = Local { tty, read_only, stdout: std::io::stdout(), keys, winch };
+    // The first connection is not retried: nothing to reattach to yet.
+    let mut ws = connect(client, id, read_only, local.size()).await.map_err(|e| match e {
+        Attempt::Retry(why) => anyhow!("cannot reach the Drover server at {} ({why}): is `drover up` running?", client.url),
+        Attempt::Fail(e) => e,
+    })?;
+    if tty {
+        eprint!("[attached to {id}{}; detach with Ctrl-]]\r\n", if read_only { ", read-only" } else { "" });
+    }
+    let raw = RawMode(tty && crossterm::terminal::enable_raw_mode().is_ok());
+    let ending = follow(client, id, &mut local, &mut ws).await;
+    if tty {
+        local.stdout.write_all(RESTORE)?;
+    }
+    local.stdout.flush()?;
+    drop(raw);
+    match ending {
+        Ok(message) => {
+            eprintln!("\r\n{message}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprint!("\r\n");
+            Err(e)
+        }
+    }
+}
+
+/// Follows the session across reconnects until it ends, the viewer detaches, or the
+/// server cannot be reached again.
+async fn follow(client: &Client, id: &str, local: &mut Local, ws: &mut Socket) -> Result<String> {
+    let rows = local.size().map(|(_, r)| r).unwrap_or(24);
+    let mut status = Status::new(if local.tty { Place::BottomRow(rows) } else { Place::Line });
+    let mut backoff = Backoff::default();
+    loop {
+        let mut why = match session(id, local, ws).await? {
+            End::Done(message) => return Ok(message),
+            End::Lost(why) => why,
+        };
+        loop {
+            let Some(delay) = backoff.failed() else {
+                bail!("lost the connection to {id} and could not reconnect: {why}");
+            };
+            status.reconnecting(&why, backoff.attempt(), delay);
+            if wait_or_detach(local, delay).await {
+                status.connected();
+                return Ok(detached(id));
+            }
+            match connect(client, id, local.read_only, local.size()).await {
+                Ok(again) => {
+                    *ws = again;
+                    backoff.reset();
+                    status.connected();
+                    break;
+                }
+                Err(Attempt::Retry(w)) => why = w,
+                Err(Attempt::Fail(e)) => {
+                    status.connected();
+                    bail!("could not reattach to {id}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Waits `delay`, dropping keystrokes (there is nowhere to send them); true if the
+/// detach key was pressed meanwhile.
+async fn wait_or_detach(local: &mut Local, delay: std::time::Duration) -> bool {
+    let sleep = tokio::time::sleep(delay);
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            _ = &mut sleep => return false,
+            keys = local.keys.read(), if local.keys.open => {
+                if keys.is_some_and(|(_, detach)| detach) {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+fn detached(id: &str) -> String {
+    format!("[detached from {id}; it keeps running — `drover session attach {id}` to return]")
+}
+
+/// Opens the terminal socket, asking for `size` unless read-only.
+async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, u16)>) -> Result<Socket, Attempt> {
     let mut url = client.ws_url(&format!("/api/v1/sessions/{}/terminal?read_only={read_only}", seg(id)));
     if let (Some((c, r)), false) = (size, read_only) {
         url.push_str(&format!("&cols={c}&rows={r}"));
     }
-    let mut request = url.as_str().into_client_request()?;
-    request.headers_mut().insert("authorization", format!("Bearer {}", client.token).parse()?);
-    let connector = tokio_tungstenite::Connector::Rustls(crate::client::tls_config()?);
-    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(request, None, true, Some(connector)).await.map_err(|e| match e {
-        tokio_tungstenite::tungstenite::Error::Http(resp) => {
+    let fail = |e: anyhow::Error| Attempt::Fail(e);
+    let mut request = url.as_str().into_client_request().map_err(|e| fail(e.into()))?;
+    let bearer = format!("Bearer {}", client.token).parse().map_err(|_| fail(anyhow!("the token is not a valid header value")))?;
+    request.headers_mut().insert("authorization", bearer);
+    let connector = tokio_tungstenite::Connector::Rustls(crate::client::tls_config().map_err(fail)?);
+    match tokio_tungstenite::connect_async_tls_with_config(request, None, true, Some(connector)).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::Error::Http(resp)) if resp.status().is_server_error() => {
+            Err(Attempt::Retry(format!("the server answered {}", resp.status())))
+        }
+        Err(tungstenite::Error::Http(resp)) => {
             let body = resp.body().as_deref().unwrap_or_default();
-            match serde_json::from_slice::<ErrorBody>(body) {
+            Err(fail(match serde_json::from_slice::<ErrorBody>(body) {
                 Ok(b) => anyhow!(b.error),
                 Err(_) => anyhow!("the server refused to attach: HTTP {}", resp.status()),
-            }
+            }))
         }
-        e @ (tokio_tungstenite::tungstenite::Error::Io(_) | tokio_tungstenite::tungstenite::Error::Tls(_)) => {
-            crate::client::unreachable(&client.url, &e)
-        }
-        e => anyhow!("cannot attach: {e}"),
-    })?;
-    let (mut sink, mut stream) = ws.split();
-    if tty {
-        eprint!("[attached to {id}{}; detach with Ctrl-]]\r\n", if read_only { ", read-only" } else { "" });
+        Err(e @ tungstenite::Error::Tls(_)) => match drover_tls::explain::tls_problem(&e) {
+            Some(_) => Err(fail(crate::client::unreachable(&client.url, &e))),
+            None => Err(Attempt::Retry(crate::client::connection_trouble(&e))),
+        },
+        Err(e) => Err(Attempt::Retry(crate::client::connection_trouble(&e))),
     }
-    let _raw = RawMode(tty && crossterm::terminal::enable_raw_mode().is_ok());
-    // Terminal output is written straight from this task: a blocking write to the terminal
-    // is the natural backpressure, and it saves a thread hand-off per frame.
-    let mut stdout = std::io::stdout();
-    let mut stdin = tokio::io::stdin();
-    let mut buf = vec![0u8; 8192];
-    let mut stdin_open = true;
-    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
-    let ending = loop {
+}
+
+/// One connection's life: output to the terminal, keys and resizes to the session.
+async fn session(id: &str, local: &mut Local, ws: &mut Socket) -> Result<End> {
+    loop {
         tokio::select! {
-            msg = stream.next() => match msg {
+            msg = ws.next() => match msg {
                 Some(Ok(Message::Binary(b))) => {
-                    stdout.write_all(&b)?;
-                    stdout.flush()?;
+                    // A blocking write to the terminal is the natural backpressure.
+                    local.stdout.write_all(&b)?;
+                    local.stdout.flush()?;
                 }
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerEvent>(&t) {
                     Ok(ViewerEvent::Ended { outcome, exit_code, reason }) => {
                         let code = exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
                         let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
-                        break format!("[session {id} ended: {outcome}{code}{why}]");
+                        return Ok(End::Done(crate::table::sanitize(&format!("[session {id} ended: {outcome}{code}{why}]"))));
                     }
-                    Ok(ViewerEvent::Error { message }) => eprint!("\r\n[drover: {message}]\r\n"),
-                    Ok(_) => {}
-                    Err(_) => {}
+                    Ok(ViewerEvent::Error { message }) => eprint!("\r\n[drover: {}]\r\n", crate::table::sanitize(&message)),
+                    Ok(_) | Err(_) => {}
                 },
-                Some(Ok(Message::Close(_))) | None => break format!("[the server closed the connection to {id}]"),
-                Some(Err(e)) => break format!("[connection to {id} lost: {e}]"),
+                Some(Ok(Message::Close(_))) | None => return Ok(End::Lost("the server closed the connection".into())),
+                Some(Err(e)) => return Ok(End::Lost(crate::client::connection_trouble(&e))),
                 Some(Ok(_)) => {}
             },
-            n = stdin.read(&mut buf), if stdin_open => match n {
-                Ok(0) | Err(_) => stdin_open = false,
-                Ok(n) => {
-                    let input = &buf[..n];
-                    let (keys, detach) = match input.iter().position(|b| *b == DETACH_KEY) {
-                        Some(i) => (&input[..i], true),
-                        None => (input, false),
-                    };
-                    if !read_only && !keys.is_empty() {
-                        sink.send(Message::Binary(keys.to_vec().into())).await?;
-                    }
-                    if detach {
-                        let _ = sink.send(Message::Close(None)).await;
-                        break format!("[detached from {id}; it keeps running — `drover session attach {id}` to return]");
-                    }
+            keys = local.keys.read(), if local.keys.open => {
+                let Some((keys, detach)) = keys else { continue };
+                if !local.read_only && !keys.is_empty() && ws.send(Message::Binary(keys.into())).await.is_err() {
+                    return Ok(End::Lost("the connection dropped while sending keys".into()));
                 }
-            },
-            _ = winch.recv() => {
-                if let (Ok((cols @ 2.., rows @ 1..)), false) = (crossterm::terminal::size(), read_only) {
+                if detach {
+                    let _ = ws.send(Message::Close(None)).await;
+                    return Ok(End::Done(detached(id)));
+                }
+            }
+            _ = local.winch.recv() => {
+                if let (Ok((cols @ 2.., rows @ 1..)), false) = (crossterm::terminal::size(), local.read_only) {
                     let cmd = serde_json::to_string(&ViewerCommand::Resize { cols, rows })?;
-                    sink.send(Message::Text(cmd.into())).await?;
+                    if ws.send(Message::Text(cmd.into())).await.is_err() {
+                        return Ok(End::Lost("the connection dropped while resizing".into()));
+                    }
                 }
             }
         }
-    };
-    if tty {
-        stdout.write_all(RESTORE)?;
     }
-    stdout.flush()?;
-    drop(_raw);
-    eprintln!("\r\n{ending}");
-    if ending.contains("connection") && ending.contains("lost") {
-        bail!("the connection to the server was lost");
-    }
-    Ok(ExitCode::SUCCESS)
 }

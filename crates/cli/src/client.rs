@@ -44,6 +44,24 @@ pub fn unreachable(url: &str, e: &(dyn std::error::Error + 'static)) -> anyhow::
     }
 }
 
+/// A request that failed: worth trying again, or not.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The connection failed or dropped, or the server was not ready: what happened.
+    Retry(String),
+    /// The server's answer, which trying again would not change.
+    Fail(anyhow::Error),
+}
+
+/// A dropped or refused connection, said briefly (the innermost cause).
+pub fn connection_trouble(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &(dyn std::error::Error + 'static) = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}
+
 /// A configured API client.
 pub struct Client {
     /// The server's base URL.
@@ -132,6 +150,26 @@ impl Client {
     /// GET, raw.
     pub async fn get_raw(&self, path: &str) -> Result<reqwest::Response> {
         self.send(self.request(Method::GET, path)).await
+    }
+
+    /// GET, raw, telling a failure worth retrying (no connection, a dropped one, a
+    /// server restarting or overloaded) from an answer that will not change.
+    pub async fn get_retryable(&self, path: &str) -> std::result::Result<reqwest::Response, Attempt> {
+        let resp = match self.request(Method::GET, path).send().await {
+            Ok(resp) => resp,
+            Err(e) if e.is_builder() => return Err(Attempt::Fail(anyhow!("request to {} failed: {e}", self.url))),
+            Err(e) => return Err(Attempt::Retry(connection_trouble(&e))),
+        };
+        let status = resp.status();
+        if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+            return Err(Attempt::Retry(format!("the server answered {status}")));
+        }
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            let msg = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or_else(|_| format!("the server answered {status}"));
+            return Err(Attempt::Fail(anyhow!(msg)));
+        }
+        Ok(resp)
     }
 
     /// POST JSON, decoding JSON.

@@ -7,6 +7,7 @@ mod client;
 mod commands;
 mod home;
 mod mcp;
+mod reconnect;
 mod table;
 mod tail;
 mod up;

@@ -6,6 +6,7 @@ use drover_protocol::shim::Snapshot;
 use drover_store::{OutputChunk, SessionRow, Store, StoreError};
 use drover_term::asciicast::{CastWriter, Event, Header};
 use drover_term::text::TextRenderer;
+use drover_term::transcript::Transcript;
 
 /// Bytes read from the store per query.
 const PAGE: usize = 4 * 1024 * 1024;
@@ -41,6 +42,36 @@ pub async fn text(store: &Store, session: SessionId, from: u64) -> Result<(Vec<S
     })
     .await?;
     Ok((lines, r.partial(), complete_at, end))
+}
+
+/// What the session showed, as lines a person reads: its recording replayed through a
+/// screen model from the size it started at, resized where it was (see
+/// [`Transcript`]). With `settled_only`, the screen's rows at and below the cursor are
+/// left out (they may still change); else the final screen ends the text. Also returns
+/// the offset rendered to.
+pub async fn screen_text(store: &Store, row: &SessionRow, settled_only: bool) -> Result<(Vec<String>, u64), StoreError> {
+    let marks = store.marks(row.id).await?;
+    let (cols, rows) = marks.iter().find(|m| m.kind == "s").and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
+    let mut resizes =
+        marks.into_iter().filter(|m| m.kind == "r").filter_map(|m| parse_size(&m.data).map(|size| (m.t_micros, size))).peekable();
+    let mut t = Transcript::new(cols, rows);
+    let mut lines = Vec::new();
+    let end = each_chunk(store, row.id, 0, |c| {
+        while let Some((_, (cols, rows))) = resizes.next_if(|(at, _)| *at <= c.t_micros) {
+            lines.extend(t.resize(cols, rows));
+        }
+        lines.extend(t.feed(&c.data));
+    })
+    .await?;
+    for (_, (cols, rows)) in resizes {
+        lines.extend(t.resize(cols, rows));
+    }
+    if settled_only {
+        lines.extend(t.settle());
+    } else {
+        lines.extend(t.finish());
+    }
+    Ok((lines, end))
 }
 
 /// A snapshot rebuilt by replaying the stored output (when the device cannot answer).

@@ -98,7 +98,7 @@ fn format_interval(micros: u64) -> String {
 
 /// Decodes `bytes` lossily, returning the text and any incomplete trailing
 /// UTF-8 sequence separately.
-fn decode_with_tail(mut bytes: &[u8]) -> (String, &[u8]) {
+pub(crate) fn decode_with_tail(mut bytes: &[u8]) -> (String, &[u8]) {
     let mut text = String::with_capacity(bytes.len());
     loop {
         match std::str::from_utf8(bytes) {

@@ -4,7 +4,8 @@
 //! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
-//! - [`text`], [`queries`], [`asciicast`]: pure renderers and scanners of terminal bytes.
+//! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: pure renderers and
+//!   scanners of terminal bytes.
 //! - [`dir`]: the layout of a session's directory, shared by the shim and the device.
 
 pub mod asciicast;
@@ -15,8 +16,10 @@ pub mod dir;
 pub mod exec;
 pub mod pty;
 pub use drover_recording as recording;
+pub mod prompt;
 pub mod queries;
 pub mod screen;
 pub mod shim;
 pub mod text;
+pub mod transcript;
 pub mod tree;

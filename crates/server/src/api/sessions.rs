@@ -445,12 +445,15 @@ pub async fn stop(State(state): State<AppState>, caller: Caller, Path(id): Path<
 pub struct TextParams {
     /// Only the last N lines.
     pub lines: Option<usize>,
-    /// Only complete lines (for following): leave out an unfinished last line.
+    /// Only settled lines (for following): leave out the screen's rows from the
+    /// cursor's down, which may still change.
     #[serde(default)]
     pub complete: bool,
 }
 
-/// `GET /api/v1/sessions/{id}/text`: what the run printed, as plain text.
+/// `GET /api/v1/sessions/{id}/text`: what the run showed, as plain text: the lines that
+/// scrolled off its screen, then the screen as it was left (rendered through a screen
+/// model, so cursor moves and redraws read as they looked).
 pub async fn text(
     State(state): State<AppState>,
     caller: Caller,
@@ -459,15 +462,7 @@ pub async fn text(
 ) -> Result<Json<SessionText>, ApiError> {
     let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
-    let (mut lines, partial, complete_at, end) = render::text(&state.store, row.id, 0).await?;
-    let offset = if p.complete {
-        complete_at
-    } else {
-        if !partial.is_empty() {
-            lines.push(partial);
-        }
-        end
-    };
+    let (mut lines, offset) = render::screen_text(&state.store, &row, p.complete).await?;
     if let Some(n) = p.lines {
         let skip = lines.len().saturating_sub(n);
         lines.drain(..skip);
