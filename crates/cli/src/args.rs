@@ -512,16 +512,23 @@ pub enum SessionCmd {
         /// The text (newlines and tabs are kept).
         text: String,
     },
-    /// Send text like `input`, wait for the screen to go still, print the reply.
+    /// Send text like `input`, wait for the reply to settle, print it.
+    ///
+    /// The reply is settled when the program shows its prompt again (line editors such
+    /// as bash, zsh or Python's say so themselves), when the session ends, or — for a
+    /// program that gives no such signal — when its screen has been still for
+    /// --still-ms. A program still busy with the line is never taken as done. Exits 3,
+    /// printing the reply so far, when --timeout comes first.
     Ask {
         /// The session id.
         id: String,
         /// The text.
         text: String,
-        /// Give up after this many seconds.
+        /// Give up after this many seconds (exit status 3).
         #[arg(long, default_value_t = 60.0)]
         timeout: f64,
-        /// The screen counts as still after this many milliseconds without output.
+        /// For a program that gives no prompt signal: the screen counts as still after
+        /// this many milliseconds without output.
         #[arg(long, default_value_t = 1500)]
         still_ms: u64,
     },

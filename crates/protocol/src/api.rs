@@ -182,10 +182,19 @@ pub struct AskReply {
     pub receipt: InputReceipt,
     /// What the program printed in reply, as plain text.
     pub reply: String,
-    /// True when the screen went still; false when the timeout came first.
+    /// True when the reply is complete: the session ended, the program showed its
+    /// prompt again, or (a program that gives no such signal) its screen went still.
+    /// False when the timeout came first: `reply` is what came so far.
     pub settled: bool,
     /// The session's outcome after the reply.
     pub outcome: Outcome,
+    /// What settled it: `ended`, `prompt` (the program is reading input again) or
+    /// `still` (no output for the stillness time); null when not settled.
+    #[serde(default)]
+    pub settled_by: Option<String>,
+    /// When not settled: what the reply was still waiting for, for a person.
+    #[serde(default)]
+    pub pending: Option<String>,
 }
 
 /// `GET /api/v1/sessions/{id}/text`: what the run printed, as plain text.

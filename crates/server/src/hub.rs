@@ -181,6 +181,21 @@ impl Hub {
         self.lock().viewers.remove(&id);
     }
 
+    /// The output from `offset` on, as the ring holds it (for a reader that is not a
+    /// viewer); TooOld when the ring no longer reaches back that far.
+    pub fn since(&self, offset: u64) -> Result<Vec<Bytes>, NoResync> {
+        let g = self.lock();
+        let ring_start = g.ring.front().map(|(o, _, _)| *o).unwrap_or(g.latest);
+        if offset < ring_start && offset < g.latest {
+            return Err(NoResync::TooOld);
+        }
+        Ok(g.ring
+            .iter()
+            .filter(|(o, data, _)| o + data.len() as u64 > offset)
+            .map(|(o, data, _)| if *o < offset { data.slice((offset - o) as usize..) } else { data.clone() })
+            .collect())
+    }
+
     /// Resumes a lagging viewer from a snapshot taken at `offset`: returns the bytes after
     /// the snapshot that the viewer must write next, or why it cannot.
     pub fn resync(&self, id: u64, offset: u64) -> Result<Vec<Bytes>, NoResync> {

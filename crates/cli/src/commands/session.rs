@@ -76,9 +76,14 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
                 print_json(&r)?;
             } else {
                 println!("{}", table::sanitize_lines(&r.reply));
-                if !r.settled {
-                    eprintln!("warning: the screen had not gone still after {timeout} s; this is the reply so far");
-                }
+            }
+            if !r.settled {
+                let why = r.pending.as_deref().unwrap_or("the reply had not settled");
+                eprintln!(
+                    "error: no complete reply within {timeout} s: {}; printed is the reply so far (ask with a longer --timeout, or follow it with `drover session tail {id} --follow`)",
+                    table::sanitize(why)
+                );
+                return Ok(ExitCode::from(3));
             }
         }
         SessionCmd::Stop { id } => {

@@ -344,8 +344,16 @@ pub async fn input(
     Ok(Json(receipt))
 }
 
-/// `POST /api/v1/sessions/{id}/ask`: input, then wait for the screen to go still and
-/// return what the program printed in reply.
+/// After the prompt is back, output quiet this long ends the reply (the prompt itself
+/// follows the signal).
+const PROMPT_QUIET: Duration = Duration::from_millis(200);
+
+/// `POST /api/v1/sessions/{id}/ask`: input, then wait for the reply to settle and return
+/// what the program printed. Settled means, in order of trust: the session ended; the
+/// program showed its prompt again (its own signal, see [`drover_term::prompt`]); or,
+/// for a program that gives no such signal, the screen went still. A program busy with
+/// the line it was sent (it accepted it and has not prompted again) is not settled
+/// however still its screen is.
 pub async fn ask(
     State(state): State<AppState>,
     caller: Caller,
@@ -360,29 +368,10 @@ pub async fn ask(
     let still = req.still_ms.map(Duration::from_millis).unwrap_or(state.config.ask_still).min(timeout);
     let (row, receipt) = deliver(&state, &caller, &id, &req.text).await?;
     let hub = crate::cluster::live_hub(&state, &row);
-    let deadline = Instant::now() + timeout;
-    let mut settled = false;
+    let mut settled_by = None;
+    let mut pending = "the session's output could not be followed".to_string();
     if let Some(hub) = &hub {
-        hub.touch();
-        let mut changed = hub.changed.subscribe();
-        loop {
-            if hub.ended().is_some() {
-                settled = true;
-                break;
-            }
-            crate::cluster::follow(&state, hub.clone(), row.id, row.device);
-            let since = hub.since_output();
-            if since >= still {
-                settled = true;
-                break;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            let wait = (still - since).min(deadline - now);
-            let _ = tokio::time::timeout(wait, changed.changed()).await;
-        }
+        (settled_by, pending) = await_reply(&state, hub, &row, receipt.offset, still, timeout).await;
     }
     // Let the store catch up with what the hub has seen.
     let want = hub.as_ref().map(|h| h.latest()).unwrap_or(0);
@@ -400,7 +389,64 @@ pub async fn ask(
     }
     strip_echo(&mut lines, &req.text);
     let outcome = state.store.session(row.id).await?.map(|r| r.outcome).unwrap_or(row.outcome);
-    Ok(Json(AskReply { receipt, reply: lines.join("\n"), settled, outcome }))
+    if settled_by.is_none() && !outcome.is_live() {
+        settled_by = Some("ended");
+    }
+    let settled = settled_by.is_some();
+    let pending = (!settled).then_some(pending);
+    Ok(Json(AskReply { receipt, reply: lines.join("\n"), settled, outcome, settled_by: settled_by.map(str::to_string), pending }))
+}
+
+/// Waits for the reply to input sent at `from`: what settled it (`ended`, `prompt`,
+/// `still`), or None at the timeout with what it was still waiting for.
+async fn await_reply(
+    state: &AppState,
+    hub: &std::sync::Arc<crate::hub::Hub>,
+    row: &drover_store::SessionRow,
+    from: u64,
+    still: Duration,
+    timeout: Duration,
+) -> (Option<&'static str>, String) {
+    use drover_term::prompt::{PromptWatch, Turn};
+    let deadline = Instant::now() + timeout;
+    let (mut watch, mut read) = (PromptWatch::default(), from);
+    hub.touch();
+    let mut changed = hub.changed.subscribe();
+    loop {
+        if hub.ended().is_some() {
+            return (Some("ended"), String::new());
+        }
+        crate::cluster::follow(state, hub.clone(), row.id, row.device);
+        match hub.since(read) {
+            Ok(pieces) => pieces.iter().for_each(|p| {
+                watch.feed(p);
+                read += p.len() as u64;
+            }),
+            Err(_) => {
+                watch.lost();
+                read = hub.latest();
+            }
+        }
+        let since = hub.since_output();
+        let (quiet, settles_as) = match watch.turn() {
+            Turn::Prompt => (Some(PROMPT_QUIET.min(still)), "prompt"),
+            Turn::Busy => (None, ""),
+            Turn::Unknown => (Some(still), "still"),
+        };
+        if quiet.is_some_and(|q| since >= q) {
+            return (Some(settles_as), String::new());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let pending = match watch.turn() {
+                Turn::Busy => "the program is still busy with what was sent: it has not shown its prompt again",
+                _ => "the program was still printing",
+            };
+            return (None, pending.to_string());
+        }
+        let wait = quiet.map(|q| q.saturating_sub(since)).unwrap_or(deadline - now).min(deadline - now);
+        let _ = tokio::time::timeout(wait, changed.changed()).await;
+    }
 }
 
 /// Drops the program's echo of the sent text from the start of its reply.
