@@ -208,11 +208,12 @@ async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, 
                 Err(_) => anyhow!("the server refused to attach: HTTP {}", resp.status()),
             }))
         }
-        Err(e @ tungstenite::Error::Tls(_)) => match drover_tls::explain::tls_problem(&e) {
+        // A certificate problem (however the socket layer wraps it) will not go away by
+        // retrying: say what is wrong at once.
+        Err(e) => match drover_tls::explain::tls_problem(&e) {
             Some(_) => Err(fail(crate::client::unreachable(&client.url, &e))),
             None => Err(Attempt::Retry(crate::client::connection_trouble(&e))),
         },
-        Err(e) => Err(Attempt::Retry(crate::client::connection_trouble(&e))),
     }
 }
 
