@@ -393,15 +393,16 @@ pub struct DeviceRunArgs {
     pub server: Option<String>,
     /// The one-time enrollment token from `drover device add` (traded for the device's
     /// own credential, kept in $DROVER_HOME/device-daemon/credential.json), or a device
-    /// credential.
+    /// credential. Not needed once the device has enrolled: it starts from the saved one.
     #[arg(long, env = "DROVER_DEVICE_TOKEN")]
     pub token: Option<String>,
     /// The device's name, as registered.
     #[arg(long)]
     pub name: Option<String>,
-    /// Sessions it may run at once.
-    #[arg(long, default_value_t = 8)]
-    pub slots: u32,
+    /// Sessions it may run at once; without it, the slots `drover device add --slots`
+    /// registered (the server keeps one number for the device).
+    #[arg(long)]
+    pub slots: Option<u32>,
     /// Seconds between heartbeats to the server.
     #[arg(long, default_value_t = drover_device::HEARTBEAT.as_secs_f64())]
     pub heartbeat_secs: f64,

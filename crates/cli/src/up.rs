@@ -275,23 +275,37 @@ pub async fn server(args: ServerArgs) -> Result<()> {
 
 /// `drover device --server URL --token T`.
 pub async fn device(args: DeviceRunArgs) -> Result<()> {
-    let (Some(server), Some(token)) = (args.server, args.token) else {
-        bail!("`drover device` needs --server URL and --token TOKEN (from `drover device add NAME` on the server), or a subcommand such as `drover device list`");
-    };
-    let name = args.name.unwrap_or_else(|| drover_core::names::device_name_from_host(&hostname()));
-    drover_core::names::check_device_name(&name)?;
     home::ensure_private(&home::home()?)?;
     let home = home::home()?.join("device-daemon");
     home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
-    let server = server.trim_end_matches('/').to_string();
+    // A device that enrolled before starts again from its saved credential: the server,
+    // name and token it was given need not be given again.
+    let saved = home::read_json::<SavedCredential>(&home.join("credential.json"));
+    let server = match (args.server, &saved) {
+        (Some(s), _) => s.trim_end_matches('/').to_string(),
+        (None, Some(saved)) => saved.server.clone(),
+        (None, None) => bail!("`drover device` needs --server URL and --token TOKEN (from `drover device add NAME` on the server) the first time, or a subcommand such as `drover device list`"),
+    };
+    let name = match (args.name, &saved) {
+        (Some(n), _) => n,
+        (None, Some(saved)) if saved.server == server => saved.name.clone(),
+        (None, _) => drover_core::names::device_name_from_host(&hostname()),
+    };
+    drover_core::names::check_device_name(&name)?;
     let identity_file = home.join("server-certificate");
-    let token = device_credential(&home, &server, &name, token).await?;
+    let token = match (args.token, saved) {
+        (Some(token), _) => device_credential(&home, &server, &name, token).await?,
+        (None, Some(saved)) if saved.server == server && saved.name == name => saved.token,
+        (None, _) => bail!(
+            "this machine has no saved credential for device `{name}` on {server}: pass --token TOKEN from `drover device add {name}`"
+        ),
+    };
     let config = DeviceConfig {
         server_url: server.clone(),
         token,
         name: name.clone(),
-        slots: args.slots,
+        slots: args.slots.unwrap_or(0),
         home,
         shim_exe: std::env::current_exe().context("finding the drover binary")?,
         heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,

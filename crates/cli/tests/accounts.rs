@@ -191,6 +191,14 @@ fn devices_enroll_once_with_their_token_and_keep_their_own_credential() {
     s.kill_device();
     s.cli.wait_device("enrolled", false);
     s.start_device();
+    // So does `drover device` alone, with the slots `device add` registered (one number).
+    s.kill_device();
+    s.cli.wait_device("enrolled", false);
+    s.cli.json(&["device", "add", "enrolled", "--slots", "3"]);
+    let never_enrolled = s.cli.fails(&["device"]);
+    assert!(never_enrolled.contains("needs --server URL and --token TOKEN"), "{never_enrolled}");
+    s.start_device_from_saved();
+    assert_eq!(s.cli.json(&["device", "list"])[0]["slots"], 3);
     let id = s.cli.start(&["bash", "-c", "echo enrolled-ok; sleep 30"]);
     s.cli.wait_text(&id, "enrolled-ok", secs(20));
     // `device add` again issues a new enrollment; the device's credential is replaced

@@ -45,7 +45,7 @@ pub enum DeviceMessage {
         version: u32,
         /// The device's name.
         name: String,
-        /// How many sessions it may run at once.
+        /// How many sessions it may run at once; 0: as registered on the server.
         slots: u32,
         /// Sessions it knows about (running, or ended but not yet released).
         sessions: Vec<SessionReport>,

@@ -76,7 +76,10 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
         let _ = sink.send(Message::Text(serde_json::to_string(&msg).expect("serialises").into())).await;
         return Err("refused".into());
     }
-    state.store.upsert_device(workspace, &name, slots.max(1)).await.map_err(|e| e.to_string())?;
+    // A daemon started without --slots says 0: the slots registered with `device add` stand.
+    if slots > 0 {
+        state.store.upsert_device(workspace, &name, slots).await.map_err(|e| e.to_string())?;
+    }
     let sandbox = sandbox.map(|o| serde_json::to_string(&o).expect("an offer serialises"));
     state.store.set_device_sandbox(device, sandbox.as_deref()).await.map_err(|e| e.to_string())?;
     state.store.touch_devices(&[device]).await.map_err(|e| e.to_string())?;

@@ -543,6 +543,17 @@ impl Split {
         self.cli.wait_device(&self.name, true);
     }
 
+    /// Starts the device daemon as `drover device` alone: the server, name, credential
+    /// and slots all come from its enrollment.
+    pub fn start_device_from_saved(&mut self) {
+        let allowance = test_sandbox_args();
+        let mut args = vec!["device"];
+        args.extend(allowance.iter().map(String::as_str));
+        args.extend(self.device_args.iter().map(String::as_str));
+        self.device = Some(spawn_drover(self.device_home.path(), &args));
+        self.cli.wait_device(&self.name, true);
+    }
+
     /// The device's own credential: what the daemon traded its enrollment token
     /// (`self.token`) for.
     pub fn device_credential(&self) -> String {
