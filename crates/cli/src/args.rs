@@ -303,6 +303,10 @@ pub struct ServerArgs {
     /// before the task is flagged for a person. Runs lost with their device do not count.
     #[arg(long, default_value_t = 3)]
     pub stage_runs: u32,
+    /// Seconds a task-free session may go with no output, no input and no viewer before
+    /// it is stopped and ends `released` ("idle-parked"); 0: never.
+    #[arg(long, default_value_t = 24.0 * 3600.0)]
+    pub park_after: f64,
     /// Seconds before the first retry of a failed webhook delivery (doubling after).
     #[arg(long, default_value_t = 5.0)]
     pub webhook_retry_secs: f64,

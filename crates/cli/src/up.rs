@@ -83,6 +83,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         },
         monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
         stall_after: seconds("--stall-secs", args.stall_secs)?,
+        park_after: if args.park_after == 0.0 { None } else { Some(seconds("--park-after", args.park_after)?) },
         max_attempts: match args.stage_runs {
             1..=100 => args.stage_runs,
             _ => bail!("--stage-runs must be between 1 and 100"),

@@ -205,3 +205,18 @@ fn a_second_up_on_the_same_home_is_refused() {
     assert!(err.contains("another drover is already running with DROVER_HOME="), "{err}");
     assert!(err.contains(&format!("pid {}", d.up_pid())), "{err}");
 }
+
+#[test]
+fn an_idle_unwatched_session_is_parked_and_a_busy_one_is_not() {
+    let d = Drover::up_with(tempfile::tempdir().unwrap(), 8, vec!["--park-after".into(), "2".into()]);
+    let idle = d.start(&["sh", "-c", "echo hi; sleep 300"]);
+    let busy = d.start(&["sh", "-c", "while true; do echo tick; sleep 0.3; done"]);
+    let shown = d.wait_ended(&idle, secs(20));
+    assert_eq!(shown["outcome"], "released", "{shown}");
+    assert_eq!(shown["reason"], "idle-parked after 2 seconds with no output, input or viewer");
+    let events = d.json(&["session", "events", &idle]);
+    assert!(events.as_array().unwrap().iter().any(|e| e["actor"] == "idle parking"), "audited: {events}");
+    // Printing keeps a session from being parked.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(d.show(&busy)["outcome"], "running");
+}

@@ -123,9 +123,32 @@ pub fn stalled(
 
 /// The reason recorded when a stalled run is replaced.
 pub fn stalled_reason(stall_after: Duration) -> String {
-    let secs = stall_after.as_secs();
-    let window = if secs >= 120 { format!("{} minutes", secs / 60) } else { format!("{secs} seconds") };
-    format!("the session had stalled (no output or progress for {window}) and was replaced with a fresh one")
+    format!("the session had stalled (no output or progress for {}) and was replaced with a fresh one", window(stall_after))
+}
+
+/// Whether a task-free session is idle-parked: with parking on (`park_after`), nothing
+/// printed, typed or watched for that long (`idle_for` None: someone watches it now).
+/// A task's run is never parked (the stall monitor looks after it).
+pub fn idle_parked(park_after: Option<Duration>, task_run: bool, idle_for: Option<Duration>) -> bool {
+    match (park_after, idle_for) {
+        (Some(after), Some(idle)) => !task_run && idle >= after,
+        _ => false,
+    }
+}
+
+/// A window in words: `24 hours`, `90 minutes`, `45 seconds`.
+fn window(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s >= 2 * 3600 && s % 3600 == 0 => format!("{} hours", s / 3600),
+        s if s >= 120 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
+    }
+}
+
+/// The reason recorded when an idle session is parked (it ends `released`).
+pub fn parked_reason(park_after: Duration) -> String {
+    format!("idle-parked after {} with no output, input or viewer", window(park_after))
 }
 
 /// What a check does with a live session, given the flag it had and the one it earns now.
@@ -156,6 +179,22 @@ mod tests {
 
     fn seen(contact_min: u32, finished_min: Option<u32>) -> Observed {
         Observed { since_contact: MIN * contact_min, sandbox_finished_for: finished_min.map(|m| MIN * m), device_revoked: false }
+    }
+
+    #[test]
+    fn only_an_unwatched_quiet_task_free_session_is_parked() {
+        let day = Duration::from_secs(24 * 3600);
+        assert!(idle_parked(Some(day), false, Some(day)));
+        assert!(!idle_parked(Some(day), false, Some(day - Duration::from_secs(1))), "not idle long enough");
+        assert!(!idle_parked(Some(day), false, None), "someone is watching");
+        assert!(!idle_parked(Some(day), true, Some(day * 2)), "a task's run is the stall monitor's");
+        assert!(!idle_parked(None, false, Some(day * 30)), "parking is off");
+        assert_eq!(parked_reason(day), "idle-parked after 24 hours with no output, input or viewer");
+        assert_eq!(parked_reason(Duration::from_secs(3)), "idle-parked after 3 seconds with no output, input or viewer");
+        assert_eq!(
+            stalled_reason(Duration::from_secs(1800)),
+            "the session had stalled (no output or progress for 30 minutes) and was replaced with a fresh one"
+        );
     }
 
     #[test]

@@ -66,6 +66,8 @@ struct Inner {
     next_viewer: u64,
     size: (u16, u16),
     last_output: Instant,
+    /// When a viewer last came or went.
+    last_viewer: Instant,
     ended: Option<ViewerEvent>,
 }
 
@@ -107,6 +109,7 @@ impl Hub {
                 next_viewer: 0,
                 size,
                 last_output: Instant::now(),
+                last_viewer: Instant::now(),
                 ended: None,
             }),
             changed: watch::channel(latest).0,
@@ -172,13 +175,16 @@ impl Hub {
         let mut g = self.lock();
         let id = g.next_viewer;
         g.next_viewer += 1;
+        g.last_viewer = Instant::now();
         g.viewers.insert(id, Slot { tx, queued: queued.clone(), lag: lag.clone(), next: 0, lagging: true, interactive });
         Joined { id, lag, rx, queued }
     }
 
     /// Removes a viewer.
     pub fn leave(&self, id: u64) {
-        self.lock().viewers.remove(&id);
+        let mut g = self.lock();
+        g.viewers.remove(&id);
+        g.last_viewer = Instant::now();
     }
 
     /// The output from `offset` on, as the ring holds it (for a reader that is not a
@@ -231,6 +237,13 @@ impl Hub {
     /// Time since the last output.
     pub fn since_output(&self) -> std::time::Duration {
         self.lock().last_output.elapsed()
+    }
+
+    /// How long nothing has happened here: no output, no input, no viewer (None while a
+    /// viewer is attached). What idle-parking goes by.
+    pub fn idle_for(&self) -> Option<std::time::Duration> {
+        let g = self.lock();
+        g.viewers.is_empty().then(|| g.last_output.elapsed().min(g.last_viewer.elapsed()))
     }
 
     /// Counts the output arrival as "now" (used when input is sent, for stillness).

@@ -19,6 +19,7 @@ mod leases;
 mod limits;
 mod link_guard;
 mod monitor;
+pub mod parking;
 mod passwords;
 mod render;
 mod retention;
@@ -80,6 +81,9 @@ pub struct ServerConfig {
     pub webhook_retry: drover_core::webhook::RetryPolicy,
     /// How often the webhook sender looks for due deliveries.
     pub webhook_poll: Duration,
+    /// A task-free session with no output, input or viewer for this long is stopped
+    /// and ends `released` ("idle-parked"); None: never.
+    pub park_after: Option<Duration>,
     /// How long finished sessions' recordings and events (and settled webhook
     /// deliveries) are kept.
     pub retention: Duration,
@@ -116,6 +120,7 @@ impl Default for ServerConfig {
             stall_after: Duration::from_secs(30 * 60),
             webhook_retry: drover_core::webhook::RetryPolicy::default(),
             webhook_poll: Duration::from_millis(500),
+            park_after: Some(Duration::from_secs(24 * 3600)),
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             lease_ttl: Duration::from_secs(6),
@@ -137,6 +142,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Opti
     leases::spawn(state.clone());
     scheduler::spawn(state.clone());
     monitor::spawn(state.clone());
+    parking::spawn(state.clone());
     webhooks::spawn(state.clone());
     retention::spawn(state.clone());
     let app = api::router(state);
