@@ -53,8 +53,13 @@ test("a session from start to finished page", async () => {
   await until("event on the page", async () => (await page.locator("section.did").innerText()).includes("input sent (audited)"));
   await shot(page, "live-desktop");
 
+  // Stop asks first; keeping it running changes nothing.
+  await page.getByRole("button", { name: "Stop", exact: true }).click();
+  await page.getByRole("button", { name: "Keep running" }).click();
+  assert.equal(await page.getByTestId("pill").innerText(), "connected");
   // Stop: the pill and the banner change.
-  await page.getByRole("button", { name: "Stop" }).click();
+  await page.getByRole("button", { name: "Stop", exact: true }).click();
+  await page.getByRole("button", { name: "Stop session" }).click();
   await until("released pill", async () => (await page.getByTestId("pill").innerText()) === "session released", 20_000);
   assert.match(await page.getByTestId("ended-banner").innerText(), /released/);
   assert.equal(await page.getByRole("button", { name: "Stop" }).count(), 0, "no Stop once ended");

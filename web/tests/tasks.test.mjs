@@ -136,3 +136,27 @@ test("a task filed from the New task form runs through a merge stage into main",
   await shot(page, "task-merged");
   assert.deepEqual(errors, []);
 });
+
+test("Abandon asks first, tears the sandbox down and leaves the task; Abandon task ends it", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const id = (await d.cli("task", "create", "--repo", "app", "--title", "Abandon me", "--stages", "code", "--assign", "code=bot")).trim();
+  await page.goto(`${d.url}/tasks/${id}`);
+  await page.getByRole("heading", { name: "Workflow" }).waitFor();
+  await until("a live run", async () => (await page.getByRole("link", { name: "▶ Drop in" }).count()) === 1, 30_000);
+  // Nothing happens until it is confirmed.
+  await page.getByRole("button", { name: "Abandon", exact: true }).click();
+  await page.getByRole("button", { name: "Keep it" }).click();
+  assert.equal((await d.json("task", "show", id)).task.sandbox_state, "active");
+  await page.getByRole("button", { name: "Abandon", exact: true }).click();
+  await shot(page, "task-abandon-confirm-desktop");
+  await page.getByRole("button", { name: "Abandon sandbox" }).click();
+  await until("sandbox abandoned", async () => (await d.json("task", "show", id)).task.sandbox_state === "abandoned", 20_000);
+  const t = await d.json("task", "show", id);
+  assert.equal(t.task.status, "open", "the row's Abandon leaves the task open");
+  await until("Launch offered", async () => (await page.getByRole("button", { name: "Launch session" }).count()) === 1, 20_000);
+  // The task-level control ends the task, after asking.
+  await page.getByRole("button", { name: "Abandon task" }).click();
+  await page.getByRole("button", { name: "Abandon task" }).last().click();
+  await until("task abandoned", async () => (await d.json("task", "show", id)).task.status === "abandoned", 20_000);
+  assert.deepEqual(errors, []);
+});

@@ -751,10 +751,14 @@ pub enum TaskCmd {
         /// The task id.
         id: String,
     },
-    /// Abandon: tear the sandbox down without merging (admins and owners).
+    /// Abandon: tear the task's sandbox down without merging and release its run (admins
+    /// and owners). The task stays open (`task launch` starts it afresh) unless `--task`.
     Abandon {
         /// The task id.
         id: String,
+        /// Abandon the task itself too: it will not run again.
+        #[arg(long)]
+        task: bool,
     },
     /// Cancel the task (a live run is stopped).
     Cancel {

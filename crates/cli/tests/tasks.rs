@@ -309,9 +309,30 @@ fn abandon_tears_the_sandbox_down_and_the_run_is_released() {
     let t = wait_task(&d, &id, secs(30), "a live run", |t| t["task"]["live_session"].is_string());
     let session = t["task"]["live_session"].as_str().unwrap().to_string();
     d.wait_for(&session, secs(20), |s| s["outcome"] == "running");
+    // The row's Abandon: the sandbox goes and its run is released; the task stays open,
+    // waiting for a person, and is not staffed again by itself.
     d.ok(&["task", "abandon", &id]);
     let s = d.wait_ended(&session, secs(20));
     assert_eq!(s["outcome"], "released");
+    let t = task(&d, &id);
+    assert_eq!((t["task"]["status"].as_str(), t["task"]["sandbox_state"].as_str()), (Some("open"), Some("abandoned")));
+    let deadline = Instant::now() + secs(20);
+    while git(r.path(), &["worktree", "list"]).lines().count() > 1 {
+        assert!(Instant::now() < deadline, "abandoned worktree (with uncommitted work) not torn down");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let t = task(&d, &id);
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1, "not restaffed by itself: {t}");
+    assert_eq!(t["task"]["turn"]["needs_person"], true);
+    // Launch starts it afresh in a new sandbox; the task-level Abandon ends the task.
+    d.ok(&["task", "launch", &id]);
+    let t =
+        wait_task(&d, &id, secs(30), "a fresh run", |t| t["task"]["live_session"].is_string() && t["task"]["sandbox_state"] != "abandoned");
+    let session = t["task"]["live_session"].as_str().unwrap().to_string();
+    d.wait_for(&session, secs(20), |s| s["outcome"] == "running");
+    assert!(d.ok(&["task", "abandon", &id, "--task"]).contains("the task is abandoned"));
+    assert_eq!(d.wait_ended(&session, secs(20))["outcome"], "released");
     let t = task(&d, &id);
     assert_eq!(t["task"]["status"], "abandoned");
     let deadline = Instant::now() + secs(20);
@@ -320,7 +341,7 @@ fn abandon_tears_the_sandbox_down_and_the_run_is_released() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(task(&d, &id)["sessions"].as_array().unwrap().len(), 1, "an abandoned task is not restaffed");
+    assert_eq!(task(&d, &id)["sessions"].as_array().unwrap().len(), 2, "an abandoned task is not restaffed");
 }
 
 #[test]

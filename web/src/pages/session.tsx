@@ -1,6 +1,7 @@
 // A session's page: the live terminal while it runs; its recorded summary, final screen
 // and recording once it has finished; "What this session did" either way.
 
+import { ConfirmButton } from "../confirm";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, enc, errorText } from "../api";
@@ -250,9 +251,14 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
         <h1 class="title">{session.title}</h1>
         <PillView pill={pill} />
         {!ended && (
-          <button type="button" class="button danger" onClick={stop} disabled={stopping}>
-            {stopping ? "Stopping…" : "Stop"}
-          </button>
+          <ConfirmButton
+            label={stopping ? "Stopping…" : "Stop"}
+            question="Stop this session? Its program is ended."
+            confirm="Stop session"
+            cancel="Keep running"
+            disabled={stopping}
+            onConfirm={stop}
+          />
         )}
       </header>
       <p class="meta">

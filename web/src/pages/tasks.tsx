@@ -1,6 +1,7 @@
 // Tasks: the list (with ▶ Drop in on tasks with a live session) and a task's page: its
 // Workflow view, the Sessions panel's controls, blockers and questions, and its Activity.
 
+import { ConfirmButton } from "../confirm";
 import { useEffect, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
 import { OutcomeBadge } from "../badges";
@@ -255,9 +256,24 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
         </button>
       )}
       {t.sandbox && !finishedSandbox && d.controls.retire && (
-        <button class="button danger" disabled={busy} onClick={() => act("abandon", "The sandbox was torn down without merging.")}>
-          Abandon
-        </button>
+        <ConfirmButton
+          label="Abandon"
+          question="Tear this sandbox down without merging and release its run? This cannot be undone; the task stays open."
+          confirm="Abandon sandbox"
+          cancel="Keep it"
+          disabled={busy}
+          onConfirm={() => act("abandon", "The sandbox was torn down without merging; Launch session starts the task afresh.")}
+        />
+      )}
+      {t.status === "open" && d.controls.retire && (
+        <ConfirmButton
+          label="Abandon task"
+          question="Abandon the whole task? Its sandbox is torn down without merging and it never runs again. This cannot be undone."
+          confirm="Abandon task"
+          cancel="Keep the task"
+          disabled={busy}
+          onConfirm={() => act("abandon?task=true", "The task is abandoned.")}
+        />
       )}
       {t.status === "open" && d.controls.cancel && (
         <button class="button" disabled={busy} onClick={() => act("cancel", "The task is cancelled.")}>

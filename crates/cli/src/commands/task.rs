@@ -236,7 +236,13 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
         TaskCmd::Launch { id } => control(&client, &id, "launch", "a fresh run is queued for a slot", json).await?,
         TaskCmd::Finish { id } => control(&client, &id, "finish", "the sandbox is completing", json).await?,
         TaskCmd::MarkDone { id } => control(&client, &id, "mark-done", "the sandbox is done (its branch is kept)", json).await?,
-        TaskCmd::Abandon { id } => control(&client, &id, "abandon", "the sandbox is torn down; the task is abandoned", json).await?,
+        TaskCmd::Abandon { id, task: false } => {
+            control(&client, &id, "abandon", "the sandbox is torn down; the task stays open (`drover task launch` starts it afresh)", json)
+                .await?
+        }
+        TaskCmd::Abandon { id, task: true } => {
+            control(&client, &id, "abandon?task=true", "the sandbox is torn down; the task is abandoned", json).await?
+        }
         TaskCmd::Cancel { id } => control(&client, &id, "cancel", "the task is cancelled", json).await?,
     }
     Ok(())

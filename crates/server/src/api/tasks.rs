@@ -680,24 +680,46 @@ pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): 
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
 
-/// `POST /api/v1/tasks/{id}/abandon`: tears the sandbox down without merging; a live run
-/// ends `released`; the task is abandoned.
-pub async fn abandon(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+/// `POST /api/v1/tasks/{id}/abandon`: tears the task's sandbox down without merging; a
+/// live run ends `released`. The task waits for Launch (a fresh sandbox), or with
+/// `?task=true` is abandoned too.
+pub async fn abandon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<AbandonParams>,
+) -> Result<Json<TaskView>, ApiError> {
     let who = admin(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let sandbox_open = match t.sandbox {
         Some(sandbox) => state.store.sandbox_event(sandbox, SandboxEvent::Abandon, Some(&who)).await?.is_ok(),
         None => false,
     };
-    let task_open = state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
+    let task_open = q.task && state.store.finish_task(t.id, TaskStatus::Abandoned, &who).await?;
     if !sandbox_open && !task_open {
-        return Err(ApiError::Conflict(format!("task {} is already {}, and its sandbox is closed", t.id, t.status.as_str())));
+        return Err(ApiError::Conflict(match q.task {
+            true => format!("task {} is already {}, and its sandbox is closed", t.id, t.status.as_str()),
+            false => format!("task {} has no open sandbox to abandon", t.id),
+        }));
+    }
+    // The task itself stays open, waiting for a person: no run is staffed until Launch.
+    if !q.task {
+        state.store.unqueue_task(t.id).await?;
     }
     // With a run still stopping, its worktree goes once it has ended (after_end).
     if !stop_live(&state, &t, None, &who).await? {
         crate::tasks::remove_worktree(&state, &t, true).await?;
     }
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// Query of Abandon.
+#[derive(Debug, Deserialize)]
+pub struct AbandonParams {
+    /// Abandon the task too (it will not run again); by default only its sandbox is
+    /// torn down and its run released, and the task waits for Launch.
+    #[serde(default)]
+    pub task: bool,
 }
 
 /// `POST /api/v1/tasks/{id}/cancel`: calls the task off; a live run is stopped (released).
