@@ -144,8 +144,10 @@ const MATRIX: &[Row] = &[
     r("GET",    "/api/v1/devices",                                 "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/devices/{device}/sessions",               "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/repos",                                   "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/repos/{repo}",                            "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/workflow",                                "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/agents",                                  "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/agents/{agent}",                          "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/tasks",                                   "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/sessions",                                "", [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/sessions/{session}",                      "", [A, A, A, A, D, U, U]),
@@ -686,6 +688,8 @@ fn setup() -> World {
         ("webhook", webhook),
         ("delivery", delivery),
         ("spare_member", "m-spare".to_string()),
+        ("agent", "bot".to_string()),
+        ("repo", "app".to_string()),
         ("operator_token", operator_token),
     ] {
         w.fixed.insert(k, v);

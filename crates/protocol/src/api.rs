@@ -494,7 +494,55 @@ pub struct AgentView {
     pub model: Option<String>,
     /// Provider.
     pub provider: Option<String>,
+    /// Account.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Reasoning effort.
+    #[serde(default)]
+    pub effort: Option<String>,
 }
+
+/// What an agent's or a repository's runs cost, all of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PageSpend {
+    /// USD; null without usage, or when a run used a model with no price.
+    pub cost_usd: Option<f64>,
+    /// True when a run used a model with no price.
+    pub cost_unknown: bool,
+}
+
+/// `GET /api/v1/agents/{name}`: an agent's page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentPage {
+    /// The agent.
+    pub agent: AgentView,
+    /// Its runs: live ones first, then newest first (at most [`PAGE_SESSIONS`]).
+    pub sessions: Vec<SessionView>,
+    /// True when it has more runs than shown.
+    pub more_sessions: bool,
+    /// The tasks it is pinned to or has run, newest first.
+    pub tasks: Vec<TaskView>,
+    /// What all its runs cost.
+    pub spend: PageSpend,
+}
+
+/// `GET /api/v1/repos/{name}`: a repository's page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoPage {
+    /// The repository, with the devices that have it.
+    pub repo: RepoView,
+    /// Runs in it: live ones first, then newest first (at most [`PAGE_SESSIONS`]).
+    pub sessions: Vec<SessionView>,
+    /// True when it has more runs than shown.
+    pub more_sessions: bool,
+    /// Its tasks, newest first.
+    pub tasks: Vec<TaskView>,
+    /// What all its runs cost.
+    pub spend: PageSpend,
+}
+
+/// The most runs an agent's or a repository's page lists.
+pub const PAGE_SESSIONS: usize = 200;
 
 /// One stage of a workflow.
 #[derive(Debug, Clone, Serialize, Deserialize)]

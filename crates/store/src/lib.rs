@@ -65,6 +65,7 @@ mod legacy;
 mod liveness;
 mod members;
 mod output;
+mod pages;
 mod retention;
 mod sandboxes;
 mod sessions;

@@ -252,7 +252,7 @@ macro_rules! turn_columns {
     };
 }
 
-const TASK_SELECT: &str = concat!(
+pub(crate) const TASK_SELECT: &str = concat!(
     "SELECT t.*, r.name AS repo_name, COALESCE(b.base_branch, t.base_branch, r.base_branch) AS repo_base, b.device_id AS sandbox_device, b.branch AS branch, b.state AS sandbox_state, ",
     cost_text!("x.task_id = t.id"),
     " AS t_cost, ",
@@ -260,7 +260,7 @@ const TASK_SELECT: &str = concat!(
     " FROM tasks t JOIN repos r ON r.id = t.repo_id LEFT JOIN sandboxes b ON b.id = t.sandbox_id"
 );
 
-fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
+pub(crate) fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
     let status: String = r.get("status");
     let workflow: String = r.get("workflow");
     Ok(TaskRow {

@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod events;
 pub mod members;
+pub mod pages;
 pub mod prices;
 pub mod sessions;
 pub mod skills;
@@ -62,6 +63,7 @@ pub fn router(state: AppState) -> Router {
         .route("/login/{code}", get(crate::web::retired_login))
         .route("/api/v1/login/link", post(crate::web::redeem_login))
         .route("/api/v1/repos", get(tasks::repos).post(tasks::add_repo))
+        .route("/api/v1/repos/{name}", get(pages::repo))
         .route("/api/v1/workflow", get(tasks::workflow).put(tasks::set_workflow))
         .route("/api/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/api/v1/webhooks/{id}", delete(webhooks::remove))
@@ -70,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/api/v1/webhooks/{id}/deliveries/{msg}/redeliver", post(webhooks::redeliver))
         .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
+        .route("/api/v1/agents/{name}", get(pages::agent))
         .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
         .route("/api/v1/tasks/{id}", get(tasks::show).patch(tasks::update))
         .route("/api/v1/tasks/{id}/advance", post(tasks::advance))

@@ -263,17 +263,20 @@ pub async fn create_agent(
 pub async fn agents(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<AgentView>>, ApiError> {
     caller.member_name()?;
     let rows = state.store.list_agents(caller.0.workspace()).await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|a| AgentView {
-                name: a.name,
-                operator: a.operator_name,
-                harness: a.harness,
-                model: a.route.model,
-                provider: a.route.provider,
-            })
-            .collect(),
-    ))
+    Ok(Json(rows.into_iter().map(agent_view).collect()))
+}
+
+/// The API's view of an agent.
+pub(crate) fn agent_view(a: drover_store::AgentRow) -> AgentView {
+    AgentView {
+        name: a.name,
+        operator: a.operator_name,
+        harness: a.harness,
+        model: a.route.model,
+        provider: a.route.provider,
+        account: a.route.account,
+        effort: a.route.effort,
+    }
 }
 
 /// `POST /api/v1/tasks`: files a task; its first stage is staffed when an agent is pinned.
@@ -321,13 +324,18 @@ pub async fn create(
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<TaskView>>, ApiError> {
     caller.member_name()?;
     let rows = state.store.list_tasks(caller.0.workspace(), 500).await?;
+    Ok(Json(task_views(&state, &caller, rows).await?))
+}
+
+/// The API's views of tasks, each with its live run and whether the caller may drop in.
+pub(crate) async fn task_views(state: &AppState, caller: &Caller, rows: Vec<TaskRow>) -> Result<Vec<TaskView>, ApiError> {
     let mut out = Vec::new();
     for t in rows {
         let live = if t.status == TaskStatus::Open { state.store.live_task_session(t.id).await? } else { None };
         let live = live.map(|s| (s.id, caller.may_drop_in(&s)));
         out.push(task_view(&t, live));
     }
-    Ok(Json(out))
+    Ok(out)
 }
 
 /// `GET /api/v1/tasks/{id}`.
