@@ -795,6 +795,12 @@ pub enum AgentCmd {
     },
     /// List agents.
     List,
+    /// Show an agent: its harness and route, operator, sessions (live first), tasks and
+    /// total spend.
+    Show {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Repository commands.
@@ -817,6 +823,12 @@ pub enum RepoCmd {
     },
     /// List repositories and the devices that have them.
     List,
+    /// Show a repository: its devices and clone paths, base branch, sessions (live
+    /// first), tasks and total spend.
+    Show {
+        /// Its name.
+        name: String,
+    },
 }
 
 /// Sandbox commands.

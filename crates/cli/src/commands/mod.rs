@@ -4,6 +4,7 @@ mod audit;
 mod database;
 mod device;
 mod member;
+mod pages;
 mod session;
 mod session_show;
 mod skill;

@@ -3,8 +3,8 @@
 
 use anyhow::{bail, Context, Result};
 use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoView, SandboxList, StageView, TaskDetail, TaskView, TextBody,
-    UpdateTask, WorkflowView,
+    AddRepo, AgentPage, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoPage, RepoView, SandboxList, StageView, TaskDetail,
+    TaskView, TextBody, UpdateTask, WorkflowView,
 };
 
 use super::print_json;
@@ -281,6 +281,13 @@ pub async fn agent(cmd: AgentCmd, json: bool) -> Result<()> {
                 .collect();
             table::print(&["NAME", "HARNESS", "MODEL", "OPERATOR"], &rows);
         }
+        AgentCmd::Show { name } => {
+            let page: AgentPage = client.get(&format!("/api/v1/agents/{}", seg(&name))).await?;
+            if json {
+                return print_json(&page);
+            }
+            super::pages::print_agent(&page);
+        }
     }
     Ok(())
 }
@@ -313,6 +320,13 @@ pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
                 })
                 .collect();
             table::print(&["NAME", "BASE", "DEVICES"], &rows);
+        }
+        RepoCmd::Show { name } => {
+            let page: RepoPage = client.get(&format!("/api/v1/repos/{}", seg(&name))).await?;
+            if json {
+                return print_json(&page);
+            }
+            super::pages::print_repo(&page);
         }
     }
     Ok(())
