@@ -66,7 +66,8 @@ fn agent_and_repo_pages_list_live_runs_first_their_tasks_and_spend() {
 
     // A: its run lingers (live). B, filed later: its run hands off and ends, so it is
     // the newest run but not a live one. C: people work it; the agent never touches it.
-    let a = d.ok(&["task", "create", "--repo", "app", "--title", "Live work", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
+    let a =
+        d.ok(&["task", "create", "--repo", "app", "--title", "Live work", "--stages", "code", "--assign", "code=bot"]).trim().to_string();
     let ta = wait_task(&d, &a, "a running run", |t| runs(t).iter().any(|s| s["outcome"] == "running"));
     let a_run = runs(&ta)[0]["id"].as_str().unwrap().to_string();
     let b = d.ok(&["task", "create", "--repo", "app", "--title", "Planned", "--stages", "plan", "--assign", "plan=bot"]).trim().to_string();
@@ -115,7 +116,9 @@ fn agent_and_repo_pages_list_live_runs_first_their_tasks_and_spend() {
 
     // The text for people: the facts, then the tables, the live run's row first.
     let text = d.ok(&["agent", "show", "bot"]);
-    for needle in ["agent bot", "harness:  custom", "model:    m-1", "operator:", "ID", "OUTCOME", "STAGE", "TASK", "STARTED", "COST", "NOW", "TITLE"] {
+    for needle in
+        ["agent bot", "harness:  custom", "model:    m-1", "operator:", "ID", "OUTCOME", "STAGE", "TASK", "STARTED", "COST", "NOW", "TITLE"]
+    {
         assert!(text.contains(needle), "no `{needle}` in:\n{text}");
     }
     assert!(text.contains("Total spend: unknown"), "{text}");
