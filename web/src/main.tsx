@@ -16,6 +16,8 @@ import { TaskPage, TasksPage } from "./pages/tasks";
 import { WebhooksPage } from "./pages/webhooks";
 import { InvitePage, MembersPage, SignInForm } from "./pages/members";
 import { SpendPage } from "./pages/spend";
+import { AgentPage } from "./pages/agent";
+import { RepoPage } from "./pages/repo";
 import { LinkSignInPage } from "./pages/signin-link";
 
 function SignedOut({ code }: { code: string }) {
@@ -111,6 +113,10 @@ function route(path: string, me: Me | null) {
   if (path === "/devices") return <DevicesPage />;
   m = path.match(/^\/devices\/([^/]+)$/);
   if (m) return <DevicePage name={decodeURIComponent(m[1])} />;
+  m = path.match(/^\/agents\/([^/]+)$/);
+  if (m) return <AgentPage name={decodeURIComponent(m[1])} />;
+  m = path.match(/^\/repos\/([^/]+)$/);
+  if (m) return <RepoPage name={decodeURIComponent(m[1])} />;
   if (path === "/activity") return <ActivityPage />;
   if (path === "/webhooks") return <WebhooksPage />;
   if (path === "/members") return <MembersPage me={me} />;

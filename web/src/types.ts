@@ -162,7 +162,28 @@ export interface Stage { stage: string; assignee: string | null; merge: boolean 
 
 export interface Repo { name: string; devices: [string, string][]; base: string | null }
 
-export interface Agent { name: string; operator: string; harness: string; model: string | null; provider: string | null }
+export interface Agent {
+  name: string;
+  operator: string;
+  harness: string;
+  model: string | null;
+  provider: string | null;
+  account?: string | null;
+  effort?: string | null;
+}
+
+/** What all of an agent's or a repository's runs cost. */
+export interface PageSpend {
+  /** USD; null without usage, or when a run used a model with no price. */
+  cost_usd: number | null;
+  cost_unknown: boolean;
+}
+
+/** `GET /api/v1/agents/{name}`: runs live first, then newest first. */
+export interface AgentPage { agent: Agent; sessions: Session[]; more_sessions: boolean; tasks: Task[]; spend: PageSpend }
+
+/** `GET /api/v1/repos/{name}`: runs live first, then newest first. */
+export interface RepoPage { repo: Repo; sessions: Session[]; more_sessions: boolean; tasks: Task[]; spend: PageSpend }
 
 export interface Task {
   id: string;

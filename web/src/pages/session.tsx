@@ -9,8 +9,10 @@ import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
 import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
+import { AgentLink, RepoLink } from "../links";
+import { SendBox } from "../sendbox";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
-import type { ActivityEvent, InputReceipt, SandboxList, Session } from "../types";
+import type { ActivityEvent, SandboxList, Session } from "../types";
 import { isLive } from "../types";
 
 function PillView({ pill }: { pill: Pill }) {
@@ -52,60 +54,6 @@ function EndedBanner({ pill }: { pill: Pill }) {
     );
   }
   return null;
-}
-
-function SendBox({ id }: { id: string }) {
-  const [text, setText] = useState("");
-  const [status, setStatus] = useState<{ ok: boolean; message: string; detail?: string } | null>(null);
-  const [busy, setBusy] = useState(false);
-  const send = async () => {
-    if (!text.trim() || busy) return;
-    setBusy(true);
-    try {
-      const r = await api<InputReceipt>(`/api/v1/sessions/${enc(id)}/input`, { method: "POST", json: { text } });
-      const at = new Date().toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-      setStatus({ ok: true, message: `Sent at ${at} and recorded in the activity feed.`, detail: `Activity event ${r.event}` });
-      setText("");
-    } catch (e) {
-      setStatus({ ok: false, message: errorText(e) });
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <form
-      class="send-box"
-      onSubmit={(e) => {
-        e.preventDefault();
-        send();
-      }}
-    >
-      <label for="send-text">Send input (audited)</label>
-      <textarea
-        id="send-text"
-        rows={3}
-        value={text}
-        placeholder="Text for the agent. Enter adds a line; Ctrl+Enter (⌘+Enter) sends, then presses Enter in its terminal."
-        onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
-        onKeyDown={(e) => {
-          if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-            e.preventDefault();
-            send();
-          }
-        }}
-      />
-      <div class="send-row">
-        <button type="submit" class="button primary" disabled={busy || !text.trim()}>
-          Send input (audited)
-        </button>
-        {status && (
-          <span class={status.ok ? "ok-text" : "error"} role="status" data-testid="send-status" title={status.detail}>
-            {status.message}
-          </span>
-        )}
-      </div>
-    </form>
-  );
 }
 
 /** Keeps `--keyboard-inset` on the page at the height an on-screen keyboard covers at
@@ -442,7 +390,7 @@ function Skills({ s }: { s: Session }) {
 function Summary({ s }: { s: Session }) {
   const lost = s.outcome === "lost";
   const rows: [string, preact.ComponentChildren][] = [
-    ["Agent", s.agent ?? "—"],
+    ["Agent", <AgentLink name={s.agent} />],
     ["Working on", s.task ? <a href={`/tasks/${s.task}`}>{s.title}</a> : s.title],
     ["Stage", s.stage ? cap(s.stage) : "—"],
     ["State", <OutcomeBadge outcome={s.outcome} />],
@@ -453,7 +401,7 @@ function Summary({ s }: { s: Session }) {
   rows.push(
     ["Exit code", s.exit_code != null ? String(s.exit_code) : "—"],
     ["Reason", s.reason ?? "—"],
-    ["Repo", s.repo ?? "—"],
+    ["Repo", <RepoLink name={s.repo} />],
     ["Device", <a href={`/devices/${enc(s.device)}`}>{s.device}</a>],
     ["Cost", <CostText s={s} />],
   );

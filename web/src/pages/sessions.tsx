@@ -6,6 +6,7 @@ import { api, enc, errorText } from "../api";
 import { LiveDot, OutcomeBadge, StateBadge, TypeBadges } from "../badges";
 import { ago, exactUsd, usd, when } from "../format";
 import { subscribe } from "../live";
+import { AgentLink, RepoLink } from "../links";
 import { navigate, useLocation } from "../router";
 import type { Overview, Sandbox, SandboxList, SandboxState } from "../types";
 
@@ -83,7 +84,9 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
                     </span>
                   </span>
                 </td>
-                <td data-label="Agent">{r.agent ?? "—"}</td>
+                <td data-label="Agent">
+                  <AgentLink name={r.agent} />
+                </td>
                 <td data-label="Device">{r.device}</td>
                 <td data-label="Last contact" title={r.last_contact_at ? when(r.last_contact_at) : undefined}>
                   {ago(r.last_contact_at)}
@@ -127,14 +130,18 @@ function Row({ b }: { b: Sandbox }) {
           )}
         </span>
       </td>
-      <td data-label="Agent">{b.agent ?? "—"}</td>
+      <td data-label="Agent">
+        <AgentLink name={b.agent} />
+      </td>
       <td data-label="Working on" class="working-on" title={title}>
         {run ? <a href={`/sessions/${run.id}`}>{title}</a> : title}
       </td>
       <td data-label="Device">
         <a href={`/devices/${enc(b.device)}`}>{b.device}</a>
       </td>
-      <td data-label="Repo">{b.repo ?? "—"}</td>
+      <td data-label="Repo">
+        <RepoLink name={b.repo} />
+      </td>
       <td data-label="Cost">
         <span class="cost">
           <span title={exactUsd(b.cost_usd, b.cost_unknown)}>{usd(b.cost_usd, b.cost_unknown)}</span>

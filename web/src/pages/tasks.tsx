@@ -7,13 +7,15 @@ import { api, enc, errorText } from "../api";
 import { OutcomeBadge } from "../badges";
 import { ago, cap, usd, when } from "../format";
 import { subscribe } from "../live";
+import { AgentLink, RepoLink } from "../links";
 import { navigate } from "../router";
 import type { Agent, Repo, Stage, Task, TaskDetail } from "../types";
 import { isLive } from "../types";
 import { EventDetail } from "./session";
 
 
-function TaskState({ t }: { t: Task }) {
+/** A task's state: finished, or whose turn it is. */
+export function TaskState({ t }: { t: Task }) {
   if (t.status !== "open") return <span class={`badge task-${t.status}`}>{cap(t.status)}</span>;
   const turn = t.turn;
   if (turn.kind === "queued") return <span class="badge info" title="Waiting for a device slot; it starts by itself when one frees">{turn.label}</span>;
@@ -190,7 +192,9 @@ export function TasksPage() {
                 <td data-label="State">
                   <TaskState t={t} />
                 </td>
-                <td data-label="Repo">{t.repo}</td>
+                <td data-label="Repo">
+                  <RepoLink name={t.repo} />
+                </td>
                 <td data-label="Filed" title={when(t.created_at)}>
                   {ago(t.created_at)}
                 </td>
@@ -363,7 +367,7 @@ export function TaskPage({ id }: { id: string }) {
         <TaskState t={t} />
       </header>
       <p class="meta">
-        {t.repo}
+        <RepoLink name={t.repo} />
         {t.branch && (
           <>
             {" "}
@@ -403,7 +407,7 @@ export function TaskPage({ id }: { id: string }) {
                       </span>
                     )}
                   </td>
-                  <td data-label="Assignee">{s.assignee ?? "a person"}</td>
+                  <td data-label="Assignee">{s.assignee == null ? "a person" : s.assignee.toLowerCase() === "human" ? s.assignee : <AgentLink name={s.assignee} />}</td>
                   <td data-label="Sessions">
                     {runs.length === 0
                       ? "—"
