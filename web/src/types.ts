@@ -215,7 +215,7 @@ export interface Task {
 
 /** Whose turn it is on a task (the server decides; the list shows `label`). */
 export interface Turn {
-  kind: "person" | "answer" | "blocked" | "flagged" | "stalled" | "queued" | "starting" | "running" | "finished";
+  kind: "person" | "answer" | "blocked" | "flagged" | "ready" | "stalled" | "queued" | "starting" | "running" | "finished";
   label: string;
   needs_person: boolean;
 }

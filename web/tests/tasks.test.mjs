@@ -160,3 +160,17 @@ test("Abandon asks first, tears the sandbox down and leaves the task; Abandon ta
   await until("task abandoned", async () => (await d.json("task", "show", id)).task.status === "abandoned", 20_000);
   assert.deepEqual(errors, []);
 });
+
+test("a prepared task waits with Activate, which brings its session online", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const id = (await d.cli("task", "create", "--repo", "app", "--title", "Prepared", "--stages", "code", "--assign", "code=bot", "--prepare-only")).trim();
+  await page.goto(`${d.url}/tasks/${id}`);
+  await page.getByRole("heading", { name: "Workflow" }).waitFor();
+  await until("Activate offered", async () => (await page.getByRole("button", { name: "Activate" }).count()) === 1, 20_000);
+  assert.match(await page.getByTestId("task-turn").innerText(), /ready to start: code/);
+  assert.equal((await d.json("task", "show", id)).sessions.length, 0, "set up, not started");
+  await page.getByRole("button", { name: "Activate" }).click();
+  await until("a live run", async () => (await page.getByRole("link", { name: "▶ Drop in" }).count()) === 1, 30_000);
+  assert.equal(await page.getByRole("button", { name: "Activate" }).count(), 0);
+  assert.deepEqual(errors, []);
+});

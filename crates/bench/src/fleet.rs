@@ -783,6 +783,10 @@ async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: ServerMessag
             let result = MergeResult::Refused { reason: "a simulated device has no repositories".into() };
             send(sink, &DeviceMessage::Merged { req, result }).await?;
         }
+        ServerMessage::Prepare { sandbox, .. } => {
+            let problem = Some("a simulated device has no repositories".to_string());
+            send(sink, &DeviceMessage::Prepared { sandbox, problem }).await?;
+        }
         ServerMessage::CheckRepo { req, .. } => {
             let problem = Some("a simulated device has no repositories".to_string());
             send(sink, &DeviceMessage::RepoChecked { req, problem }).await?;

@@ -573,6 +573,10 @@ pub struct WorkflowArgs {
     /// No stage merges: the work stays on the task's branch.
     #[arg(long)]
     pub no_merge: bool,
+    /// This stage's run is set up (worktree, skills) but starts only when a person
+    /// activates it (`drover task activate`, or Activate in the web app). Repeatable.
+    #[arg(long = "activate")]
+    pub activate: Vec<String>,
 }
 
 /// Audit commands.
@@ -669,6 +673,10 @@ pub enum TaskCmd {
         /// Stop its runs once its lifetime model spend reaches this many USD.
         #[arg(long)]
         spend_cap: Option<f64>,
+        /// Set its first run up without starting it: Activate starts it (as
+        /// `--activate FIRST_STAGE`).
+        #[arg(long)]
+        prepare_only: bool,
         /// The stages and who works them (default: the workspace's workflow).
         #[command(flatten)]
         workflow: WorkflowArgs,
@@ -727,6 +735,11 @@ pub enum TaskCmd {
         note: String,
         /// The answer.
         text: String,
+    },
+    /// Activate: start the current stage's prepared run (a stage set to wait for it).
+    Activate {
+        /// The task id.
+        id: String,
     },
     /// Change a task before its first run: the branch it starts from and merges into.
     Set {

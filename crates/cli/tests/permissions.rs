@@ -180,6 +180,7 @@ const MATRIX: &[Row] = &[
     r("POST",   "/api/v1/agents",                                  r#"{"name":"{fresh_name}","harness":"custom","template":["true"]}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tasks",                                   r#"{"title":"filed","repo":"app","workflow":[{"stage":"code"}]}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tasks/{other_task}/launch",               "", [A, A, A, A, D, U, U]),
+    r("POST",   "/api/v1/tasks/{other_task}/activate",             "", [A, A, A, A, D, U, U]),
 
     // Tasks and notes: members, and the agent on its own task only.
     r("GET",    "/api/v1/tasks/{agent_task}",                      "", [A, A, A, A, A, U, U]),

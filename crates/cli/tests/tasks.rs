@@ -695,3 +695,54 @@ fn repos_are_checked_on_the_device_and_a_wrong_base_can_be_put_right_before_the_
     let refused = d.fails(&["task", "set", &id, "--base", "main"]);
     assert!(refused.contains("already done") || refused.contains("has started"), "{refused}");
 }
+
+#[test]
+fn a_prepared_run_waits_for_activate_and_a_stage_can_ask_for_it_too() {
+    let d = Drover::up();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = agent_script(tmp.path(), WORK_AND_HAND_OFF);
+    let r = setup(&d, &script);
+    let id = d
+        .ok(&[
+            "task",
+            "create",
+            "--repo",
+            "app",
+            "--title",
+            "Set up first",
+            "--stages",
+            "code,merge",
+            "--agent",
+            "bot",
+            "--prepare-only",
+            "--activate",
+            "merge",
+        ])
+        .trim()
+        .to_string();
+    // Set up, not started: the worktree is there, no run, and it is a person's turn.
+    let t = wait_task(&d, &id, secs(30), "prepared", |t| t["task"]["turn"]["kind"] == "ready" && t["task"]["sandbox"].is_string());
+    assert_eq!(t["task"]["turn"]["label"], "ready to start: code (Activate starts it)");
+    assert_eq!(t["task"]["sandbox_state"], "ready");
+    let deadline = Instant::now() + secs(20);
+    while git(r.path(), &["worktree", "list"]).lines().count() < 2 {
+        assert!(Instant::now() < deadline, "the prepared sandbox has no worktree");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(task(&d, &id)["sessions"].as_array().unwrap().is_empty(), "nothing starts before Activate");
+    assert!(d.ok(&["workflow", "show"]).contains("plan"), "the workspace's workflow is untouched");
+    // Activate starts it; it hands off, and the merge stage waits for its own Activate.
+    d.ok(&["task", "activate", &id]);
+    let t = wait_task(&d, &id, secs(60), "merge waiting", |t| t["task"]["stage"] == "merge" && t["task"]["turn"]["kind"] == "ready");
+    assert_eq!(t["sessions"].as_array().unwrap().len(), 1);
+    d.ok(&["task", "activate", &id]);
+    let t = wait_task(&d, &id, secs(60), "done", finished);
+    let stages: Vec<&str> = t["sessions"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["code", "merge"]);
+    let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "activated").count(), 2, "{kinds:?}");
+    assert!(kinds.contains(&"sandbox_prepared"));
+    // Nothing waits for Activate now.
+    assert!(d.fails(&["task", "activate", &id]).contains("done"));
+}

@@ -81,11 +81,16 @@ pub enum EventKind {
     UnconfinedStart,
     /// A person changed the branch a task starts from (before its first run).
     TaskBaseChanged,
+    /// A task's sandbox was set up (worktree made, skills placed) for a stage that starts
+    /// only when a person activates it.
+    SandboxPrepared,
+    /// A person activated a prepared stage: its run starts.
+    Activated,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 37] = [
+    pub const ALL: [EventKind; 39] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -123,6 +128,8 @@ impl EventKind {
         EventKind::SkillChanged,
         EventKind::UnconfinedStart,
         EventKind::TaskBaseChanged,
+        EventKind::SandboxPrepared,
+        EventKind::Activated,
     ];
 
     /// The identifier used in the API and storage.
@@ -165,6 +172,8 @@ impl EventKind {
             EventKind::SkillChanged => "skill_changed",
             EventKind::UnconfinedStart => "unconfined_start",
             EventKind::TaskBaseChanged => "task_base_changed",
+            EventKind::SandboxPrepared => "sandbox_prepared",
+            EventKind::Activated => "activated",
         }
     }
 
@@ -213,6 +222,8 @@ impl EventKind {
             EventKind::SkillChanged => "skill changed",
             EventKind::UnconfinedStart => "session started unconfined",
             EventKind::TaskBaseChanged => "base branch changed",
+            EventKind::SandboxPrepared => "sandbox prepared",
+            EventKind::Activated => "activated",
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct TurnFacts<'a> {
     pub queued: bool,
     /// Its live run: Some(true) running, Some(false) still starting.
     pub live: Option<bool>,
+    /// The current stage starts only when a person activates it (prepared, not started).
+    pub awaiting_activation: bool,
 }
 
 /// Whose turn it is on a task.
@@ -34,6 +36,8 @@ pub enum Turn<'a> {
     Blocked(&'a str),
     /// The current stage is worked by people (kept for them, or no agent was put on it).
     Person(&'a str),
+    /// Set up (or being set up) and waiting for a person to Activate it.
+    Ready(&'a str),
     /// Waiting for a device slot.
     Queued,
     /// A run is being set up.
@@ -61,7 +65,9 @@ pub fn turn<'a>(f: &TurnFacts<'a>) -> Turn<'a> {
     match (f.live, f.queued, f.stage) {
         (Some(true), _, _) => Turn::Running,
         (Some(false), _, _) => Turn::Starting,
+        (None, true, Some((stage, _))) if f.awaiting_activation => Turn::Ready(stage),
         (None, true, _) => Turn::Queued,
+        (None, false, Some((stage, true))) if f.awaiting_activation => Turn::Ready(stage),
         (None, false, Some((stage, false))) => Turn::Person(stage),
         (None, false, Some((stage, true))) => Turn::Stalled(stage),
         (None, false, None) => Turn::Finished,
@@ -77,6 +83,7 @@ impl Turn<'_> {
             Turn::Answer(_) => "answer",
             Turn::Blocked(_) => "blocked",
             Turn::Person(_) => "person",
+            Turn::Ready(_) => "ready",
             Turn::Queued => "queued",
             Turn::Starting => "starting",
             Turn::Running => "running",
@@ -86,7 +93,7 @@ impl Turn<'_> {
 
     /// Whether a person must act before the task moves on.
     pub fn needs_person(&self) -> bool {
-        matches!(self, Turn::Flagged(_) | Turn::Answer(_) | Turn::Blocked(_) | Turn::Person(_) | Turn::Stalled(_))
+        matches!(self, Turn::Flagged(_) | Turn::Answer(_) | Turn::Blocked(_) | Turn::Person(_) | Turn::Ready(_) | Turn::Stalled(_))
     }
 
     /// What a task list says: `needs a person: review`, `waiting for an answer: …`.
@@ -97,6 +104,7 @@ impl Turn<'_> {
             Turn::Answer(q) => format!("waiting for an answer: {q}"),
             Turn::Blocked(b) => format!("blocked: {b}"),
             Turn::Person(stage) => format!("needs a person: {stage}"),
+            Turn::Ready(stage) => format!("ready to start: {stage} (Activate starts it)"),
             Turn::Queued => "queued for a slot".into(),
             Turn::Starting => "starting".into(),
             Turn::Running => "running".into(),
@@ -110,7 +118,15 @@ mod tests {
     use super::*;
 
     fn open<'a>() -> TurnFacts<'a> {
-        TurnFacts { status: TaskStatus::Open, flagged: None, open_note: None, stage: Some(("code", true)), queued: false, live: None }
+        TurnFacts {
+            status: TaskStatus::Open,
+            flagged: None,
+            open_note: None,
+            stage: Some(("code", true)),
+            queued: false,
+            live: None,
+            awaiting_activation: false,
+        }
     }
 
     #[test]
@@ -148,6 +164,17 @@ mod tests {
         assert_eq!(turn(&f), Turn::Finished);
         assert!(!turn(&f).needs_person());
         assert_eq!(turn(&f).label(), "-");
+    }
+
+    #[test]
+    fn a_stage_that_waits_for_activate_is_a_persons_turn_until_it_runs() {
+        let f = TurnFacts { awaiting_activation: true, ..open() };
+        assert_eq!(turn(&f), Turn::Ready("code"));
+        assert_eq!(turn(&f).label(), "ready to start: code (Activate starts it)");
+        assert!(turn(&f).needs_person());
+        // Queued to be prepared: still the person's turn; once activated, the scheduler's.
+        assert_eq!(turn(&TurnFacts { queued: true, ..f }), Turn::Ready("code"));
+        assert_eq!(turn(&TurnFacts { live: Some(true), ..f }), Turn::Running);
     }
 
     #[test]

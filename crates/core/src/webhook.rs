@@ -96,7 +96,9 @@ impl WebhookEvent {
             | EventKind::DeviceEnrolled
             | EventKind::SkillChanged
             | EventKind::UnconfinedStart
-            | EventKind::TaskBaseChanged => None,
+            | EventKind::TaskBaseChanged
+            | EventKind::SandboxPrepared
+            | EventKind::Activated => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }

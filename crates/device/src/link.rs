@@ -252,6 +252,14 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
             });
             return;
         }
+        ServerMessage::Prepare { sandbox, worktree, skills } => {
+            let (config, up) = (config.clone(), up.clone());
+            tokio::spawn(async move {
+                let problem = prepare_sandbox(&config, worktree, skills).await.err();
+                send(&up, &DeviceMessage::Prepared { sandbox, problem }).await;
+            });
+            return;
+        }
         ServerMessage::CheckRepo { req, path, base } => {
             let up = up.clone();
             tokio::spawn(async move {
@@ -310,6 +318,37 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
     }
 }
 
+/// A task's sandbox set up: its worktree (made or reused), the worktree's git
+/// directories, and what placing the skills did (None without skills).
+type Prepared = (std::path::PathBuf, crate::worktree::GitDirs, Option<Vec<drover_protocol::device::SkillReport>>);
+
+/// Makes (or reuses) the task's worktree and places the workspace's skills in it.
+async fn prepare_sandbox(
+    config: &DeviceConfig,
+    w: Worktree,
+    skills: Vec<drover_protocol::device::SkillBundle>,
+) -> Result<Prepared, String> {
+    let root = config.worktrees_dir();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let path = crate::worktree::ensure(&root, &w)?;
+        let dirs = crate::worktree::git_dirs(std::path::Path::new(&w.repo_path), &path)?;
+        Ok::<_, crate::worktree::WorktreeError>((path, dirs))
+    });
+    let (path, dirs) = match prepared.await {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let report = match skills.is_empty() {
+        true => None,
+        false => {
+            let sandbox = path.clone();
+            Some(tokio::task::spawn_blocking(move || crate::skills::install(&sandbox, &skills)).await.unwrap_or_default())
+        }
+    };
+    Ok((path, dirs, report))
+}
+
 /// Prepares and starts a run; `released` says whether the server gave it up meanwhile
 /// (it is then never started).
 async fn start_session(
@@ -337,23 +376,14 @@ async fn start_session(
             spec.env.retain(|(k, _)| k != "PATH");
             spec.env.push(("PATH".into(), path));
         }
-        let root = config.worktrees_dir();
-        let prepared = tokio::task::spawn_blocking(move || {
-            let path = crate::worktree::ensure(&root, &w)?;
-            let dirs = crate::worktree::git_dirs(std::path::Path::new(&w.repo_path), &path)?;
-            Ok::<_, crate::worktree::WorktreeError>((path, dirs))
-        });
-        match prepared.await {
-            Ok(Ok((path, dirs))) => {
+        match prepare_sandbox(config, w, skills).await {
+            Ok((path, dirs, report)) => {
                 git_dirs = Some(dirs);
                 spec.cwd = path.display().to_string();
-                if !skills.is_empty() {
-                    let sandbox = path.clone();
-                    let report = tokio::task::spawn_blocking(move || crate::skills::install(&sandbox, &skills)).await.unwrap_or_default();
+                if let Some(report) = report {
                     send(up, &DeviceMessage::Skills { session: id, skills: report }).await;
                 }
             }
-            Ok(Err(e)) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
             Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
         }
     }

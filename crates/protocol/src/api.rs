@@ -555,6 +555,9 @@ pub struct StageView {
     /// branch; when filing, null means "if the stage is called `merge`".
     #[serde(default)]
     pub merge: Option<bool>,
+    /// Its run is prepared but starts only when a person activates it.
+    #[serde(default)]
+    pub activate: Option<bool>,
 }
 
 /// `GET`/`PUT /api/v1/workflow`: the stages new tasks get unless they name their own.

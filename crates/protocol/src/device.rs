@@ -14,7 +14,7 @@
 //! stored durably. On every (re)connection the server's [`ServerMessage::Welcome`] says,
 //! per live session, the offset it holds; the device resumes each stream from there.
 
-use drover_core::{RunEnd, SessionId};
+use drover_core::{RunEnd, SandboxId, SessionId};
 use serde::{Deserialize, Serialize};
 
 use crate::frame::{FrameError, Reader};
@@ -148,6 +148,13 @@ pub enum DeviceMessage {
         /// What happened.
         result: MergeResult,
     },
+    /// The answer to [`ServerMessage::Prepare`].
+    Prepared {
+        /// The sandbox.
+        sandbox: SandboxId,
+        /// Why it could not be set up; None when it was.
+        problem: Option<String>,
+    },
     /// The answer to [`ServerMessage::CheckRepo`].
     RepoChecked {
         /// The request id.
@@ -171,9 +178,11 @@ impl DeviceMessage {
             | DeviceMessage::Commit { session, .. }
             | DeviceMessage::Usage { session, .. }
             | DeviceMessage::Skills { session, .. } => Some(*session),
-            DeviceMessage::Hello { .. } | DeviceMessage::Heartbeat | DeviceMessage::Merged { .. } | DeviceMessage::RepoChecked { .. } => {
-                None
-            }
+            DeviceMessage::Hello { .. }
+            | DeviceMessage::Heartbeat
+            | DeviceMessage::Merged { .. }
+            | DeviceMessage::RepoChecked { .. }
+            | DeviceMessage::Prepared { .. } => None,
         }
     }
 }
@@ -318,6 +327,17 @@ pub enum ServerMessage {
         worktree: Worktree,
         /// The merge commit's message.
         message: String,
+    },
+    /// Set a task's sandbox up without starting a run (a stage that starts on Activate):
+    /// make its worktree and place its skills; answered with [`DeviceMessage::Prepared`].
+    Prepare {
+        /// The sandbox.
+        sandbox: SandboxId,
+        /// The task's worktree.
+        worktree: Worktree,
+        /// The workspace's skills, placed where the harness looks for them.
+        #[serde(default)]
+        skills: Vec<SkillBundle>,
     },
     /// Check that a clone is fit for tasks (it exists, is a git repository, has the
     /// base branch); answered with [`DeviceMessage::RepoChecked`].

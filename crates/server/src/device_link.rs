@@ -259,6 +259,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         }
         DeviceMessage::Merged { req, result } => state.devices.merged(req, device, result),
         DeviceMessage::RepoChecked { req, problem } => state.devices.repo_checked(req, device, problem),
+        DeviceMessage::Prepared { sandbox, problem } => crate::tasks::prepared(state, device, sandbox, problem).await,
         DeviceMessage::Failed { req, reason, session } => match req {
             Some(req) => state.devices.delivered(req, device, Delivery::Failed(reason)),
             None => tracing::warn!(%session, "device: {reason}"),

@@ -10,7 +10,7 @@ use drover_core::schedule::{pick, Candidate};
 use drover_core::{DeviceId, Outcome, RunEnd, WorkspaceId};
 use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
-use drover_store::{DeviceRow, NewTaskSession, TaskRow};
+use drover_store::{AgentRow, DeviceRow, NewTaskSession, TaskRow};
 
 use crate::leases::Monitor;
 use crate::{auth, ingest, AppState};
@@ -119,6 +119,10 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     }
     let Some(device) = pick(&candidates) else { return Ok(None) };
     let device_name = devices.iter().find(|d| d.id == device).map(|d| d.name.clone()).unwrap_or_default();
+    if task.awaits_activation() {
+        prepare(state, task, &agent, device, paths[&device].clone()).await?;
+        return Ok(None);
+    }
     let place = StagePlace { is_last: task.stage_index + 1 == task.workflow.len(), merges: stage.merge };
     let earlier = state.store.earlier_notes(task.id).await?;
     let earlier: Vec<_> = earlier.iter().map(drover_store::EarlierNote::as_earlier).collect();
@@ -176,15 +180,7 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     let harness = Harness::parse(&agent.harness).ok();
     let spec =
         SessionSpec { session, command, cwd: String::new(), env, cols, rows, harness, unconfined: false, policy: None, link_secret: None };
-    // The workspace's skills, for where this run's harness looks for them.
-    let folder = Harness::parse(&agent.harness).ok().and_then(drover_core::skill::folder).map(str::to_string);
-    let skills = state
-        .store
-        .skills(task.workspace)
-        .await?
-        .into_iter()
-        .map(|s| drover_protocol::device::SkillBundle { name: s.name, folder: folder.clone(), files: s.files })
-        .collect();
+    let skills = skill_bundles(state, task, &agent).await?;
     if state.devices.send(device, &ServerMessage::Start { spec: Box::new(spec), worktree: Some(worktree), skills }).await.is_err() {
         let end = RunEnd::DeviceLost { reason: "the device disconnected before the run could be started".into() };
         ingest::end_session(state, device, &device_name, session, &ingest::EndReport::now(end, 0)).await?;
@@ -201,6 +197,44 @@ async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Resul
     }
     tracing::info!(task = %task.id, %session, device = %device_name, stage = %stage.stage, "staffed");
     Ok(Some(device))
+}
+
+/// Sets the task's sandbox up on `device` for a stage that starts on Activate: the
+/// worktree made and the skills placed, no run started.
+async fn prepare(
+    state: &AppState,
+    task: &TaskRow,
+    agent: &AgentRow,
+    device: DeviceId,
+    repo_path: String,
+) -> Result<(), drover_store::StoreError> {
+    let worktree = crate::tasks::task_worktree(task, repo_path);
+    let Some(sandbox) = state.store.prepare_task_sandbox(task.id, task.stage_index, device, &worktree.branch, "scheduler").await? else {
+        return Ok(());
+    };
+    let skills = skill_bundles(state, task, agent).await?;
+    if state.devices.send(device, &ServerMessage::Prepare { sandbox, worktree, skills }).await.is_err() {
+        // Not set up after all: back in the queue for the next device.
+        state.store.queue_task(task.id, task.stage_index, false).await?;
+    }
+    tracing::info!(task = %task.id, %sandbox, "prepared; waiting for Activate");
+    Ok(())
+}
+
+/// The workspace's skills, for where the agent's harness looks for them.
+async fn skill_bundles(
+    state: &AppState,
+    task: &TaskRow,
+    agent: &AgentRow,
+) -> Result<Vec<drover_protocol::device::SkillBundle>, drover_store::StoreError> {
+    let folder = Harness::parse(&agent.harness).ok().and_then(drover_core::skill::folder).map(str::to_string);
+    Ok(state
+        .store
+        .skills(task.workspace)
+        .await?
+        .into_iter()
+        .map(|s| drover_protocol::device::SkillBundle { name: s.name, folder: folder.clone(), files: s.files })
+        .collect())
 }
 
 /// Longest a run may take to start (its worktree checkout included) before its first

@@ -73,3 +73,21 @@ pub async fn remove_worktree(state: &AppState, task: &TaskRow, force: bool) -> R
     }
     Ok(())
 }
+
+/// A device set a prepared sandbox up (or could not): a problem flags its task at once,
+/// as a set-up failure of a run would.
+pub async fn prepared(state: &AppState, device: DeviceId, sandbox: drover_core::SandboxId, problem: Option<String>) {
+    let Some(problem) = problem else {
+        tracing::info!(%sandbox, "sandbox prepared; waiting for Activate");
+        return;
+    };
+    let flagged = async {
+        let Some((task, on)) = state.store.sandbox_task(sandbox).await? else { return Ok(()) };
+        let Some(t) = state.store.task(task).await?.filter(|t| on == device && t.sandbox == Some(sandbox)) else { return Ok(()) };
+        let stage = t.stage().map(|s| s.stage.clone()).unwrap_or_default();
+        state.store.flag_task(t.id, &format!("the {stage} stage could not be prepared: {problem}"), "scheduler").await
+    };
+    if let Err(e) = flagged.await {
+        tracing::warn!(%sandbox, "recording a failed preparation: {e}");
+    }
+}

@@ -24,6 +24,10 @@ pub struct StageSpec {
     /// Handing it off merges the task's branch into the repository's base branch.
     #[serde(default)]
     pub merge: bool,
+    /// Its run is prepared (worktree made, skills placed) but starts only when a person
+    /// activates it (seed 001's Activate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub activate: bool,
 }
 
 impl StageSpec {
@@ -105,12 +109,22 @@ pub struct TaskRow {
     pub open_note: Option<(String, String)>,
     /// Its live run's outcome (`starting` or `running`) while it has not handed off.
     pub live_outcome: Option<String>,
+    /// The stage a person last activated, by index.
+    pub activated_stage: Option<usize>,
 }
 
 impl TaskRow {
     /// Whose turn it is on the task.
     pub fn turn(&self) -> Turn<'_> {
-        turn(&turn_facts(self.status, self.stage(), &self.flagged, &self.open_note, self.queued_at.is_some(), &self.live_outcome))
+        let mut facts = turn_facts(self.status, self.stage(), &self.flagged, &self.open_note, self.queued_at.is_some(), &self.live_outcome);
+        facts.awaiting_activation = self.awaits_activation();
+        turn(&facts)
+    }
+
+    /// Whether its current stage starts only when a person activates it, and has not
+    /// been: its run is prepared, not started.
+    pub fn awaits_activation(&self) -> bool {
+        self.stage().is_some_and(|s| s.activate) && self.activated_stage != Some(self.stage_index)
     }
 
     /// The current stage (None once the task is done).
@@ -139,6 +153,7 @@ fn turn_facts<'a>(
         stage: stage.map(|s| (s.stage.as_str(), stage_agent(s.assignee.as_deref()).is_some())),
         queued,
         live: live.as_deref().map(|o| o == "running"),
+        awaiting_activation: false,
     }
 }
 
@@ -288,6 +303,7 @@ pub(crate) fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
         spend_cap: r.get::<Option<i64>, _>("spend_cap").filter(|c| *c >= 0).map(|c| c as u64),
         open_note: open_note(r),
         live_outcome: r.get("live_outcome"),
+        activated_stage: r.get::<Option<i64>, _>("activated_stage").map(|i| i as usize),
     })
 }
 
@@ -643,7 +659,7 @@ impl Store {
     /// How many of a workspace's open tasks wait on a person (the sidebar's count).
     pub async fn tasks_needing_a_person(&self, workspace: WorkspaceId) -> Result<u32> {
         let rows = sqlx::query(concat!(
-            "SELECT t.workflow, t.stage_index, t.queued_at, t.flagged, ",
+            "SELECT t.workflow, t.stage_index, t.queued_at, t.flagged, t.activated_stage, ",
             turn_columns!(),
             " FROM tasks t WHERE t.workspace_id = $1 AND t.status = 'open'"
         ))
@@ -657,7 +673,9 @@ impl Store {
             let stage = workflow.get(r.get::<i64, _>("stage_index") as usize);
             let (flagged, note, live) = (r.get::<Option<String>, _>("flagged"), open_note(r), r.get::<Option<String>, _>("live_outcome"));
             let queued = r.get::<Option<String>, _>("queued_at").is_some();
-            let facts = turn_facts(TaskStatus::Open, stage, &flagged, &note, queued, &live);
+            let mut facts = turn_facts(TaskStatus::Open, stage, &flagged, &note, queued, &live);
+            let index = r.get::<i64, _>("stage_index");
+            facts.awaiting_activation = stage.is_some_and(|s| s.activate) && r.get::<Option<i64>, _>("activated_stage") != Some(index);
             n += u32::from(turn(&facts).needs_person());
         }
         Ok(n)
@@ -1147,6 +1165,115 @@ impl Store {
         rows.iter().map(note_row).collect()
     }
 
+    /// Prepares the task's current stage on `device` without starting it: takes the
+    /// task off the queue and makes (or keeps) its open sandbox, `ready`, for Activate.
+    /// None if the task moved on meanwhile (or a run of it is live).
+    pub async fn prepare_task_sandbox(
+        &self,
+        task: TaskId,
+        stage_index: usize,
+        device: DeviceId,
+        branch: &str,
+        actor: &str,
+    ) -> Result<Option<SandboxId>> {
+        let mut tx = self.write().await?;
+        let claimed = sqlx::query(
+            "UPDATE tasks SET queued_at = NULL, updated_at = $3 WHERE id = $1 AND status = 'open' AND stage_index = $2
+             AND queued_at IS NOT NULL AND flagged IS NULL
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE task_id = $1 AND outcome IN ('starting', 'running'))",
+        )
+        .bind(task.to_string())
+        .bind(stage_index as i64)
+        .bind(now())
+        .execute(&mut *tx)
+        .await?;
+        if claimed.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let t = task_row(&sqlx::query(&format!("{TASK_SELECT} WHERE t.id = $1")).bind(task.to_string()).fetch_one(&mut *tx).await?)?;
+        let at = now();
+        let sandbox = match (t.sandbox, t.sandbox_state) {
+            (Some(b), Some(state)) if !state.is_finished() => b,
+            _ => {
+                let b = SandboxId::new();
+                sqlx::query(
+                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
+                     VALUES ($1, $2, $3, 'task', $4, '', 'ready', $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(b.to_string())
+                .bind(t.workspace.to_string())
+                .bind(device.to_string())
+                .bind(&t.title)
+                .bind(&at)
+                .bind(&at)
+                .bind(t.id.to_string())
+                .bind(t.repo.to_string())
+                .bind(branch)
+                .bind(&t.repo_base)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE tasks SET sandbox_id = $1 WHERE id = $2")
+                    .bind(b.to_string())
+                    .bind(t.id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                b
+            }
+        };
+        let stage = t.stage().map(|s| s.stage.clone()).unwrap_or_default();
+        let e = NewEvent {
+            workspace: t.workspace,
+            session: None,
+            task: Some(t.id),
+            kind: EventKind::SandboxPrepared,
+            actor: actor.into(),
+            detail: serde_json::json!({ "stage": stage, "sandbox": sandbox.to_string(), "branch": branch }),
+        };
+        self.commit_with_event(tx, &e).await?;
+        Ok(Some(sandbox))
+    }
+
+    /// The task a sandbox belongs to, with the sandbox's device.
+    pub async fn sandbox_task(&self, sandbox: SandboxId) -> Result<Option<(TaskId, DeviceId)>> {
+        let r = sqlx::query("SELECT task_id, device_id FROM sandboxes WHERE id = $1")
+            .bind(sandbox.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(r) = r else { return Ok(None) };
+        let Some(task) = r.get::<Option<String>, _>("task_id") else { return Ok(None) };
+        Ok(Some((parse_id(&task)?, parse_id(r.get("device_id"))?)))
+    }
+
+    /// Activate: the task's current stage, prepared and waiting, may start; it is queued
+    /// for a slot. False if it does not wait for Activate.
+    pub async fn activate_task(&self, task: &TaskRow, actor: &str) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query(
+            "UPDATE tasks SET activated_stage = stage_index, queued_at = COALESCE(queued_at, $1), updated_at = $1
+             WHERE id = $2 AND status = 'open' AND stage_index = $3 AND flagged IS NULL
+             AND (activated_stage IS NULL OR activated_stage != stage_index)",
+        )
+        .bind(now())
+        .bind(task.id.to_string())
+        .bind(task.stage_index as i64)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let stage = task.stage().map(|s| s.stage.clone()).unwrap_or_default();
+        let e = NewEvent {
+            workspace: task.workspace,
+            session: None,
+            task: Some(task.id),
+            kind: EventKind::Activated,
+            actor: actor.into(),
+            detail: serde_json::json!({ "stage": stage }),
+        };
+        self.commit_with_event(tx, &e).await?;
+        Ok(true)
+    }
+
     /// Sets the branch the task starts from and merges into, before its first run: a
     /// task filed on a wrong base (or flagged because its base does not exist) is put
     /// right. Refused once a run of it has started (its branch exists by then).
@@ -1258,7 +1385,7 @@ mod tests {
             title: format!("t{i}"),
             body: String::new(),
             repo,
-            workflow: vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false }],
+            workflow: vec![StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false, activate: false }],
             created_by: "alice".into(),
         }
     }
@@ -1346,8 +1473,8 @@ mod tests {
         let agent = s.create_agent(ws, "bot", owner, "custom", &Default::default(), &["x".into()]).await.unwrap().unwrap();
         assert_eq!(s.create_agent(ws, "bot", owner, "custom", &Default::default(), &[]).await.unwrap(), None, "names are unique");
         let workflow = vec![
-            StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false },
-            StageSpec { stage: "review".into(), assignee: None, merge: true },
+            StageSpec { stage: "code".into(), assignee: Some("bot".into()), merge: false, activate: false },
+            StageSpec { stage: "review".into(), assignee: None, merge: true, activate: false },
         ];
         assert_eq!(s.workspace_workflow(ws).await.unwrap(), None);
         s.set_workspace_workflow(ws, &workflow).await.unwrap();

@@ -244,7 +244,12 @@ function Controls({ d, reload }: { d: TaskDetail; reload: () => void }) {
   const stageHasAgent = t.workflow.find((s) => s.stage === t.stage)?.assignee != null;
   return (
     <div class="controls" role="group" aria-label="Sessions panel">
-      {t.status === "open" && !t.live_session && !t.queued_at && stageHasAgent && !completing && (
+      {t.status === "open" && t.turn.kind === "ready" && (
+        <button class="button primary" disabled={busy} onClick={() => act("activate", "Activated: the session starts when a slot is free.")}>
+          Activate
+        </button>
+      )}
+      {t.status === "open" && t.turn.kind !== "ready" && !t.live_session && !t.queued_at && stageHasAgent && !completing && (
         <button class="button primary" disabled={busy} onClick={() => act("launch", "A fresh session is queued for a slot.")}>
           Launch session
         </button>

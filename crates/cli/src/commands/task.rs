@@ -21,14 +21,14 @@ fn task_id(given: Option<String>) -> Result<String> {
 /// The stages the command line asks for: None when it names none (the server then
 /// uses the workspace's workflow). Options that change stages without naming them
 /// start from the workspace's workflow.
-async fn workflow(client: &Client, w: WorkflowArgs) -> Result<Option<Vec<StageView>>> {
-    if w.stages.is_empty() && w.assign.is_empty() && w.merge_at.is_empty() && !w.no_merge {
+async fn workflow(client: &Client, w: WorkflowArgs, prepare_only: bool) -> Result<Option<Vec<StageView>>> {
+    if w.stages.is_empty() && w.assign.is_empty() && w.merge_at.is_empty() && !w.no_merge && w.activate.is_empty() && !prepare_only {
         return Ok(None);
     }
     let mut out: Vec<StageView> = if w.stages.is_empty() {
         client.get::<WorkflowView>("/api/v1/workflow").await?.stages
     } else {
-        w.stages.into_iter().map(|stage| StageView { stage, assignee: None, merge: None }).collect()
+        w.stages.into_iter().map(|stage| StageView { stage, assignee: None, merge: None, activate: None }).collect()
     };
     for a in &w.assign {
         let Some((stage, who)) = a.split_once('=') else { bail!("--assign takes STAGE=AGENT (or STAGE=human), not `{a}`") };
@@ -48,6 +48,13 @@ async fn workflow(client: &Client, w: WorkflowArgs) -> Result<Option<Vec<StageVi
             s.merge = Some(w.merge_at.contains(&s.stage));
         }
     }
+    for a in &w.activate {
+        let Some(s) = out.iter_mut().find(|s| &s.stage == a) else { bail!("--activate names stage `{a}`, which is not in the workflow") };
+        s.activate = Some(true);
+    }
+    if let (true, Some(first)) = (prepare_only, out.first_mut()) {
+        first.activate = Some(true);
+    }
     Ok(Some(out))
 }
 
@@ -57,7 +64,8 @@ fn stages_line(stages: &[StageView], current: Option<&str>) -> String {
         .map(|s| {
             let here = if current == Some(s.stage.as_str()) { "▶ " } else { "" };
             let merge = if s.merge == Some(true) { ", merges" } else { "" };
-            format!("{here}{} ({}{merge})", s.stage, s.assignee.as_deref().unwrap_or("unassigned"))
+            let activate = if s.activate == Some(true) { ", on Activate" } else { "" };
+            format!("{here}{} ({}{merge}{activate})", s.stage, s.assignee.as_deref().unwrap_or("unassigned"))
         })
         .collect();
     stages.join(" → ")
@@ -69,7 +77,7 @@ pub async fn workflow_cmd(cmd: WorkflowCmd, json: bool) -> Result<()> {
     let view: WorkflowView = match cmd {
         WorkflowCmd::Show => client.get("/api/v1/workflow").await?,
         WorkflowCmd::Set { workflow: w } => {
-            let Some(stages) = workflow(&client, w).await? else {
+            let Some(stages) = workflow(&client, w, false).await? else {
                 bail!("name the stages: `drover workflow set --stages plan,code,review,merge,verify`")
             };
             client.put("/api/v1/workflow", &WorkflowView { stages }).await?
@@ -99,9 +107,9 @@ fn print_task(t: &TaskView) {
 pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     match cmd {
-        TaskCmd::Create { repo, title, body, kind, agent, spend_cap, workflow: w } => {
-            let req =
-                CreateTask { kind: Some(kind), title, body, repo, workflow: workflow(&client, w).await?, agent, spend_cap_usd: spend_cap };
+        TaskCmd::Create { repo, title, body, kind, agent, spend_cap, prepare_only, workflow: w } => {
+            let workflow = workflow(&client, w, prepare_only).await?;
+            let req = CreateTask { kind: Some(kind), title, body, repo, workflow, agent, spend_cap_usd: spend_cap };
             let t: TaskView = client.post("/api/v1/tasks", &req).await?;
             if json {
                 return print_json(&t);
@@ -233,6 +241,7 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
                 println!("it is flagged for a person: `drover task launch {id}` starts a fresh run");
             }
         }
+        TaskCmd::Activate { id } => control(&client, &id, "activate", "activated: its run waits for a slot, then starts", json).await?,
         TaskCmd::Launch { id } => control(&client, &id, "launch", "a fresh run is queued for a slot", json).await?,
         TaskCmd::Finish { id } => control(&client, &id, "finish", "the sandbox is completing", json).await?,
         TaskCmd::MarkDone { id } => control(&client, &id, "mark-done", "the sandbox is done (its branch is kept)", json).await?,

@@ -80,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/tasks/{id}/blockers", post(tasks::block))
         .route("/api/v1/tasks/{id}/questions", post(tasks::ask))
         .route("/api/v1/tasks/{id}/launch", post(tasks::launch))
+        .route("/api/v1/tasks/{id}/activate", post(tasks::activate))
         .route("/api/v1/tasks/{id}/finish", post(tasks::finish))
         .route("/api/v1/tasks/{id}/mark-done", post(tasks::mark_done))
         .route("/api/v1/tasks/{id}/abandon", post(tasks::abandon))

@@ -116,7 +116,7 @@ fn task_view(t: &TaskRow, live: Option<(drover_core::SessionId, bool)>) -> TaskV
 }
 
 fn stage_view(s: &StageSpec) -> StageView {
-    StageView { stage: s.stage.clone(), assignee: s.assignee.clone(), merge: Some(s.merge) }
+    StageView { stage: s.stage.clone(), assignee: s.assignee.clone(), merge: Some(s.merge), activate: Some(s.activate) }
 }
 
 /// Checks stages given by a caller (names, agents that exist) and fills in what they
@@ -134,7 +134,7 @@ async fn stage_specs(state: &AppState, ws: WorkspaceId, stages: Vec<StageView>, 
             }
         }
         let merge = s.merge.unwrap_or_else(|| merges_by_default(&s.stage));
-        out.push(StageSpec { stage: s.stage, assignee, merge });
+        out.push(StageSpec { stage: s.stage, assignee, merge, activate: s.activate.unwrap_or(false) });
     }
     Ok(out)
 }
@@ -142,7 +142,10 @@ async fn stage_specs(state: &AppState, ws: WorkspaceId, stages: Vec<StageView>, 
 /// The stages a task gets when it names none: the workspace's, or the default ones.
 async fn workspace_stages(state: &AppState, ws: WorkspaceId) -> Result<Vec<StageSpec>, ApiError> {
     Ok(state.store.workspace_workflow(ws).await?.unwrap_or_else(|| {
-        DEFAULT_STAGES.iter().map(|s| StageSpec { stage: s.to_string(), assignee: None, merge: merges_by_default(s) }).collect()
+        DEFAULT_STAGES
+            .iter()
+            .map(|s| StageSpec { stage: s.to_string(), assignee: None, merge: merges_by_default(s), activate: false })
+            .collect()
     }))
 }
 
@@ -611,6 +614,25 @@ pub async fn launch(State(state): State<AppState>, caller: Caller, Path(id): Pat
         return Err(ApiError::Conflict(why));
     }
     state.store.relaunch_task(t.id).await?;
+    state.scheduler.notify_one();
+    Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
+}
+
+/// `POST /api/v1/tasks/{id}/activate`: Activate (seed 001): the current stage, prepared
+/// and waiting for a person, starts (it waits for a slot like any run).
+pub async fn activate(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
+    let who = caller.member_name()?;
+    let t = load_task(&state, &caller, &id).await?;
+    let Some(stage) = t.stage() else { return Err(ApiError::Conflict(format!("task {} is {}", t.id, t.status.as_str()))) };
+    if !t.awaits_activation() {
+        return Err(ApiError::Conflict(format!("the {} stage of task {} does not wait for Activate", stage.stage, t.id)));
+    }
+    if let Some(why) = crate::spend::over_cap(&state, &t).await? {
+        return Err(ApiError::Conflict(why));
+    }
+    if !state.store.activate_task(&t, &who).await? {
+        return Err(ApiError::Conflict(format!("task {} moved on or is flagged: `drover task show {}` says why", t.id, t.id)));
+    }
     state.scheduler.notify_one();
     Ok(Json(task_view(&state.store.task(t.id).await?.expect("exists"), None)))
 }
