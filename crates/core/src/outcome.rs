@@ -164,6 +164,15 @@ pub enum Fault {
 }
 
 impl RunEnd {
+    /// The end as a device may report it: only the server decides that a device lost a
+    /// run (a device claiming so would have its runs' failures cost no attempt).
+    pub fn as_device_reported(self) -> RunEnd {
+        match self {
+            RunEnd::DeviceLost { reason } => RunEnd::Lost { reason },
+            other => other,
+        }
+    }
+
     /// Whose doing this end was.
     pub fn fault(&self) -> Fault {
         match self {
@@ -307,6 +316,9 @@ mod tests {
         assert_eq!(RunEnd::DeviceLost { reason: String::new() }.fault(), Fault::Device);
         assert_eq!(RunEnd::StartFailed { reason: String::new() }.fault(), Fault::Setup);
         assert_eq!(RunEnd::Lost { reason: String::new() }.fault(), Fault::Run);
+        // A device cannot claim its own loss to spare a run's attempt.
+        let claimed = RunEnd::DeviceLost { reason: "trust me".into() }.as_device_reported();
+        assert_eq!((claimed.fault(), claimed), (Fault::Run, RunEnd::Lost { reason: "trust me".into() }));
         let exit = RunEnd::Exited { status: ExitStatus { code: Some(1), signal: None }, stop_requested: false };
         assert_eq!(exit.fault(), Fault::Run);
     }

@@ -128,6 +128,9 @@ pub enum Restaff {
     Again(u32),
     /// Staff it again without counting the run that ended (its device lost it).
     Uncounted,
+    /// Its devices keep losing its runs: flag the task for a person (a flapping or
+    /// hostile device must not staff runs without end).
+    FlagDevices,
     /// Attempts used up: flag the task for a person instead of looping.
     Flag,
     /// The run could not be set up: flag the task at once with the cause (trying again
@@ -135,12 +138,17 @@ pub enum Restaff {
     FlagSetup,
 }
 
+/// How many times more runs than `max_runs` a stage's devices may lose before the task
+/// is flagged.
+pub const DEVICE_LOSS_FACTOR: u32 = 5;
+
 /// Whether a stage whose run ended without a hand-off is staffed again, given whose
-/// fault the end was, the runs already made on it (the one that ended included) and
-/// the most runs a stage gets.
-pub fn restaff(fault: Fault, runs_made: u32, max_runs: u32) -> Restaff {
+/// fault the end was, the runs counted on it (the one that ended included), the runs
+/// its devices lost (likewise) and the most runs a stage gets.
+pub fn restaff(fault: Fault, runs_made: u32, device_losses: u32, max_runs: u32) -> Restaff {
     match fault {
         Fault::Setup => Restaff::FlagSetup,
+        Fault::Device if device_losses >= max_runs.max(1).saturating_mul(DEVICE_LOSS_FACTOR) => Restaff::FlagDevices,
         Fault::Device => Restaff::Uncounted,
         Fault::Run if runs_made < max_runs => Restaff::Again(runs_made + 1),
         Fault::Run => Restaff::Flag,
@@ -207,17 +215,18 @@ mod tests {
 
     #[test]
     fn restaffing_is_bounded() {
-        assert_eq!(restaff(Fault::Run, 0, 3), Restaff::Again(1));
-        assert_eq!(restaff(Fault::Run, 2, 3), Restaff::Again(3));
-        assert_eq!(restaff(Fault::Run, 3, 3), Restaff::Flag);
-        assert_eq!(restaff(Fault::Run, 0, 0), Restaff::Flag);
+        assert_eq!(restaff(Fault::Run, 0, 0, 3), Restaff::Again(1));
+        assert_eq!(restaff(Fault::Run, 2, 0, 3), Restaff::Again(3));
+        assert_eq!(restaff(Fault::Run, 3, 0, 3), Restaff::Flag);
+        assert_eq!(restaff(Fault::Run, 0, 0, 0), Restaff::Flag);
     }
 
     #[test]
     fn a_lost_device_costs_no_attempt_and_a_set_up_failure_is_flagged_at_once() {
-        assert_eq!(restaff(Fault::Device, 3, 3), Restaff::Uncounted);
-        assert_eq!(restaff(Fault::Device, 1, 3), Restaff::Uncounted);
-        assert_eq!(restaff(Fault::Setup, 1, 3), Restaff::FlagSetup);
+        assert_eq!(restaff(Fault::Device, 3, 1, 3), Restaff::Uncounted);
+        assert_eq!(restaff(Fault::Device, 1, 14, 3), Restaff::Uncounted);
+        assert_eq!(restaff(Fault::Device, 1, 15, 3), Restaff::FlagDevices, "bounded all the same");
+        assert_eq!(restaff(Fault::Setup, 1, 0, 3), Restaff::FlagSetup);
     }
 
     #[test]

@@ -248,7 +248,7 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
             }
         }
         DeviceMessage::Ended { session, end, started_at, ended_at, final_offset } => {
-            let report = ingest::EndReport { end, started_at, ended_at, final_offset };
+            let report = ingest::EndReport { end: end.as_device_reported(), started_at, ended_at, final_offset };
             ingest.send(Item::Ended { session, report }).await.map_err(|_| "ingest stopped")?;
         }
         DeviceMessage::Resized { session, t_micros, cols, rows } => {

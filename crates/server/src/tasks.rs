@@ -29,11 +29,19 @@ pub async fn after_end(state: &AppState, row: &SessionRow, ending: &Ending, faul
         && task.stage().map(|s| &s.stage) == row.stage.as_ref()
     {
         let stage = row.stage.clone().unwrap_or_default();
-        match restaff(fault, task.attempts, state.config.max_attempts) {
+        let device_losses = match fault {
+            Fault::Device => state.store.device_losses(task.id, &stage).await?,
+            _ => 0,
+        };
+        match restaff(fault, task.attempts, device_losses, state.config.max_attempts) {
             Restaff::Again(_) => state.store.queue_task(task.id, task.stage_index, true).await?,
             Restaff::Uncounted => state.store.queue_task(task.id, task.stage_index, false).await?,
             Restaff::Flag => {
                 let why = format!("the {stage} stage ended {} times without a hand-off", task.attempts);
+                state.store.flag_task(task.id, &why, "scheduler").await?;
+            }
+            Restaff::FlagDevices => {
+                let why = format!("the {stage} stage's devices lost {device_losses} of its runs: check them (`drover device list`)");
                 state.store.flag_task(task.id, &why, "scheduler").await?;
             }
             Restaff::FlagSetup => {

@@ -1233,6 +1233,17 @@ impl Store {
         Ok(Some(sandbox))
     }
 
+    /// How many of the task's runs at `stage` ended lost (with their devices, or
+    /// stalled): the bound on runs its devices may lose without costing an attempt.
+    pub async fn device_losses(&self, task: TaskId, stage: &str) -> Result<u32> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE task_id = $1 AND stage = $2 AND outcome = 'lost'")
+            .bind(task.to_string())
+            .bind(stage)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n as u32)
+    }
+
     /// The task a sandbox belongs to, with the sandbox's device.
     pub async fn sandbox_task(&self, sandbox: SandboxId) -> Result<Option<(TaskId, DeviceId)>> {
         let r = sqlx::query("SELECT task_id, device_id FROM sandboxes WHERE id = $1")
