@@ -38,6 +38,20 @@ struct Piece {
     bytes: Vec<u8>,
     next: u64,
     live: bool,
+    /// The terminal's size when these bytes were written (servers before this said none).
+    size: Option<(u16, u16)>,
+}
+
+impl Piece {
+    /// Feeds the piece to `screen`, resized first to the size it was written at.
+    fn render(&self, screen: &mut Transcript) -> Vec<String> {
+        let mut lines = match self.size {
+            Some((cols, rows)) if (cols, rows) != screen.size() => screen.resize(cols, rows),
+            _ => Vec::new(),
+        };
+        lines.extend(screen.feed(&self.bytes));
+        lines
+    }
 }
 
 /// Reads the raw stream from `offset`, waiting up to `wait` for output; retries what is
@@ -49,9 +63,13 @@ async fn read(client: &Client, id: &str, offset: u64, wait: Duration, backoff: &
             Ok(resp) => {
                 let next: u64 = header(&resp, "x-drover-offset").and_then(|v| v.parse().ok()).unwrap_or(offset);
                 let live = header(&resp, "x-drover-outcome").is_some_and(|o| o == "starting" || o == "running");
+                let size = header(&resp, "x-drover-size").and_then(|v| {
+                    let (c, r) = v.split_once('x')?;
+                    Some((c.parse().ok()?, r.parse().ok()?))
+                });
                 resp.bytes()
                     .await
-                    .map(|b| Piece { bytes: b.to_vec(), next, live })
+                    .map(|b| Piece { bytes: b.to_vec(), next, live, size })
                     .map_err(|e| Attempt::Retry(crate::client::connection_trouble(&e)))
             }
             Err(e) => Err(e),
@@ -98,7 +116,7 @@ impl<'a> Follower<'a> {
         let mut backlog = Vec::new();
         loop {
             let piece = read(self.client, self.id, offset, Duration::ZERO, &mut self.backoff, &mut self.status).await?;
-            backlog.extend(screen.feed(&piece.bytes));
+            backlog.extend(piece.render(&mut screen));
             offset = piece.next;
             if piece.bytes.is_empty() {
                 if !piece.live {
@@ -113,7 +131,7 @@ impl<'a> Follower<'a> {
         loop {
             let piece = read(self.client, self.id, offset, SETTLE, &mut self.backoff, &mut self.status).await?;
             offset = piece.next;
-            let mut settled = screen.feed(&piece.bytes);
+            let mut settled = piece.render(&mut screen);
             if piece.bytes.is_empty() {
                 if !piece.live {
                     settled.extend(screen.finish());

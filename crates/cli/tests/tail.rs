@@ -53,3 +53,20 @@ fn follow_prints_settled_lines_before_the_end_and_each_once() {
     assert!(tail.wait().unwrap().success());
     assert_eq!(String::from_utf8_lossy(&got), "first\nx y\n");
 }
+
+#[test]
+fn follow_renders_each_part_at_the_size_it_was_written_at() {
+    let d = Drover::up();
+    // At 40 columns, then (once resized to 90) again: `ESC[999C` goes to the last column.
+    let script = r#"printf 'A\033[999CB\n'; while [ "$(stty size)" = "10 40" ]; do sleep 0.05; done; printf 'A\033[999CB\n'; sleep 1"#;
+    let id =
+        d.ok(&["session", "start", "--device", &d.device, "--cols", "40", "--rows", "10", "--", "sh", "-c", script]).trim().to_string();
+    d.wait_text(&id, "B", secs(20));
+    // Attaching from a 90x25 terminal resizes the session.
+    let _attached = support::term::Attached::start(&d, &id, &[], 90, 25);
+    d.wait_ended(&id, secs(20));
+    // Followed from the start after the resize: the first line still at its 40 columns.
+    let out = d.ok(&["session", "tail", &id, "--follow"]);
+    let wide: Vec<&str> = out.lines().filter(|l| l.starts_with('A')).collect();
+    assert_eq!(wide, [format!("A{}B", " ".repeat(38)), format!("A{}B", " ".repeat(88))], "{out:?}");
+}

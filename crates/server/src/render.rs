@@ -160,6 +160,31 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
 }
 
 /// "COLSxROWS" as numbers.
+/// The terminal sizes a session's output was written at: the size it started at, then
+/// each resize from the µs it took effect.
+pub struct Sizes {
+    first: Option<(u16, u16)>,
+    resizes: Vec<(u64, (u16, u16))>,
+}
+
+impl Sizes {
+    /// A session's sizes from its marks (`fallback` when it recorded no first size).
+    pub async fn of(store: &Store, session: SessionId, fallback: (u16, u16)) -> Result<Sizes, StoreError> {
+        let marks = store.marks(session).await?;
+        let first = marks.iter().find(|m| m.kind == "s").and_then(|m| parse_size(&m.data)).or(Some(fallback));
+        let resizes = marks.into_iter().filter(|m| m.kind == "r").filter_map(|m| parse_size(&m.data).map(|s| (m.t_micros, s))).collect();
+        Ok(Sizes { first, resizes })
+    }
+
+    /// The size in effect for output written at `t_micros`, and when the next resize
+    /// takes over (None: none later).
+    pub fn at(&self, t_micros: u64) -> ((u16, u16), Option<u64>) {
+        let done = self.resizes.partition_point(|(at, _)| *at <= t_micros);
+        let size = if done == 0 { self.first.unwrap_or((80, 24)) } else { self.resizes[done - 1].1 };
+        (size, self.resizes.get(done).map(|(at, _)| *at))
+    }
+}
+
 fn parse_size(data: &str) -> Option<(u16, u16)> {
     let (c, r) = data.split_once('x')?;
     Some((c.parse().ok()?, r.parse().ok()?))

@@ -60,13 +60,20 @@ pub struct Transcript {
     lines: Collector,
     /// An incomplete UTF-8 sequence held for the next feed.
     held: Vec<u8>,
+    /// Its size (columns, rows).
+    size: (u16, u16),
 }
 
 impl Transcript {
     /// A transcript of a `cols`×`rows` terminal (sizes below 1 count as 1).
     pub fn new(cols: u16, rows: u16) -> Transcript {
         let term = Terminal::new(usize::from(cols.max(1)), usize::from(rows.max(1))).expect("sizes are at least 1");
-        Transcript { term, lines: Collector::default(), held: Vec::new() }
+        Transcript { term, lines: Collector::default(), held: Vec::new(), size: (cols.max(1), rows.max(1)) }
+    }
+
+    /// Its size now: (columns, rows).
+    pub fn size(&self) -> (u16, u16) {
+        self.size
     }
 
     /// Feeds output; returns the lines that became final.
@@ -83,6 +90,7 @@ impl Transcript {
     pub fn resize(&mut self, cols: u16, rows: u16) -> Vec<String> {
         // Reflow moves rows: what `settle` gave can no longer be matched row for row.
         self.lines.given = 0;
+        self.size = (cols.max(1), rows.max(1));
         self.term.resize_with(usize::from(cols.max(1)), usize::from(rows.max(1)), &mut self.lines);
         std::mem::take(&mut self.lines.ready)
     }

@@ -528,7 +528,9 @@ pub struct OutputParams {
 }
 
 /// `GET /api/v1/sessions/{id}/output`: raw stored output from an offset (long-poll).
-/// Headers: `x-drover-offset` (offset after the bytes), `x-drover-outcome`.
+/// Headers: `x-drover-offset` (offset after the bytes), `x-drover-outcome`, and
+/// `x-drover-size` (`COLSxROWS`, the terminal's size when these bytes were written; a
+/// page never spans a resize).
 pub async fn output(
     State(state): State<AppState>,
     caller: Caller,
@@ -544,13 +546,26 @@ pub async fn output(
         if !chunks.is_empty() || !outcome.is_live() || Instant::now() >= deadline {
             let mut body = Vec::new();
             let mut end = p.from;
-            for c in chunks {
-                end = c.offset + c.data.len() as u64;
-                body.extend_from_slice(&c.data);
-            }
+            // The bytes written at one terminal size: a page stops where a resize took
+            // effect, and says the size (so a reader renders each part at its own).
+            let size = match chunks.first() {
+                Some(first) => {
+                    let (size, next) = render::Sizes::of(&state.store, row.id, (row.cols, row.rows)).await?.at(first.t_micros);
+                    let until = next.unwrap_or(u64::MAX);
+                    for c in chunks.into_iter().take_while(|c| c.t_micros < until) {
+                        end = c.offset + c.data.len() as u64;
+                        body.extend_from_slice(&c.data);
+                    }
+                    Some(size)
+                }
+                None => None,
+            };
             let mut headers = HeaderMap::new();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             headers.insert("x-drover-offset", HeaderValue::from(end));
+            if let Some((cols, rows)) = size {
+                headers.insert("x-drover-size", HeaderValue::from_str(&format!("{cols}x{rows}")).expect("ASCII"));
+            }
             headers.insert("x-drover-outcome", HeaderValue::from_static(outcome.as_str()));
             return Ok((headers, body));
         }
