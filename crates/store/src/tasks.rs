@@ -374,6 +374,36 @@ pub enum HandOffRefused {
     NotCurrent,
 }
 
+/// Makes a new `ready` sandbox for the task on `device`, on `branch`, starting from the
+/// task's base; returns its id.
+async fn insert_task_sandbox(
+    conn: &mut sqlx::AnyConnection,
+    task: &TaskRow,
+    device: DeviceId,
+    cwd: &str,
+    branch: &str,
+    at: &str,
+) -> Result<SandboxId> {
+    let b = SandboxId::new();
+    sqlx::query(
+        "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
+         VALUES ($1, $2, $3, 'task', $4, $5, 'ready', $6, $6, $7, $8, $9, $10)",
+    )
+    .bind(b.to_string())
+    .bind(task.workspace.to_string())
+    .bind(device.to_string())
+    .bind(&task.title)
+    .bind(cwd)
+    .bind(at)
+    .bind(task.id.to_string())
+    .bind(task.repo.to_string())
+    .bind(branch)
+    .bind(&task.repo_base)
+    .execute(&mut *conn)
+    .await?;
+    Ok(b)
+}
+
 /// Whether stage `stage_index` of the task is its current stage and may be handed off
 /// by `session` (its live, not yet handed-off run) or, with None, by a person (no run
 /// is live).
@@ -804,27 +834,7 @@ impl Store {
         };
         let sandbox = match open_sandbox {
             Some(b) => b,
-            None => {
-                let b = SandboxId::new();
-                sqlx::query(
-                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
-                     VALUES ($1, $2, $3, 'task', $4, $5, 'ready', $6, $7, $8, $9, $10, $11)",
-                )
-                .bind(b.to_string())
-                .bind(task.workspace.to_string())
-                .bind(n.device.to_string())
-                .bind(&task.title)
-                .bind(&n.cwd)
-                .bind(&at)
-                .bind(&at)
-                .bind(task.id.to_string())
-                .bind(task.repo.to_string())
-                .bind(&n.branch)
-                .bind(&task.repo_base)
-                .execute(&mut *tx)
-                .await?;
-                b
-            }
+            None => insert_task_sandbox(&mut tx, &task, n.device, &n.cwd, &n.branch, &at).await?,
         };
         sqlx::query(
             "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, task_id, stage, agent_id, operator_id)
@@ -1195,23 +1205,7 @@ impl Store {
         let sandbox = match (t.sandbox, t.sandbox_state) {
             (Some(b), Some(state)) if !state.is_finished() => b,
             _ => {
-                let b = SandboxId::new();
-                sqlx::query(
-                    "INSERT INTO sandboxes (id, workspace_id, device_id, kind, title, cwd, state, created_at, updated_at, task_id, repo_id, branch, base_branch)
-                     VALUES ($1, $2, $3, 'task', $4, '', 'ready', $5, $6, $7, $8, $9, $10)",
-                )
-                .bind(b.to_string())
-                .bind(t.workspace.to_string())
-                .bind(device.to_string())
-                .bind(&t.title)
-                .bind(&at)
-                .bind(&at)
-                .bind(t.id.to_string())
-                .bind(t.repo.to_string())
-                .bind(branch)
-                .bind(&t.repo_base)
-                .execute(&mut *tx)
-                .await?;
+                let b = insert_task_sandbox(&mut tx, &t, device, "", branch, &at).await?;
                 sqlx::query("UPDATE tasks SET sandbox_id = $1 WHERE id = $2")
                     .bind(b.to_string())
                     .bind(t.id.to_string())
