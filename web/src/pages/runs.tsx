@@ -11,7 +11,7 @@ import { subscribe } from "../live";
 import { SendBox } from "../sendbox";
 import type { PageSpend, Session, Task } from "../types";
 import { isLive } from "../types";
-import { TaskState } from "./tasks";
+import { TaskCells } from "./tasks";
 
 /** Live changes refresh the page at most this often. */
 const REFRESH_MS = 400;
@@ -179,24 +179,7 @@ export function Tasks({ tasks, showRepo, empty }: { tasks: Task[]; showRepo: boo
           <tbody>
             {tasks.map((t) => (
               <tr key={t.id} data-task={t.id}>
-                <td data-label="Type">
-                  <span class="badge type">{t.kind}</span>
-                </td>
-                <td data-label="Task" class="working-on">
-                  <a href={`/tasks/${t.id}`}>{t.title}</a>
-                </td>
-                <td data-label="Stage">{t.stage ? cap(t.stage) : "—"}</td>
-                <td data-label="Now">
-                  <TaskState t={t} />
-                </td>
-                {showRepo && (
-                  <td data-label="Repo">
-                    <RepoLink name={t.repo} />
-                  </td>
-                )}
-                <td data-label="Filed" title={when(t.created_at)}>
-                  {ago(t.created_at)}
-                </td>
+                <TaskCells t={t} turnLabel="Now" repo={showRepo} />
                 <td data-label="Spend">{usd(t.cost_usd, t.cost_unknown)}</td>
               </tr>
             ))}

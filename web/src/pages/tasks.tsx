@@ -27,6 +27,33 @@ export function TaskState({ t }: { t: Task }) {
   );
 }
 
+/** A task row's shared cells: type, title, stage, whose turn (labelled `turnLabel`),
+ * the repository (unless `repo` is false) and when it was filed. */
+export function TaskCells({ t, turnLabel, repo = true }: { t: Task; turnLabel: string; repo?: boolean }) {
+  return (
+    <>
+      <td data-label="Type">
+        <span class="badge type">{t.kind}</span>
+      </td>
+      <td data-label="Task" class="working-on">
+        <a href={`/tasks/${t.id}`}>{t.title}</a>
+      </td>
+      <td data-label="Stage">{t.stage ? cap(t.stage) : "—"}</td>
+      <td data-label={turnLabel}>
+        <TaskState t={t} />
+      </td>
+      {repo && (
+        <td data-label="Repo">
+          <RepoLink name={t.repo} />
+        </td>
+      )}
+      <td data-label="Filed" title={when(t.created_at)}>
+        {ago(t.created_at)}
+      </td>
+    </>
+  );
+}
+
 const TASK_TYPES = ["story", "bug", "chore", "spike"];
 
 
@@ -182,22 +209,7 @@ export function TasksPage() {
           <tbody>
             {(tasks ?? []).map((t) => (
               <tr key={t.id} data-task={t.id}>
-                <td data-label="Type">
-                  <span class="badge type">{t.kind}</span>
-                </td>
-                <td data-label="Task" class="working-on">
-                  <a href={`/tasks/${t.id}`}>{t.title}</a>
-                </td>
-                <td data-label="Stage">{t.stage ? cap(t.stage) : "—"}</td>
-                <td data-label="State">
-                  <TaskState t={t} />
-                </td>
-                <td data-label="Repo">
-                  <RepoLink name={t.repo} />
-                </td>
-                <td data-label="Filed" title={when(t.created_at)}>
-                  {ago(t.created_at)}
-                </td>
+                <TaskCells t={t} turnLabel="State" />
                 <td data-label="Actions">
                   {t.live_session && t.can_drop_in ? (
                     <a class="button primary" href={`/sessions/${t.live_session}`}>
