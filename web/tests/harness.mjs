@@ -1,8 +1,8 @@
 // Test harness: a real `drover up` in a temporary home, the real CLI against it, and
 // Debian's Chromium driven by Playwright.
 
-import { spawn, execFile } from "node:child_process";
-import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { spawn, execFile, execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -150,4 +150,21 @@ export async function until(what, f, timeout = 15_000) {
 
 export async function shot(page, name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/**
+ * A repository `app` on the e2e device (a fresh clone under `dir` with one commit on
+ * main) and a custom-harness agent `agent` running the shell script `script` (written
+ * to `file` in `dir`) with the stage's prompt; returns the clone's path.
+ */
+export async function repoAndAgent(d, dir, agent, script, file = "agent.sh") {
+  const repo = join(dir, "repo");
+  execFileSync("git", ["init", "-q", "-b", "main", repo]);
+  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
+  const path = join(dir, file);
+  writeFileSync(path, script);
+  chmodSync(path, 0o755);
+  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
+  await d.cli("agent", "create", agent, "--harness", "custom", "--", path, "{prompt}");
+  return repo;
 }

@@ -6,11 +6,10 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, appendFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { browser, shot, signedIn, startDrover, until } from "./harness.mjs";
+import { browser, repoAndAgent, shot, signedIn, startDrover, until } from "./harness.mjs";
 
 const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 390, height: 844 };
@@ -21,14 +20,7 @@ before(async () => {
   d = await startDrover();
   b = await browser();
   dir = mkdtempSync(join(tmpdir(), "drover-e2e-repo-"));
-  const repo = join(dir, "repo");
-  execFileSync("git", ["init", "-q", "-b", "main", repo]);
-  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
-  const agent = join(dir, "agent.sh");
-  writeFileSync(agent, "#!/bin/sh\necho working\nsleep 600\n");
-  chmodSync(agent, 0o755);
-  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
-  await d.cli("agent", "create", "bot", "--harness", "custom", "--", agent, "{prompt}");
+  await repoAndAgent(d, dir, "bot", "#!/bin/sh\necho working\nsleep 600\n");
 });
 after(async () => {
   await b?.close();

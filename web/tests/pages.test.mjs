@@ -5,11 +5,10 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { browser, DROVER, shot, signedIn, startDrover, until } from "./harness.mjs";
+import { DROVER, browser, repoAndAgent, shot, signedIn, startDrover, until } from "./harness.mjs";
 
 const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 390, height: 844 };
@@ -29,19 +28,9 @@ before(async () => {
   d = await startDrover();
   b = await browser();
   dir = mkdtempSync(join(tmpdir(), "drover-e2e-pages-"));
-  const repo = join(dir, "repo");
-  execFileSync("git", ["init", "-q", "-b", "main", repo]);
-  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
   // The stand-in agent hands `plan` off at once; on any other stage it answers each line
   // it is sent, so what the Send box sends shows in its output.
-  const agent = join(dir, "agent.sh");
-  writeFileSync(
-    agent,
-    `#!/bin/sh\nif [ "$DROVER_STAGE" = plan ]; then '${DROVER}' task advance --note planned; exec sleep 600; fi\necho ready\nwhile read line; do echo "got: $line"; done\n`,
-  );
-  chmodSync(agent, 0o755);
-  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
-  await d.cli("agent", "create", "bot", "--harness", "custom", "--", agent, "{prompt}");
+  await repoAndAgent(d, dir, "bot", `#!/bin/sh\nif [ "$DROVER_STAGE" = plan ]; then '${DROVER}' task advance --note planned; exec sleep 600; fi\necho ready\nwhile read line; do echo "got: $line"; done\n`);
   // A live run, then a newer one that finishes, then a task only people work.
   liveTask = (await d.cli("task", "create", "--repo", "app", "--title", "Live <i>work</i>", "--stages", "code", "--assign", "code=bot")).trim();
   live = (await runsOf(liveTask, "the live run", (t) => t.sessions.some((s) => s.outcome === "running"))).find((s) => s.outcome === "running").id;

@@ -6,11 +6,10 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { browser, screenText, shot, signedIn, startDrover, until } from "./harness.mjs";
+import { browser, repoAndAgent, screenText, shot, signedIn, startDrover, until } from "./harness.mjs";
 
 const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 390, height: 844 };
@@ -19,15 +18,8 @@ before(async () => {
   d = await startDrover();
   b = await browser();
   dir = mkdtempSync(join(tmpdir(), "drover-e2e-repo-"));
-  const repo = join(dir, "repo");
-  execFileSync("git", ["init", "-q", "-b", "main", repo]);
-  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
   // A harness that prints a wide line and fails, every time it is staffed.
-  const agent = join(dir, "failing-agent.sh");
-  writeFileSync(agent, `#!/bin/sh\necho "about to fail $(printf '%0150d' 0)"\nsleep 1\nexit 3\n`);
-  chmodSync(agent, 0o755);
-  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
-  await d.cli("agent", "create", "failer", "--harness", "custom", "--", agent, "{prompt}");
+  await repoAndAgent(d, dir, "failer", `#!/bin/sh\necho "about to fail $(printf '%0150d' 0)"\nsleep 1\nexit 3\n`, "failing-agent.sh");
 });
 after(async () => {
   await b?.close();

@@ -7,24 +7,14 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { browser, DROVER, shot, signedIn, startDrover, until } from "./harness.mjs";
+import { DROVER, browser, repoAndAgent, shot, signedIn, startDrover, until } from "./harness.mjs";
 
 let d, b, dir;
 before(async () => {
   d = await startDrover();
   b = await browser();
   dir = mkdtempSync(join(tmpdir(), "drover-e2e-repo-"));
-  const repo = join(dir, "repo");
-  execFileSync("git", ["init", "-q", "-b", "main", repo]);
-  execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"]);
-  const agent = join(dir, "agent.sh");
-  writeFileSync(
-    agent,
-    `#!/bin/sh\nset -e\necho "working the $DROVER_STAGE stage"\nanswer=$('${DROVER}' task ask "Which colour should the button be?")\necho "told: $answer"\necho "$answer" > colour.txt\ngit add colour.txt\ngit -c user.name=a -c user.email=a@a commit -qm "$DROVER_STAGE"\n'${DROVER}' task advance --note "made it $answer"\nsleep 60\n`,
-  );
-  chmodSync(agent, 0o755);
-  await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
-  await d.cli("agent", "create", "bot", "--harness", "custom", "--", agent, "{prompt}");
+  await repoAndAgent(d, dir, "bot", `#!/bin/sh\nset -e\necho "working the $DROVER_STAGE stage"\nanswer=$('${DROVER}' task ask "Which colour should the button be?")\necho "told: $answer"\necho "$answer" > colour.txt\ngit add colour.txt\ngit -c user.name=a -c user.email=a@a commit -qm "$DROVER_STAGE"\n'${DROVER}' task advance --note "made it $answer"\nsleep 60\n`);
 });
 after(async () => {
   await b?.close();
