@@ -124,7 +124,7 @@ impl TaskRow {
     /// Whether its current stage starts only when a person activates it, and has not
     /// been: its run is prepared, not started.
     pub fn awaits_activation(&self) -> bool {
-        self.stage().is_some_and(|s| s.activate) && self.activated_stage != Some(self.stage_index)
+        awaits_activation(self.stage(), self.stage_index, self.activated_stage)
     }
 
     /// The current stage (None once the task is done).
@@ -135,6 +135,12 @@ impl TaskRow {
             None
         }
     }
+}
+
+/// Whether the current stage (`stage`, at `stage_index`) starts only on Activate and
+/// has not been activated (`activated`: the stage a person last activated).
+fn awaits_activation(stage: Option<&StageSpec>, stage_index: usize, activated: Option<usize>) -> bool {
+    stage.is_some_and(|s| s.activate) && activated != Some(stage_index)
 }
 
 /// What deciding whose turn it is needs, from a task's stored columns.
@@ -704,8 +710,8 @@ impl Store {
             let (flagged, note, live) = (r.get::<Option<String>, _>("flagged"), open_note(r), r.get::<Option<String>, _>("live_outcome"));
             let queued = r.get::<Option<String>, _>("queued_at").is_some();
             let mut facts = turn_facts(TaskStatus::Open, stage, &flagged, &note, queued, &live);
-            let index = r.get::<i64, _>("stage_index");
-            facts.awaiting_activation = stage.is_some_and(|s| s.activate) && r.get::<Option<i64>, _>("activated_stage") != Some(index);
+            let activated = r.get::<Option<i64>, _>("activated_stage").map(|i| i as usize);
+            facts.awaiting_activation = awaits_activation(stage, r.get::<i64, _>("stage_index") as usize, activated);
             n += u32::from(turn(&facts).needs_person());
         }
         Ok(n)
