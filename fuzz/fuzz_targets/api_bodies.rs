@@ -1,5 +1,5 @@
 //! The HTTP API's request bodies: arbitrary bytes through `serde_json::from_slice` into
-//! every request type of `drover_protocol::api`, then through the checks the server
+//! every request type of `drover_api`, then through the checks the server
 //! applies to each (from `drover_core`), as its handlers call them. Nothing may panic,
 //! and what the checks accept must hold what they promise.
 
@@ -15,7 +15,7 @@ use drover_core::permissions::Role;
 use drover_core::task::{check_workflow, merges_by_default, stage_label, MAX_STAGES};
 use drover_core::webhook::WebhookEvent;
 use drover_core::{branch, input, TaskId};
-use drover_protocol::api::{
+use drover_api::{
     AcceptInvite, AddDevice, AddRepo, CreateAgent, CreateInvite, CreateTask, CreateToken, CreateWebhook, Login, SendInput, SetPassword,
     SetRole, StartSession, TextBody, WorkflowView,
 };

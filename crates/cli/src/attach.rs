@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
-use drover_protocol::api::ErrorBody;
+use drover_api::ErrorBody;
 use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;

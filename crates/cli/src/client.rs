@@ -2,7 +2,7 @@
 //! credential: `DROVER_URL` / `DROVER_TOKEN`, else what `up` wrote in `$DROVER_HOME`.
 
 use anyhow::{anyhow, bail, Context, Result};
-use drover_protocol::api::ErrorBody;
+use drover_api::ErrorBody;
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

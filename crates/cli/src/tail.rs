@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use drover_protocol::api::{SessionText, SessionView};
+use drover_api::{SessionText, SessionView};
 use drover_term::transcript::Transcript;
 use tokio::io::AsyncWriteExt;
 

@@ -344,8 +344,8 @@ async fn device_credential(home: &Path, server: &str, name: &str, token: String)
         return Ok(saved.token);
     }
     let client = crate::client::Client::anonymous(server)?;
-    let (cred, seen): (drover_protocol::api::DeviceCredential, _) = client
-        .post_noting_certificate("/api/v1/devices/enroll", &drover_protocol::api::Enroll { token, name: name.to_string() })
+    let (cred, seen): (drover_api::DeviceCredential, _) = client
+        .post_noting_certificate("/api/v1/devices/enroll", &drover_api::Enroll { token, name: name.to_string() })
         .await
         .context("enrolling this device")?;
     // The certificate the server presented when this device enrolled: every later

@@ -5,14 +5,13 @@
 //! - [`device`]: device daemon ⇄ server, over a WebSocket the device opens;
 //! - [`viewer`]: viewer (CLI `attach`, browser) ⇄ server, over a WebSocket.
 //!
-//! [`api`] holds the JSON bodies of the HTTP API, shared by the server and the CLI.
+//! The HTTP API's JSON bodies are not here: they are the contract in `drover-api`.
 //!
 //! Terminal bytes always travel in binary frames and carry their **offset** in the
 //! session's output stream, so every hop can resume from the last acknowledged offset.
 //! Control messages are JSON. Everything a peer sends is untrusted: decoders return
 //! [`FrameError`], never panic.
 
-pub mod api;
 pub mod device;
 pub mod frame;
 pub mod shim;

@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use drover_protocol::api::ErrorBody;
+use drover_api::ErrorBody;
 
 /// An error answer of the API.
 #[derive(Debug, thiserror::Error)]

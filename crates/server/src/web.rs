@@ -92,7 +92,7 @@ pub async fn redeem_login(
     State(state): State<AppState>,
     https: crate::forwarded::Https,
     headers: axum::http::HeaderMap,
-    crate::api::ApiJson(req): crate::api::ApiJson<drover_protocol::api::RedeemLoginLink>,
+    crate::api::ApiJson(req): crate::api::ApiJson<drover_api::RedeemLoginLink>,
 ) -> Result<Response, crate::ApiError> {
     if headers.contains_key(header::ORIGIN) && !auth::same_origin(&headers) {
         return Err(crate::ApiError::Forbidden("cross-site request refused: use the page this server serves".into()));

@@ -27,7 +27,7 @@ const CASES: u32 = 64;
 /// The longest any one request may take before it counts as hung.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The type of a request body's field, as `drover_protocol::api` declares it.
+/// The type of a request body's field, as `drover_api` declares it.
 #[derive(Debug, Clone, Copy)]
 enum Ty {
     Str,
@@ -123,7 +123,7 @@ const ROUTES: &[(&str, &str, Schema)] = &[
     ("POST", "/api/v1/sessions/{session}/stop", NONE),
 ];
 
-/// Every field name of the request bodies in `drover_protocol::api`, so shaped bodies
+/// Every field name of the request bodies in `drover_api`, so shaped bodies
 /// get past "missing field" to the checks behind it.
 const FIELDS: &[&str] = &[
     "name",

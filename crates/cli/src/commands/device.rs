@@ -1,7 +1,7 @@
 //! `drover device list|add`.
 
 use anyhow::Result;
-use drover_protocol::api::{AddDevice, DeviceEnrollment, DeviceView};
+use drover_api::{AddDevice, DeviceEnrollment, DeviceView};
 
 use super::print_json;
 use crate::args::DeviceSub;

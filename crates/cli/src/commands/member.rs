@@ -4,7 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::{bail, Context, Result};
-use drover_protocol::api::{CreateInvite, CreateToken, IssuedToken, Login, MemberView, SetPassword, SetRole, TokenView};
+use drover_api::{CreateInvite, CreateToken, IssuedToken, Login, MemberView, SetPassword, SetRole, TokenView};
 
 use super::print_json;
 use crate::args::{LoginArgs, MemberCmd, TokenCmd};
@@ -68,8 +68,8 @@ pub async fn login(args: LoginArgs, json: bool) -> Result<()> {
 pub async fn password(args: crate::args::PasswordArgs, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     let stdin_piped = !std::io::stdin().is_terminal();
-    let me: drover_protocol::api::MemberView = {
-        let me: drover_protocol::api::MeView = client.get("/api/v1/me").await?;
+    let me: drover_api::MemberView = {
+        let me: drover_api::MeView = client.get("/api/v1/me").await?;
         let members: Vec<MemberView> = client.get("/api/v1/members").await?;
         members.into_iter().find(|m| m.name == me.name).context("you are not in the member list")?
     };
@@ -158,8 +158,7 @@ pub async fn member(cmd: MemberCmd, json: bool) -> Result<()> {
             table::print(&["MEMBER", "ROLE", "JOINED", "PASSWORD"], &rows);
         }
         MemberCmd::Invite { role, hours } => {
-            let v: drover_protocol::api::InviteView =
-                client.post("/api/v1/invites", &CreateInvite { role: Some(role), hours: Some(hours) }).await?;
+            let v: drover_api::InviteView = client.post("/api/v1/invites", &CreateInvite { role: Some(role), hours: Some(hours) }).await?;
             let url = format!("{}{}", client.url, v.path);
             if json {
                 return print_json(
@@ -170,7 +169,7 @@ pub async fn member(cmd: MemberCmd, json: bool) -> Result<()> {
             eprintln!("(invitation as {}, works once until {}: the invitee opens it, picks a name and a password)", v.role, v.expires_at);
         }
         MemberCmd::Invites => {
-            let list: Vec<drover_protocol::api::PendingInviteView> = client.get("/api/v1/invites").await?;
+            let list: Vec<drover_api::PendingInviteView> = client.get("/api/v1/invites").await?;
             if json {
                 return print_json(&list);
             }

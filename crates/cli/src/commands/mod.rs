@@ -58,7 +58,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;
-            let link: drover_protocol::api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
+            let link: drover_api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
             let url = format!("{}{}", client.url.trim_end_matches('/'), link.path);
             if cli.json {
                 print_json(&serde_json::json!({ "url": url, "expires_at": link.expires_at }))?;

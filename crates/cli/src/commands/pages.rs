@@ -1,7 +1,7 @@
 //! `drover agent show` and `drover repo show`: an agent's or a repository's page as
 //! text: its facts, its runs (live ones first), its tasks and what its runs cost.
 
-use drover_protocol::api::{AgentPage, PageSpend, RepoPage, SessionView, TaskView};
+use drover_api::{AgentPage, PageSpend, RepoPage, SessionView, TaskView};
 
 use crate::table;
 

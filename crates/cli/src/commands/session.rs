@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use drover_protocol::api::{AskReply, EventView, InputReceipt, SendInput, SessionList, SessionView, StartSession};
+use drover_api::{AskReply, EventView, InputReceipt, SendInput, SessionList, SessionView, StartSession};
 
 use super::print_json;
 use crate::args::SessionCmd;

@@ -1,7 +1,7 @@
 //! `drover session show` for people: the session's record as aligned rows, with the same
 //! cost and skills the JSON and the web page give.
 
-use drover_protocol::api::{SessionView, SpendView};
+use drover_api::{SessionView, SpendView};
 use drover_protocol::device::SkillReport;
 
 use crate::table;

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::table;
 
 /// The files under `dir` (relative paths, text), for a skill.
-fn skill_files(dir: &std::path::Path) -> Result<Vec<drover_protocol::api::SkillFile>> {
+fn skill_files(dir: &std::path::Path) -> Result<Vec<drover_api::SkillFile>> {
     use anyhow::Context;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -26,7 +26,7 @@ fn skill_files(dir: &std::path::Path) -> Result<Vec<drover_protocol::api::SkillF
             }
             let rel = path.strip_prefix(dir).expect("under dir").to_string_lossy().replace('\\', "/");
             let content = std::fs::read_to_string(&path).with_context(|| format!("{} is not a text file", path.display()))?;
-            out.push(drover_protocol::api::SkillFile { path: rel, content });
+            out.push(drover_api::SkillFile { path: rel, content });
             if out.len() > drover_core::skill::MAX_FILES {
                 bail!("a skill holds at most {} files", drover_core::skill::MAX_FILES);
             }
@@ -39,7 +39,7 @@ fn skill_files(dir: &std::path::Path) -> Result<Vec<drover_protocol::api::SkillF
 /// Runs `drover skill …`.
 pub async fn skill(cmd: crate::args::SkillCmd, json: bool) -> Result<()> {
     use crate::args::SkillCmd;
-    use drover_protocol::api::{PutSkill, SkillView};
+    use drover_api::{PutSkill, SkillView};
     let client = Client::from_env()?;
     match cmd {
         SkillCmd::List => {

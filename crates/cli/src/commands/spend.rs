@@ -2,7 +2,7 @@
 //! day, its cap, and the price table.
 
 use anyhow::{bail, Result};
-use drover_protocol::api::{SpendCap, SpendReport, SpendRowView};
+use drover_api::{SpendCap, SpendReport, SpendRowView};
 
 use super::print_json;
 use crate::args::SpendArgs;
@@ -45,7 +45,7 @@ pub async fn spend(args: SpendArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn price_rows(list: &[drover_protocol::api::PriceView]) -> Vec<Vec<String>> {
+fn price_rows(list: &[drover_api::PriceView]) -> Vec<Vec<String>> {
     let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_else(|| "-".into());
     list.iter()
         .map(|p| {
@@ -69,7 +69,7 @@ fn price_rows(list: &[drover_protocol::api::PriceView]) -> Vec<Vec<String>> {
 /// Runs `drover prices …`.
 pub async fn prices(cmd: crate::args::PricesCmd, json: bool) -> Result<()> {
     use crate::args::PricesCmd;
-    use drover_protocol::api::{PriceView, Prices};
+    use drover_api::{PriceView, Prices};
     let client = Client::from_env()?;
     let mut current: Prices = client.get("/api/v1/prices").await?;
     match cmd {

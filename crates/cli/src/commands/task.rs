@@ -2,7 +2,7 @@
 //! the same commands hand off, comment, block and ask with the run's own credential.
 
 use anyhow::{bail, Context, Result};
-use drover_protocol::api::{
+use drover_api::{
     AddRepo, AgentPage, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoPage, RepoView, SandboxList, StageView, TaskDetail,
     TaskView, TextBody, UpdateTask, WorkflowView,
 };

@@ -1,7 +1,7 @@
 //! `drover webhook …`: a workspace's webhook endpoints and their delivery logs.
 
 use anyhow::Result;
-use drover_protocol::api::{CreateWebhook, DeliveryView, WebhookSecretView, WebhookView};
+use drover_api::{CreateWebhook, DeliveryView, WebhookSecretView, WebhookView};
 
 use super::print_json;
 use crate::args::WebhookCmd;

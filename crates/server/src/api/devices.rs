@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use drover_protocol::api::DeviceView;
+use drover_api::DeviceView;
 
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
@@ -65,8 +65,8 @@ const ENROLLMENT_TTL_HOURS: i64 = 24;
 pub async fn add(
     State(state): State<AppState>,
     caller: Caller,
-    super::ApiJson(req): super::ApiJson<drover_protocol::api::AddDevice>,
-) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceEnrollment>), ApiError> {
+    super::ApiJson(req): super::ApiJson<drover_api::AddDevice>,
+) -> Result<(axum::http::StatusCode, Json<drover_api::DeviceEnrollment>), ApiError> {
     let who = caller.require(drover_core::permissions::WorkspaceAction::Administer)?;
     drover_core::names::check_device_name(&req.name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let slots = req.slots.unwrap_or(4);
@@ -80,7 +80,7 @@ pub async fn add(
     let ttl = chrono::Duration::hours(ENROLLMENT_TTL_HOURS);
     let expires_at = state.store.create_enrollment(d.id, &crate::auth::digest(&token), &who, ttl).await?;
     let device = view(&state, state.store.device(d.id).await?.expect("just added"));
-    Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceEnrollment { device, enrollment_token: token, expires_at })))
+    Ok((axum::http::StatusCode::CREATED, Json(drover_api::DeviceEnrollment { device, enrollment_token: token, expires_at })))
 }
 
 /// `POST /api/v1/devices/enroll` (no credential: the enrollment token is one): the
@@ -89,8 +89,8 @@ pub async fn add(
 pub async fn enroll(
     State(state): State<AppState>,
     crate::forwarded::ClientAddr(addr): crate::forwarded::ClientAddr,
-    super::ApiJson(req): super::ApiJson<drover_protocol::api::Enroll>,
-) -> Result<(axum::http::StatusCode, Json<drover_protocol::api::DeviceCredential>), ApiError> {
+    super::ApiJson(req): super::ApiJson<drover_api::Enroll>,
+) -> Result<(axum::http::StatusCode, Json<drover_api::DeviceCredential>), ApiError> {
     let attempt = crate::limits::count_attempt(&state, addr, None).await?;
     let well_formed = req.token.len() <= 128 && req.token.starts_with(crate::auth::ENROLLMENT_TOKEN_PREFIX) && req.name.len() <= 63;
     let credential = crate::auth::new_token(crate::auth::DEVICE_TOKEN_PREFIX);
@@ -109,5 +109,5 @@ pub async fn enroll(
             req.name.chars().take(63).collect::<String>()
         )));
     }
-    Ok((axum::http::StatusCode::CREATED, Json(drover_protocol::api::DeviceCredential { name: req.name, token: credential })))
+    Ok((axum::http::StatusCode::CREATED, Json(drover_api::DeviceCredential { name: req.name, token: credential })))
 }

@@ -4,8 +4,8 @@
 use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
 use axum::Json;
+use drover_api::EventView;
 use drover_core::activity::EventKind;
-use drover_protocol::api::EventView;
 use drover_store::EventRow;
 use serde::Deserialize;
 

@@ -6,13 +6,13 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use drover_core::names::{check_member_name, check_password};
-use drover_core::permissions::{Role, WorkspaceAction};
-use drover_core::TokenId;
-use drover_protocol::api::{
+use drover_api::{
     AcceptInvite, CreateInvite, CreateToken, InviteInfo, InviteView, IssuedToken, Login, MeView, MemberView, PendingInviteView,
     SetPassword, SetRole, TokenView,
 };
+use drover_core::names::{check_member_name, check_password};
+use drover_core::permissions::{Role, WorkspaceAction};
+use drover_core::TokenId;
 use drover_store::{MemberRefused, MemberRow, TokenRow};
 
 use super::ApiJson;
@@ -278,7 +278,7 @@ fn check_code(code: &str) -> Result<(), ApiError> {
 /// code travels in bodies, never in a path (proxies log paths).
 pub async fn invite_info(
     State(state): State<AppState>,
-    ApiJson(req): ApiJson<drover_protocol::api::InviteCode>,
+    ApiJson(req): ApiJson<drover_api::InviteCode>,
 ) -> Result<Json<InviteInfo>, ApiError> {
     let code = req.code;
     check_code(&code)?;

@@ -148,7 +148,7 @@ async fn json_errors(req: Request, next: axum::middleware::Next) -> axum::respon
         s if s.is_server_error() => "internal",
         _ => "bad_request",
     };
-    let mut out = (status, axum::Json(drover_protocol::api::ErrorBody { error, code: code.into() })).into_response();
+    let mut out = (status, axum::Json(drover_api::ErrorBody { error, code: code.into() })).into_response();
     for (name, value) in parts.headers.iter().filter(|(n, _)| *n == header::ALLOW || *n == header::RETRY_AFTER) {
         out.headers_mut().insert(name.clone(), value.clone());
     }

@@ -3,7 +3,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use drover_protocol::api::{AgentPage, PageSpend, RepoPage, RepoView, SessionView, PAGE_SESSIONS};
+use drover_api::{AgentPage, PageSpend, RepoPage, RepoView, SessionView, PAGE_SESSIONS};
 use drover_store::SessionRow;
 
 use super::sessions::view as session_view;

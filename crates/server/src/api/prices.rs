@@ -4,9 +4,9 @@
 
 use axum::extract::State;
 use axum::Json;
+use drover_api::{PriceView, Prices};
 use drover_core::permissions::WorkspaceAction;
 use drover_core::spend::{Price, Rates, SHIPPED};
-use drover_protocol::api::{PriceView, Prices};
 use drover_protocol::device::ServerMessage;
 
 use super::ApiJson;

@@ -6,9 +6,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
+use drover_api::{AskReply, InputReceipt, SendInput, SessionList, SessionText, SessionView, StartSession};
 use drover_core::activity::EventKind;
 use drover_core::{names, Outcome, SessionId};
-use drover_protocol::api::{AskReply, InputReceipt, SendInput, SessionList, SessionText, SessionView, StartSession};
 use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
 use drover_store::{Mark, NewEvent, NewSession, SessionRow};
@@ -102,10 +102,10 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
 }
 
 /// A run's spend from its stored usage report.
-pub fn spend_view(usage: &str) -> Option<drover_protocol::api::SpendView> {
+pub fn spend_view(usage: &str) -> Option<drover_api::SpendView> {
     let u: drover_protocol::device::UsageReport = serde_json::from_str(usage).ok()?;
     use drover_core::spend::{cache_hit_pct, usd};
-    Some(drover_protocol::api::SpendView {
+    Some(drover_api::SpendView {
         total_usd: (u.unpriced_turns == 0).then(|| usd(u.cost.total())),
         generation_usd: usd(u.cost.generation),
         cache_read_usd: usd(u.cost.cache_read),
@@ -158,10 +158,8 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
         // Viewers on every replica, not only this one's.
         v.attached = crate::viewers::attached(&state, v.id).await?;
     }
-    v.last_progress = progress.map(|(kind, at)| drover_protocol::api::Progress {
-        label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind),
-        at,
-    });
+    v.last_progress = progress
+        .map(|(kind, at)| drover_api::Progress { label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind), at });
     Ok(Json(v))
 }
 

@@ -4,8 +4,8 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use drover_api::{PutSkill, SkillView};
 use drover_core::permissions::WorkspaceAction;
-use drover_protocol::api::{PutSkill, SkillView};
 
 use super::ApiJson;
 use crate::auth::Caller;

@@ -4,9 +4,9 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use drover_api::{SpendCap, SpendReport, SpendRowView};
 use drover_core::permissions::WorkspaceAction;
 use drover_core::spend::{nano_from_usd, usd};
-use drover_protocol::api::{SpendCap, SpendReport, SpendRowView};
 use drover_store::{SpendKey, SpendRow};
 use serde::Deserialize;
 

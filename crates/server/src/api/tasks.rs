@@ -6,15 +6,15 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use drover_api::{
+    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody,
+    TurnView, UpdateTask, WorkflowView,
+};
 use drover_core::activity::EventKind;
 use drover_core::permissions::{allowed, Action, Caller as PermCaller, Role};
 use drover_core::sandbox::SandboxEvent;
 use drover_core::task::{check_workflow, merges_by_default, AfterHandOff, TaskStatus, DEFAULT_STAGES};
 use drover_core::{NoteId, SandboxState, SessionId, TaskId, WorkspaceId};
-use drover_protocol::api::{
-    AddRepo, AgentView, CreateAgent, CreateTask, NoteView, RepoAdded, RepoView, StageView, TaskControls, TaskDetail, TaskView, TextBody,
-    TurnView, UpdateTask, WorkflowView,
-};
 use drover_protocol::device::{MergeResult, ServerMessage};
 use drover_store::{BaseRefused, HandOffRefused, NewTask, NoteRow, Principal, StageSpec, TaskRow};
 use serde::Deserialize;

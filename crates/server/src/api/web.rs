@@ -5,7 +5,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use drover_protocol::api::{AttentionRow, LastRunView, LoginLink, MeView, Overview, SandboxList, SandboxView, SessionList};
+use drover_api::{AttentionRow, LastRunView, LoginLink, MeView, Overview, SandboxList, SandboxView, SessionList};
 use drover_store::{Principal, SandboxCursor, SandboxFilter, SandboxItem};
 use serde::Deserialize;
 

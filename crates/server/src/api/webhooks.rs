@@ -4,10 +4,10 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use drover_api::{CreateWebhook, DeliveryView, WebhookSecretView, WebhookView};
 use drover_core::activity::EventKind;
 use drover_core::webhook::WebhookEvent;
 use drover_core::{MessageId, WebhookId};
-use drover_protocol::api::{CreateWebhook, DeliveryView, WebhookSecretView, WebhookView};
 use drover_store::{DeliveryRow, NewEvent, WebhookRow};
 
 use super::ApiJson;
