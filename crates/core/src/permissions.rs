@@ -113,6 +113,23 @@ pub fn workspace_allowed(role: Role, action: WorkspaceAction) -> bool {
     }
 }
 
+/// Something a member may want to do to a task itself, rather than to its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskAction {
+    /// Call the task off (it will not run again).
+    Cancel,
+    /// Change the task before its first run (its base branch).
+    Change,
+}
+
+/// Whether a member with `role` may perform `action` on a task; `filed_it` says whether
+/// they are the member who filed it.
+pub fn task_allowed(role: Role, filed_it: bool, action: TaskAction) -> bool {
+    match action {
+        TaskAction::Cancel | TaskAction::Change => role.is_admin() || filed_it,
+    }
+}
+
 /// Why a role change is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RoleChangeRefused {
@@ -151,6 +168,16 @@ mod tests {
         assert!(!workspace_allowed(Role::Member, WorkspaceAction::StartUnconfined));
         for r in [Role::Owner, Role::Admin, Role::Member] {
             assert!(workspace_allowed(r, WorkspaceAction::Work));
+        }
+    }
+
+    #[test]
+    fn a_task_is_changed_or_cancelled_by_who_filed_it_or_an_admin() {
+        for action in [TaskAction::Cancel, TaskAction::Change] {
+            assert!(task_allowed(Role::Member, true, action));
+            assert!(!task_allowed(Role::Member, false, action));
+            assert!(task_allowed(Role::Admin, false, action));
+            assert!(task_allowed(Role::Owner, false, action));
         }
     }
 

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::Json;
 use drover_api::DeviceView;
+use drover_core::permissions::{workspace_allowed, WorkspaceAction};
 
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
@@ -36,7 +37,7 @@ pub async fn revoke(
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> Result<Json<DeviceView>, ApiError> {
     let who = match &caller.0 {
-        drover_store::Principal::Member { role, name, .. } if role.is_admin() => name.clone(),
+        drover_store::Principal::Member { role, name, .. } if workspace_allowed(*role, WorkspaceAction::Administer) => name.clone(),
         drover_store::Principal::Member { .. } => return Err(ApiError::Forbidden("only an owner or admin can revoke a device".into())),
         _ => return Err(caller.member_name().expect_err("not a member")),
     };

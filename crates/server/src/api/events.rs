@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use drover_api::EventView;
 use drover_core::activity::EventKind;
+use drover_core::permissions::{workspace_allowed, WorkspaceAction};
 use drover_store::EventRow;
 use serde::Deserialize;
 
@@ -115,7 +116,7 @@ const EXPORT_PAGE: i64 = 1000;
 pub async fn export(State(state): State<AppState>, caller: Caller, Query(p): Query<ExportParams>) -> Result<impl IntoResponse, ApiError> {
     let workspace = caller.0.workspace();
     match &caller.0 {
-        drover_store::Principal::Member { role, .. } if role.is_admin() => {}
+        drover_store::Principal::Member { role, .. } if workspace_allowed(*role, WorkspaceAction::Administer) => {}
         drover_store::Principal::Member { .. } => {
             return Err(ApiError::Forbidden("only a workspace owner or admin can export the audit trail".into()))
         }

@@ -3,16 +3,21 @@
 
 pub mod devices;
 pub mod events;
+pub mod handoff;
 pub mod members;
+pub mod notes;
 pub mod pages;
 pub mod prices;
+pub mod session_start;
 pub mod sessions;
 pub mod skills;
 pub mod spend;
 pub mod stream;
+pub mod task_controls;
 pub mod tasks;
 pub mod web;
 pub mod webhooks;
+pub mod workflow;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request};
@@ -62,43 +67,43 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/screen", get(web::screen))
         .route("/login/{code}", get(crate::web::retired_login))
         .route("/api/v1/login/link", post(crate::web::redeem_login))
-        .route("/api/v1/repos", get(tasks::repos).post(tasks::add_repo))
+        .route("/api/v1/repos", get(workflow::repos).post(workflow::add_repo))
         .route("/api/v1/repos/{name}", get(pages::repo))
-        .route("/api/v1/workflow", get(tasks::workflow).put(tasks::set_workflow))
+        .route("/api/v1/workflow", get(workflow::workflow).put(workflow::set_workflow))
         .route("/api/v1/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/api/v1/webhooks/{id}", delete(webhooks::remove))
         .route("/api/v1/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/api/v1/webhooks/{id}/enable", post(webhooks::enable))
         .route("/api/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route("/api/v1/webhooks/{id}/deliveries/{msg}/redeliver", post(webhooks::redeliver))
-        .route("/api/v1/agents", get(tasks::agents).post(tasks::create_agent))
+        .route("/api/v1/agents", get(workflow::agents).post(workflow::create_agent))
         .route("/api/v1/agents/{name}", get(pages::agent))
         .route("/api/v1/tasks", get(tasks::list).post(tasks::create))
         .route("/api/v1/tasks/{id}", get(tasks::show).patch(tasks::update))
-        .route("/api/v1/tasks/{id}/advance", post(tasks::advance))
-        .route("/api/v1/tasks/{id}/comments", post(tasks::comment))
-        .route("/api/v1/tasks/{id}/blockers", post(tasks::block))
-        .route("/api/v1/tasks/{id}/questions", post(tasks::ask))
-        .route("/api/v1/tasks/{id}/launch", post(tasks::launch))
-        .route("/api/v1/tasks/{id}/activate", post(tasks::activate))
-        .route("/api/v1/tasks/{id}/finish", post(tasks::finish))
-        .route("/api/v1/tasks/{id}/mark-done", post(tasks::mark_done))
-        .route("/api/v1/tasks/{id}/abandon", post(tasks::abandon))
-        .route("/api/v1/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/api/v1/tasks/{id}/advance", post(handoff::advance))
+        .route("/api/v1/tasks/{id}/comments", post(notes::comment))
+        .route("/api/v1/tasks/{id}/blockers", post(notes::block))
+        .route("/api/v1/tasks/{id}/questions", post(notes::ask))
+        .route("/api/v1/tasks/{id}/launch", post(task_controls::launch))
+        .route("/api/v1/tasks/{id}/activate", post(task_controls::activate))
+        .route("/api/v1/tasks/{id}/finish", post(task_controls::finish))
+        .route("/api/v1/tasks/{id}/mark-done", post(task_controls::mark_done))
+        .route("/api/v1/tasks/{id}/abandon", post(task_controls::abandon))
+        .route("/api/v1/tasks/{id}/cancel", post(task_controls::cancel))
         .route("/api/v1/tasks/{id}/spend-cap", put(spend::set_task_cap))
         .route("/api/v1/spend", get(spend::report))
         .route("/api/v1/spend/cap", put(spend::set_cap))
         .route("/api/v1/prices", get(prices::get).put(prices::set))
         .route("/api/v1/skills", get(skills::list))
         .route("/api/v1/skills/{name}", put(skills::put).delete(skills::remove))
-        .route("/api/v1/notes/{id}", get(tasks::note))
-        .route("/api/v1/notes/{id}/answer", post(tasks::answer))
-        .route("/api/v1/notes/{id}/resolve", post(tasks::resolve))
+        .route("/api/v1/notes/{id}", get(notes::note))
+        .route("/api/v1/notes/{id}/answer", post(notes::answer))
+        .route("/api/v1/notes/{id}/resolve", post(notes::resolve))
         .route("/api/v1/devices", get(devices::list).post(devices::add))
         .route("/api/v1/devices/{name}/revoke", post(devices::revoke))
         .route("/api/v1/devices/enroll", post(devices::enroll))
         .route("/api/v1/device/connect", get(device_link::connect))
-        .route("/api/v1/sessions", get(sessions::list).post(sessions::start))
+        .route("/api/v1/sessions", get(sessions::list).post(session_start::start))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/input", post(sessions::input))
         .route("/api/v1/sessions/{id}/ask", post(sessions::ask))

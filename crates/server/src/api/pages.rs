@@ -7,7 +7,8 @@ use drover_api::{AgentPage, PageSpend, RepoPage, RepoView, SessionView, PAGE_SES
 use drover_store::SessionRow;
 
 use super::sessions::view as session_view;
-use super::tasks::{agent_view, task_views};
+use super::tasks::task_views;
+use super::workflow::agent_view;
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
 

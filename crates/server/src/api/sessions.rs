@@ -3,15 +3,14 @@
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::IntoResponse;
 use axum::Json;
-use drover_api::{AskReply, InputReceipt, SendInput, SessionList, SessionText, SessionView, StartSession};
+use drover_api::{AskReply, InputReceipt, SendInput, SessionList, SessionText, SessionView};
 use drover_core::activity::EventKind;
-use drover_core::{names, Outcome, SessionId};
+use drover_core::{Outcome, SessionId};
 use drover_protocol::device::ServerMessage;
-use drover_protocol::shim::SessionSpec;
-use drover_store::{Mark, NewEvent, NewSession, SessionRow};
+use drover_store::{Mark, NewEvent, SessionRow};
 use serde::Deserialize;
 
 use super::ApiJson;
@@ -19,8 +18,6 @@ use crate::auth::Caller;
 use crate::devices::{Delivery, NoAnswer};
 use crate::{render, ApiError, AppState};
 
-/// Default terminal size for new sessions.
-const DEFAULT_SIZE: (u32, u32) = (120, 40);
 /// Most output returned by one `output` call.
 const OUTPUT_PAGE: usize = 1024 * 1024;
 
@@ -161,123 +158,6 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     v.last_progress = progress
         .map(|(kind, at)| drover_api::Progress { label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind), at });
     Ok(Json(v))
-}
-
-/// The title of a session started without one: its program's name (`claude` for
-/// `/usr/local/bin/claude --resume`), so its sandbox row has something to link and the
-/// list's search finds it. Only the program, as everyone may see it
-/// ([`need_to_know::command`](drover_core::activity::need_to_know::command)); empty when
-/// the name is no valid title.
-fn default_title(command: &[String]) -> String {
-    let program = command.first().map(|c| c.rsplit('/').next().unwrap_or(c)).unwrap_or_default();
-    let name: String = program.chars().take(names::MAX_TITLE_CHARS).collect();
-    if names::check_title(&name).is_ok() {
-        name
-    } else {
-        String::new()
-    }
-}
-
-/// `POST /api/v1/sessions`: starts a task-free session and waits briefly for it to start.
-pub async fn start(
-    State(state): State<AppState>,
-    caller: Caller,
-    ApiJson(req): ApiJson<StartSession>,
-) -> Result<impl IntoResponse, ApiError> {
-    let who = caller.member_name()?;
-    if req.command.is_empty() || req.command[0].is_empty() {
-        return Err(ApiError::BadRequest(
-            "no command given: put it after `--`, e.g. `drover session start --device NAME -- claude`".into(),
-        ));
-    }
-    if req.command.iter().any(|a| a.contains('\0')) {
-        return Err(ApiError::BadRequest("the command contains a NUL byte".into()));
-    }
-    let title = req.title.unwrap_or_default();
-    names::check_title(&title).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let title = if title.is_empty() { default_title(&req.command) } else { title };
-    let (cols, rows) = names::check_size(req.cols.unwrap_or(DEFAULT_SIZE.0), req.rows.unwrap_or(DEFAULT_SIZE.1))
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let ws = caller.0.workspace();
-    let device = state.store.device_by_name(ws, &req.device).await?.ok_or_else(|| {
-        ApiError::NotFound(format!("no device named `{}`: `drover device list` shows the registered devices", req.device))
-    })?;
-    if !state.devices.is_connected(device.id) {
-        return Err(ApiError::Conflict(format!(
-            "device `{}` is not connected: start its daemon (`drover up` or `drover device`) or pick another device",
-            device.name
-        )));
-    }
-    if device.live_sessions >= device.slots {
-        return Err(ApiError::Conflict(format!(
-            "device `{}` has no free slot ({} of {} in use): stop a session or give the device more slots",
-            device.name, device.live_sessions, device.slots
-        )));
-    }
-    if req.unconfined {
-        caller.require(drover_core::permissions::WorkspaceAction::StartUnconfined)?;
-    } else if let Some(why) = device.sandbox.as_deref().and_then(refuses_runs) {
-        return Err(ApiError::Conflict(format!(
-            "device `{}` refuses runs: it cannot sandbox them ({why}); its owner can start it with --unsandboxed",
-            device.name
-        )));
-    }
-    let cwd = req.cwd.unwrap_or_default();
-    let new = NewSession {
-        workspace: ws,
-        device: device.id,
-        command: req.command.clone(),
-        cwd: cwd.clone(),
-        title,
-        cols,
-        rows,
-        created_by: who,
-        operator: Some(caller.member()?.id),
-    };
-    let id = state.store.create_session(&new).await?;
-    if req.unconfined {
-        let event = drover_store::NewEvent {
-            workspace: ws,
-            session: Some(id),
-            task: None,
-            kind: EventKind::UnconfinedStart,
-            actor: new.created_by.clone(),
-            detail: serde_json::json!({ "device": device.name }),
-        };
-        state.store.record_event(&event).await?;
-    }
-    let spec = SessionSpec {
-        session: id,
-        command: req.command,
-        cwd,
-        env: Vec::new(),
-        cols,
-        rows,
-        harness: None,
-        unconfined: req.unconfined,
-        policy: None,
-        link_secret: None,
-    };
-    if state.devices.send(device.id, &ServerMessage::Start { spec: Box::new(spec), worktree: None, skills: Vec::new() }).await.is_err() {
-        let end = drover_core::RunEnd::StartFailed { reason: "the device disconnected before the session could be started".into() };
-        crate::ingest::end_session(&state, device.id, &device.name, id, &crate::ingest::EndReport::now(end, 0)).await?;
-    }
-    let deadline = Instant::now() + state.config.start_wait;
-    loop {
-        let row = state.store.session(id).await?.expect("session just created");
-        if row.outcome != Outcome::Starting || Instant::now() >= deadline {
-            return Ok((StatusCode::CREATED, Json(view(&state, &caller, row))));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Why a device refuses runs, from its stored sandbox offer; None when it takes them.
-fn refuses_runs(offer_json: &str) -> Option<String> {
-    match serde_json::from_str::<drover_core::confinement::Offer>(offer_json).ok()? {
-        drover_core::confinement::Offer::Unavailable { reason } => Some(reason),
-        drover_core::confinement::Offer::Sandboxed { .. } | drover_core::confinement::Offer::Unsandboxed { .. } => None,
-    }
 }
 
 /// Sends audited text; returns once the device confirms it was written.
@@ -596,15 +476,7 @@ pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Pat
 
 #[cfg(test)]
 mod tests {
-    use super::{default_title, strip_echo};
-
-    #[test]
-    fn an_untitled_session_is_named_after_its_program() {
-        let cmd = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(default_title(&cmd(&["/usr/local/bin/claude", "--resume", "a long prompt"])), "claude");
-        assert_eq!(default_title(&cmd(&["bash"])), "bash");
-        assert_eq!(default_title(&cmd(&["bad\u{1b}name"])), "");
-    }
+    use super::strip_echo;
 
     #[test]
     fn echo_of_the_sent_text_is_removed() {

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use drover_api::{CreateWebhook, DeliveryView, WebhookSecretView, WebhookView};
 use drover_core::activity::EventKind;
+use drover_core::permissions::{workspace_allowed, WorkspaceAction};
 use drover_core::webhook::WebhookEvent;
 use drover_core::{MessageId, WebhookId};
 use drover_store::{DeliveryRow, NewEvent, WebhookRow};
@@ -27,7 +28,7 @@ fn bad(e: impl std::fmt::Display) -> ApiError {
 fn admin(caller: &Caller) -> Result<String, ApiError> {
     let name = caller.member_name()?;
     match &caller.0 {
-        drover_store::Principal::Member { role, .. } if role.is_admin() => Ok(name),
+        drover_store::Principal::Member { role, .. } if workspace_allowed(*role, WorkspaceAction::Administer) => Ok(name),
         _ => Err(ApiError::Forbidden("only a workspace owner or admin can manage webhooks".into())),
     }
 }
