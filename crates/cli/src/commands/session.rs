@@ -16,25 +16,8 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
     let client = Client::from_env()?;
     match cmd {
         SessionCmd::Start { device, cwd, title, cols, rows, unconfined, command } => {
-            use std::io::IsTerminal;
-            let size = if std::io::stdout().is_terminal() { crossterm::terminal::size().ok() } else { None };
-            let (tc, tr) = size.map(|(c, r)| (c as u32, r as u32)).unwrap_or((120, 40));
-            let req =
-                StartSession { device, command, cwd, title, cols: Some(cols.unwrap_or(tc)), rows: Some(rows.unwrap_or(tr)), unconfined };
-            let s: SessionView = client.post("/api/v1/sessions", &req).await?;
-            if json {
-                print_json(&s)?;
-            } else {
-                println!("{}", s.id);
-            }
-            if s.outcome == drover_core::Outcome::Failed && s.started_at.is_none() {
-                eprintln!(
-                    "error: session {} failed to start: {}",
-                    s.id,
-                    table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded"))
-                );
-                return Ok(ExitCode::from(1));
-            }
+            let req = StartSession { device, command, cwd, title, cols, rows, unconfined };
+            return start(&client, req, json).await;
         }
         SessionCmd::List { all, limit } => {
             let list: SessionList = client.get(&format!("/api/v1/sessions?all={all}&limit={limit}")).await?;
@@ -69,23 +52,7 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
                 );
             }
         }
-        SessionCmd::Ask { id, text, timeout, still_ms } => {
-            let body = SendInput { text, timeout_secs: Some(timeout), still_ms: Some(still_ms) };
-            let r: AskReply = client.post(&format!("/api/v1/sessions/{}/ask", seg(&id)), &body).await?;
-            if json {
-                print_json(&r)?;
-            } else {
-                println!("{}", table::sanitize_lines(&r.reply));
-            }
-            if !r.settled {
-                let why = r.pending.as_deref().unwrap_or("the reply had not settled");
-                eprintln!(
-                    "error: no complete reply within {timeout} s: {}; printed is the reply so far (ask with a longer --timeout, or follow it with `drover session tail {id} --follow`)",
-                    table::sanitize(why)
-                );
-                return Ok(ExitCode::from(3));
-            }
-        }
+        SessionCmd::Ask { id, text, timeout, still_ms } => return ask(&client, &id, text, timeout, still_ms, json).await,
         SessionCmd::Stop { id } => {
             let s: SessionView = client.post(&format!("/api/v1/sessions/{}/stop", seg(&id)), &serde_json::json!({})).await?;
             if json {
@@ -112,6 +79,46 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
                 table::print(&["AT", "EVENT", "BY", "DETAIL"], &rows);
             }
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `session start`: the size defaults to this terminal's; exit 1 when it failed to start.
+async fn start(client: &Client, mut req: StartSession, json: bool) -> Result<ExitCode> {
+    use std::io::IsTerminal;
+    let size = if std::io::stdout().is_terminal() { crossterm::terminal::size().ok() } else { None };
+    let (tc, tr) = size.map(|(c, r)| (c as u32, r as u32)).unwrap_or((120, 40));
+    req.cols = Some(req.cols.unwrap_or(tc));
+    req.rows = Some(req.rows.unwrap_or(tr));
+    let s: SessionView = client.post("/api/v1/sessions", &req).await?;
+    if json {
+        print_json(&s)?;
+    } else {
+        println!("{}", s.id);
+    }
+    if s.outcome == drover_core::Outcome::Failed && s.started_at.is_none() {
+        eprintln!("error: session {} failed to start: {}", s.id, table::sanitize(s.reason.as_deref().unwrap_or("no reason recorded")));
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `session ask`: prints the reply; exit 3 when it had not settled within the timeout.
+async fn ask(client: &Client, id: &str, text: String, timeout: f64, still_ms: u64, json: bool) -> Result<ExitCode> {
+    let body = SendInput { text, timeout_secs: Some(timeout), still_ms: Some(still_ms) };
+    let r: AskReply = client.post(&format!("/api/v1/sessions/{}/ask", seg(id)), &body).await?;
+    if json {
+        print_json(&r)?;
+    } else {
+        println!("{}", table::sanitize_lines(&r.reply));
+    }
+    if !r.settled {
+        let why = r.pending.as_deref().unwrap_or("the reply had not settled");
+        eprintln!(
+            "error: no complete reply within {timeout} s: {}; printed is the reply so far (ask with a longer --timeout, or follow it with `drover session tail {id} --follow`)",
+            table::sanitize(why)
+        );
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -121,54 +121,14 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             if json {
                 return print_json(&tasks);
             }
-            let rows: Vec<Vec<String>> = tasks
-                .iter()
-                .map(|t| {
-                    let now = table::clip(&t.turn.label, 60);
-                    vec![t.id.to_string(), t.kind.clone(), t.status.clone(), t.stage.clone().unwrap_or("-".into()), now, t.title.clone()]
-                })
-                .collect();
-            table::print(&["ID", "TYPE", "STATUS", "STAGE", "NOW", "TITLE"], &rows);
+            print_tasks(&tasks);
         }
         TaskCmd::Show { id } => {
             let d: TaskDetail = client.get(&format!("/api/v1/tasks/{}", seg(&task_id(id)?))).await?;
             if json {
                 return print_json(&d);
             }
-            print_task(&d.task);
-            println!("\nRuns:");
-            for s in &d.sessions {
-                println!(
-                    "  {}  {:<8} {:<10} {}",
-                    s.id,
-                    s.stage.as_deref().unwrap_or("-"),
-                    s.outcome.as_str(),
-                    table::sanitize(s.reason.as_deref().unwrap_or(""))
-                );
-            }
-            let hand_offs: Vec<_> = d.events.iter().filter(|e| e.kind == "stage_advanced").collect();
-            if !hand_offs.is_empty() {
-                println!("\nHand-off notes:");
-                for e in hand_offs {
-                    let text = |k: &str| e.detail.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                    println!("  {} stage, by {} {}:", text("stage"), table::sanitize(&e.actor), table::ago(Some(&e.at)));
-                    for line in text("note").lines() {
-                        println!("    {}", table::sanitize(line));
-                    }
-                }
-            }
-            if !d.notes.is_empty() {
-                println!("\nBlockers and questions:");
-                for n in &d.notes {
-                    let state = if n.closed_at.is_some() { "closed" } else { "open" };
-                    let answer = n.answer.as_deref().map(|a| format!(" → {}", table::sanitize(a))).unwrap_or_default();
-                    println!("  {} {} ({state}): {}{answer}", n.id, n.kind, table::sanitize(&n.text));
-                }
-            }
-            println!("\nActivity:");
-            for e in &d.events {
-                println!("  {}  {} by {}", table::ago(Some(&e.at)), e.label, table::sanitize(&e.actor));
-            }
+            print_detail(&d);
         }
         TaskCmd::Advance { task, note } => {
             let t: TaskView = client.post(&format!("/api/v1/tasks/{}/advance", seg(&task_id(task)?)), &TextBody { text: note }).await?;
@@ -201,27 +161,7 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             println!("blocker {} resolved", n.id);
         }
         TaskCmd::Ask { question, task, timeout } => {
-            if !(0.0..=86_400.0).contains(&timeout) {
-                bail!("--timeout must be between 0 and 86400 seconds");
-            }
-            let n: NoteView =
-                client.post(&format!("/api/v1/tasks/{}/questions", seg(&task_id(task)?)), &TextBody { text: question }).await?;
-            eprintln!("asked ({}); waiting for a person to answer (`drover task answer {} TEXT`)…", n.id, n.id);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64().min(300.0);
-                let n: NoteView = client.get(&format!("/api/v1/notes/{}?wait={left:.1}", seg(&n.id))).await?;
-                if n.closed_at.is_some() {
-                    if json {
-                        return print_json(&n);
-                    }
-                    println!("{}", n.answer.unwrap_or_default());
-                    return Ok(());
-                }
-                if std::time::Instant::now() >= deadline {
-                    bail!("no answer to {} within {timeout} s (it stays open; ask again or read it later)", n.id);
-                }
-            }
+            return ask(&client, question, task, timeout, json).await;
         }
         TaskCmd::Answer { note, text } => {
             let n: NoteView = client.post(&format!("/api/v1/notes/{}/answer", seg(&note)), &TextBody { text }).await?;
@@ -255,6 +195,80 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
         TaskCmd::Cancel { id } => control(&client, &id, "cancel", "the task is cancelled", json).await?,
     }
     Ok(())
+}
+
+/// Prints the task list, its NOW column clipped to one line.
+fn print_tasks(tasks: &[TaskView]) {
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            let now = table::clip(&t.turn.label, 60);
+            vec![t.id.to_string(), t.kind.clone(), t.status.clone(), t.stage.clone().unwrap_or("-".into()), now, t.title.clone()]
+        })
+        .collect();
+    table::print(&["ID", "TYPE", "STATUS", "STAGE", "NOW", "TITLE"], &rows);
+}
+
+/// Prints `task show`: the task, its runs, hand-off notes, notes and activity.
+fn print_detail(d: &TaskDetail) {
+    print_task(&d.task);
+    println!("\nRuns:");
+    for s in &d.sessions {
+        println!(
+            "  {}  {:<8} {:<10} {}",
+            s.id,
+            s.stage.as_deref().unwrap_or("-"),
+            s.outcome.as_str(),
+            table::sanitize(s.reason.as_deref().unwrap_or(""))
+        );
+    }
+    let hand_offs: Vec<_> = d.events.iter().filter(|e| e.kind == "stage_advanced").collect();
+    if !hand_offs.is_empty() {
+        println!("\nHand-off notes:");
+        for e in hand_offs {
+            let text = |k: &str| e.detail.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            println!("  {} stage, by {} {}:", text("stage"), table::sanitize(&e.actor), table::ago(Some(&e.at)));
+            for line in text("note").lines() {
+                println!("    {}", table::sanitize(line));
+            }
+        }
+    }
+    if !d.notes.is_empty() {
+        println!("\nBlockers and questions:");
+        for n in &d.notes {
+            let state = if n.closed_at.is_some() { "closed" } else { "open" };
+            let answer = n.answer.as_deref().map(|a| format!(" → {}", table::sanitize(a))).unwrap_or_default();
+            println!("  {} {} ({state}): {}{answer}", n.id, n.kind, table::sanitize(&n.text));
+        }
+    }
+    println!("\nActivity:");
+    for e in &d.events {
+        println!("  {}  {} by {}", table::ago(Some(&e.at)), e.label, table::sanitize(&e.actor));
+    }
+}
+
+/// `task ask`: files the question and waits (in long polls) for a person's answer.
+async fn ask(client: &Client, question: String, task: Option<String>, timeout: f64, json: bool) -> Result<()> {
+    if !(0.0..=86_400.0).contains(&timeout) {
+        bail!("--timeout must be between 0 and 86400 seconds");
+    }
+    let n: NoteView = client.post(&format!("/api/v1/tasks/{}/questions", seg(&task_id(task)?)), &TextBody { text: question }).await?;
+    eprintln!("asked ({}); waiting for a person to answer (`drover task answer {} TEXT`)…", n.id, n.id);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64().min(300.0);
+        let n: NoteView = client.get(&format!("/api/v1/notes/{}?wait={left:.1}", seg(&n.id))).await?;
+        if n.closed_at.is_some() {
+            if json {
+                return print_json(&n);
+            }
+            println!("{}", n.answer.unwrap_or_default());
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!("no answer to {} within {timeout} s (it stays open; ask again or read it later)", n.id);
+        }
+    }
 }
 
 /// One of the Sessions panel's controls: launch, finish, mark done, abandon, cancel.

@@ -31,17 +31,7 @@ pub async fn webhook(cmd: WebhookCmd, json: bool) -> Result<()> {
             if json {
                 return print_json(&list);
             }
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|w| {
-                    let state = match &w.disabled_reason {
-                        Some(r) => format!("disabled: {}", table::sanitize(r)),
-                        None => "enabled".into(),
-                    };
-                    vec![w.id.to_string(), table::sanitize(&w.url), w.events.join(","), state, w.signing_secrets.to_string()]
-                })
-                .collect();
-            table::print(&["WEBHOOK", "URL", "EVENTS", "STATE", "SECRETS"], &rows);
+            print_webhooks(&list);
         }
         WebhookCmd::Remove { id } => {
             client.delete(&format!("/api/v1/webhooks/{}", seg(&id))).await?;
@@ -69,25 +59,7 @@ pub async fn webhook(cmd: WebhookCmd, json: bool) -> Result<()> {
             if json {
                 return print_json(&list);
             }
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|d| {
-                    let last = match (&d.last_status, &d.last_error) {
-                        (Some(s), _) => s.to_string(),
-                        (None, Some(e)) => table::sanitize(e),
-                        (None, None) => "—".into(),
-                    };
-                    vec![
-                        d.id.to_string(),
-                        d.event_type.clone(),
-                        d.state.clone(),
-                        d.attempts.to_string(),
-                        last,
-                        table::ago(Some(&d.created_at)),
-                    ]
-                })
-                .collect();
-            table::print(&["MESSAGE", "EVENT", "STATE", "ATTEMPTS", "LAST", "QUEUED"], &rows);
+            print_deliveries(&list);
         }
         WebhookCmd::Redeliver { id, message } => {
             client
@@ -99,4 +71,35 @@ pub async fn webhook(cmd: WebhookCmd, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prints the webhook list with each one's state.
+fn print_webhooks(list: &[WebhookView]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|w| {
+            let state = match &w.disabled_reason {
+                Some(r) => format!("disabled: {}", table::sanitize(r)),
+                None => "enabled".into(),
+            };
+            vec![w.id.to_string(), table::sanitize(&w.url), w.events.join(","), state, w.signing_secrets.to_string()]
+        })
+        .collect();
+    table::print(&["WEBHOOK", "URL", "EVENTS", "STATE", "SECRETS"], &rows);
+}
+
+/// Prints a webhook's deliveries, newest first, with the last attempt's result.
+fn print_deliveries(list: &[DeliveryView]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|d| {
+            let last = match (&d.last_status, &d.last_error) {
+                (Some(s), _) => s.to_string(),
+                (None, Some(e)) => table::sanitize(e),
+                (None, None) => "—".into(),
+            };
+            vec![d.id.to_string(), d.event_type.clone(), d.state.clone(), d.attempts.to_string(), last, table::ago(Some(&d.created_at))]
+        })
+        .collect();
+    table::print(&["MESSAGE", "EVENT", "STATE", "ATTEMPTS", "LAST", "QUEUED"], &rows);
 }
