@@ -13,39 +13,42 @@
 //! load against `GET /api/v1/health`. The stale monitor sweeps every live session on its
 //! own timer (the server's default, 30 s) inside each window.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use drover_core::{ExitStatus, RunEnd, SessionId};
-use drover_protocol::device::{DeviceBinary, DeviceMessage, MergeResult, ServerMessage};
-use drover_protocol::shim::Snapshot;
-use drover_protocol::PROTOCOL_VERSION;
-use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::drover::{Postgres, Up};
 use crate::http::Client;
 use crate::median;
-use crate::memory::rss_mb;
+
+mod meter;
+mod sim;
+
+use meter::{measure, DbMeter, Sample};
+use sim::{device, Counters};
 
 /// Live sessions per simulated device (and its slots).
 const SESSIONS_PER_DEVICE: usize = 8;
+
 /// How often a device heartbeats: the daemon's default (`--heartbeat-secs`).
 const HEARTBEAT: Duration = drover_device::HEARTBEAT;
+
 /// Each live session prints one line this often.
 const LINE_EVERY: Duration = Duration::from_secs(10);
+
 /// Bytes per printed line.
 const LINE_BYTES: usize = 80;
+
 /// The stale monitor's interval: the server's default (`--monitor-secs`).
 const MONITOR_SECS: f64 = 30.0;
+
 /// Rounds of (health, Live, All) requests timed per size; medians are reported.
 const LIST_ROUNDS: usize = 25;
+
 /// Concurrent API clients registering devices and starting sessions.
 const API_THREADS: usize = 6;
 
@@ -454,348 +457,4 @@ fn list_rounds(client: &Client) -> Result<(f64, f64, f64)> {
         }
     }
     Ok((median(&mut health), median(&mut live), median(&mut all)))
-}
-
-/// What the simulated devices did, summed.
-#[derive(Default)]
-struct Counters {
-    /// Whether live sessions print.
-    output_on: AtomicBool,
-    connected: AtomicUsize,
-    heartbeats: AtomicU64,
-    frames: AtomicU64,
-    bytes_sent: AtomicU64,
-    bytes_acked: AtomicU64,
-    links_lost: AtomicU64,
-    ended_by_server: AtomicU64,
-    notes: Mutex<Vec<String>>,
-}
-
-impl Counters {
-    fn note(&self, what: String) {
-        let mut n = self.notes.lock().expect("notes lock");
-        if n.len() < 10 {
-            n.push(what);
-        }
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.notes.lock().expect("notes lock").clone()
-    }
-}
-
-/// CPU time of a process (utime + stime), seconds, and its parent's id.
-fn proc_cpu(pid: u32) -> Option<(f64, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((ticks as f64 / hz, fields.get(1)?.parse().ok()?))
-}
-
-/// The PostgreSQL processes to measure: the postmaster's children, and among them the
-/// backends serving `database` (their process title names it).
-struct DbMeter {
-    postmaster: u32,
-    database: String,
-}
-
-impl DbMeter {
-    /// CPU seconds per process: (backends of the database, every postgres process).
-    fn sample(&self) -> (HashMap<u32, f64>, HashMap<u32, f64>) {
-        let (mut db, mut all) = (HashMap::new(), HashMap::new());
-        if let Some((cpu, _)) = proc_cpu(self.postmaster) {
-            all.insert(self.postmaster, cpu);
-        }
-        let Ok(entries) = std::fs::read_dir("/proc") else { return (db, all) };
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            let Some((cpu, parent)) = proc_cpu(pid) else { continue };
-            if parent != self.postmaster {
-                continue;
-            }
-            all.insert(pid, cpu);
-            let title = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&title).split_whitespace().any(|w| w == self.database) {
-                db.insert(pid, cpu);
-            }
-        }
-        (db, all)
-    }
-}
-
-/// CPU consumed between two samples of per-process CPU (processes started meanwhile
-/// count from zero).
-fn delta(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>) -> f64 {
-    after.iter().map(|(pid, cpu)| cpu - before.get(pid).copied().unwrap_or(0.0)).filter(|d| *d > 0.0).sum()
-}
-
-/// One reading of everything a window measures.
-struct Sample {
-    at: Instant,
-    server: f64,
-    me: f64,
-    db: Option<(HashMap<u32, f64>, HashMap<u32, f64>)>,
-    heartbeats: u64,
-    frames: u64,
-    rss_mb: f64,
-}
-
-impl Sample {
-    fn take(pid: u32, db: Option<&DbMeter>, c: &Counters) -> Sample {
-        Sample {
-            at: Instant::now(),
-            server: proc_cpu(pid).map_or(0.0, |(s, _)| s),
-            me: proc_cpu(std::process::id()).map_or(0.0, |(s, _)| s),
-            db: db.map(DbMeter::sample),
-            heartbeats: c.heartbeats.load(Relaxed),
-            frames: c.frames.load(Relaxed),
-            rss_mb: rss_mb(pid),
-        }
-    }
-
-    /// The window from `before` to this sample.
-    fn since(&self, before: &Sample, secs: f64, peak_cpu_pct: f64) -> Window {
-        let secs = secs.max(self.at.duration_since(before.at).as_secs_f64()).max(1e-3);
-        let pct = |cpu: f64| cpu / secs * 100.0;
-        let (db_cpu_pct, postgres_cpu_pct) = match (&before.db, &self.db) {
-            (Some((b_db, b_all)), Some((a_db, a_all))) => (Some(pct(delta(b_db, a_db))), Some(pct(delta(b_all, a_all)))),
-            _ => (None, None),
-        };
-        Window {
-            secs,
-            cpu_pct: pct(self.server - before.server),
-            peak_cpu_pct,
-            rss_mb: self.rss_mb,
-            db_cpu_pct,
-            postgres_cpu_pct,
-            simulator_cpu_pct: pct(self.me - before.me),
-            heartbeats: self.heartbeats - before.heartbeats,
-            frames: self.frames - before.frames,
-        }
-    }
-}
-
-/// Measures the server for `secs`, sampling its CPU every second for the peak.
-fn measure(pid: u32, secs: f64, db: Option<&DbMeter>, c: &Counters) -> Window {
-    let first = Sample::take(pid, db, c);
-    let end = first.at + Duration::from_secs_f64(secs);
-    let (mut last_at, mut last_cpu, mut peak) = (first.at, first.server, 0.0f64);
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())));
-        let (now, cpu) = (Instant::now(), proc_cpu(pid).map_or(last_cpu, |(s, _)| s));
-        let dt = now.duration_since(last_at).as_secs_f64();
-        if dt > 0.5 {
-            peak = peak.max((cpu - last_cpu) / dt * 100.0);
-        }
-        (last_at, last_cpu) = (now, cpu);
-    }
-    Sample::take(pid, db, c).since(&first, 0.0, peak)
-}
-
-/// A simulated session on a device.
-struct SimSession {
-    id: SessionId,
-    offset: u64,
-    acked: u64,
-    lines: u64,
-    started: Instant,
-    started_at: String,
-    cols: u16,
-    rows: u16,
-    ended: bool,
-}
-
-type Sink =
-    futures_util::stream::SplitSink<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, Message>;
-
-/// One simulated device for as long as its link lasts; a lost link is counted.
-async fn device(url: String, name: String, token: String, index: usize, c: Arc<Counters>) {
-    if let Err(e) = device_link(&url, &name, &token, index, &c).await {
-        c.links_lost.fetch_add(1, Relaxed);
-        c.note(format!("{name}: {e:#}"));
-    }
-}
-
-async fn send(sink: &mut Sink, msg: &DeviceMessage) -> Result<()> {
-    sink.send(Message::Text(serde_json::to_string(msg)?.into())).await?;
-    Ok(())
-}
-
-/// The device link as `drover_device::link` speaks it: hello, the welcome, then
-/// heartbeats, output and answers to the server's messages.
-async fn device_link(url: &str, name: &str, token: &str, index: usize, c: &Counters) -> Result<()> {
-    let mut request = url.into_client_request()?;
-    request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
-    let (mut sink, mut stream) = ws.split();
-    let hello = DeviceMessage::Hello {
-        version: PROTOCOL_VERSION,
-        name: name.to_string(),
-        slots: SESSIONS_PER_DEVICE as u32,
-        sessions: Vec::new(),
-        sandbox: None,
-    };
-    send(&mut sink, &hello).await?;
-    match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
-        Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<ServerMessage>(&t)? {
-            ServerMessage::Welcome { .. } => {}
-            ServerMessage::Refused { reason } => bail!("refused: {reason}"),
-            other => bail!("expected a welcome, got {other:?}"),
-        },
-        other => bail!("no welcome: {other:?}"),
-    }
-    c.connected.fetch_add(1, Relaxed);
-    // Devices of a real fleet connect at unrelated times, so their heartbeats and lines
-    // are spread over the interval rather than in step.
-    let spread = |every: Duration| every.mul_f64(((index * 7919) % 1000) as f64 / 1000.0);
-    let start = tokio::time::Instant::now();
-    let mut heartbeat = tokio::time::interval_at(start + HEARTBEAT + spread(HEARTBEAT), HEARTBEAT);
-    let tick = LINE_EVERY / SESSIONS_PER_DEVICE as u32;
-    let mut output = tokio::time::interval_at(start + spread(tick), tick);
-    output.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sessions: Vec<SimSession> = Vec::new();
-    let mut slot = 0usize;
-    loop {
-        tokio::select! {
-            _ = heartbeat.tick() => {
-                send(&mut sink, &DeviceMessage::Heartbeat).await?;
-                c.heartbeats.fetch_add(1, Relaxed);
-            }
-            _ = output.tick() => {
-                slot = (slot + 1) % SESSIONS_PER_DEVICE;
-                if c.output_on.load(Relaxed) {
-                    if let Some(s) = sessions.get_mut(slot).filter(|s| !s.ended) {
-                        sink.send(next_line(name, slot, s)).await?;
-                        c.frames.fetch_add(1, Relaxed);
-                        c.bytes_sent.fetch_add(LINE_BYTES as u64, Relaxed);
-                    }
-                }
-            }
-            msg = stream.next() => match msg {
-                Some(Ok(Message::Text(t))) => {
-                    let m = serde_json::from_str::<ServerMessage>(&t).context("undecodable message from the server")?;
-                    answer(&mut sink, &mut sessions, m, c).await?;
-                }
-                Some(Ok(Message::Binary(b))) => match DeviceBinary::decode(&b) {
-                    Ok(DeviceBinary::Input { .. }) => {}
-                    _ => bail!("unexpected binary frame from the server"),
-                },
-                Some(Ok(Message::Close(_))) | None => bail!("the server closed the link"),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => bail!("link lost: {e}"),
-            },
-        }
-    }
-}
-
-/// The session's next line of output, as an output frame at its offset.
-fn next_line(device: &str, slot: usize, s: &mut SimSession) -> Message {
-    s.lines += 1;
-    let mut line = format!("[{device} #{slot}] step {}: compiled module {} of 400, 0 warnings ", s.lines, s.lines % 400);
-    line.truncate(LINE_BYTES - 2);
-    while line.len() < LINE_BYTES - 2 {
-        line.push('.');
-    }
-    line.push_str("\r\n");
-    let frame =
-        DeviceBinary::Output { session: s.id, offset: s.offset, t_micros: s.started.elapsed().as_micros() as u64, data: line.into_bytes() };
-    s.offset += LINE_BYTES as u64;
-    Message::Binary(frame.encode().into())
-}
-
-/// Answers one message from the server as the device daemon would, with fake sessions.
-async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: ServerMessage, c: &Counters) -> Result<()> {
-    let failed = |session, req, what: &str| DeviceMessage::Failed {
-        session,
-        req,
-        reason: format!("session {session} is not on this device ({what})"),
-    };
-    match m {
-        ServerMessage::Start { spec, .. } => {
-            if sessions.iter().any(|s| s.id == spec.session) {
-                return Ok(());
-            }
-            sessions.push(SimSession {
-                id: spec.session,
-                offset: 0,
-                acked: 0,
-                lines: 0,
-                started: Instant::now(),
-                started_at: chrono::Utc::now().to_rfc3339(),
-                cols: spec.cols,
-                rows: spec.rows,
-                ended: false,
-            });
-            let cwd = if spec.cwd.is_empty() { "/home/sim".to_string() } else { spec.cwd };
-            let pid = 10_000 + (spec.session.uuid().as_u128() % 1_000_000) as u32;
-            send(sink, &DeviceMessage::Started { session: spec.session, pid, cwd }).await?;
-        }
-        ServerMessage::Ack { session, offset } => {
-            if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
-                if offset > s.acked {
-                    c.bytes_acked.fetch_add(offset - s.acked, Relaxed);
-                    s.acked = offset;
-                }
-            }
-        }
-        ServerMessage::Stop { session, .. } => match sessions.iter_mut().find(|s| s.id == session) {
-            Some(s) if !s.ended => {
-                s.ended = true;
-                c.ended_by_server.fetch_add(1, Relaxed);
-                let end = RunEnd::Exited { status: ExitStatus { code: None, signal: Some(libc::SIGTERM) }, stop_requested: true };
-                let ended_at = chrono::Utc::now().to_rfc3339();
-                let msg = DeviceMessage::Ended { session, end, started_at: Some(s.started_at.clone()), ended_at, final_offset: s.offset };
-                send(sink, &msg).await?;
-            }
-            Some(_) => {}
-            None => send(sink, &failed(session, None, "stop")).await?,
-        },
-        ServerMessage::Release { session } => {
-            if sessions.iter().any(|s| s.id == session && !s.ended) {
-                c.ended_by_server.fetch_add(1, Relaxed);
-            }
-            sessions.retain(|s| s.id != session);
-        }
-        ServerMessage::Snapshot { session, req } => match sessions.iter().find(|s| s.id == session) {
-            Some(s) => {
-                let snapshot = Snapshot { req, offset: s.offset, cols: s.cols, rows: s.rows, data: b"\x1b[H\x1b[2J".to_vec() };
-                sink.send(Message::Binary(DeviceBinary::Snapshot { session, snapshot }.encode().into())).await?;
-            }
-            None => send(sink, &failed(session, None, "snapshot")).await?,
-        },
-        ServerMessage::SendText { session, req, .. } => match sessions.iter().find(|s| s.id == session) {
-            Some(s) => {
-                let t_micros = s.started.elapsed().as_micros() as u64;
-                send(sink, &DeviceMessage::Delivered { session, req, bracketed_paste: false, offset: s.offset, t_micros }).await?;
-            }
-            None => send(sink, &failed(session, Some(req), "text")).await?,
-        },
-        ServerMessage::Resize { session, cols, rows } => {
-            if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
-                (s.cols, s.rows) = (cols, rows);
-                let t_micros = s.started.elapsed().as_micros() as u64;
-                send(sink, &DeviceMessage::Resized { session, t_micros, cols, rows }).await?;
-            }
-        }
-        ServerMessage::Merge { req, .. } => {
-            let result = MergeResult::Refused { reason: "a simulated device has no repositories".into() };
-            send(sink, &DeviceMessage::Merged { req, result }).await?;
-        }
-        ServerMessage::Prepare { sandbox, .. } => {
-            let problem = Some("a simulated device has no repositories".to_string());
-            send(sink, &DeviceMessage::Prepared { sandbox, problem }).await?;
-        }
-        ServerMessage::CheckRepo { req, .. } => {
-            let problem = Some("a simulated device has no repositories".to_string());
-            send(sink, &DeviceMessage::RepoChecked { req, problem }).await?;
-        }
-        ServerMessage::Refused { reason } => bail!("refused: {reason}"),
-        ServerMessage::Welcome { .. }
-        | ServerMessage::Prices { .. }
-        | ServerMessage::Viewers { .. }
-        | ServerMessage::RemoveWorktree { .. } => {}
-    }
-    Ok(())
 }

@@ -22,7 +22,6 @@ mod http;
 mod latency;
 mod list;
 mod memory;
-mod proxy;
 mod pty;
 mod sandbox;
 mod soak;

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::memory::rss_mb;
-use crate::proxy::LinkProxy;
+use drover_linkproxy::LinkProxy;
 
 /// What the soak run found.
 #[derive(Debug, Serialize)]

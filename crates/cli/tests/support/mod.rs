@@ -3,8 +3,7 @@
 //! process it started — including the shims, which outlive the daemon by design.
 #![allow(dead_code)]
 
-#[path = "../../../bench/src/proxy.rs"]
-pub mod proxy;
+pub use drover_linkproxy as proxy;
 pub mod term;
 pub mod webhook;
 

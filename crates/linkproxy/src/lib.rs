@@ -2,7 +2,7 @@
 //! it, so a test or a soak run can drop the link without touching either process. In
 //! front of several replicas it is their one address: each connection goes to the first
 //! that accepts it, as a load balancer with failover would send it.
-//! Shared by the soak benchmark and the end-to-end fault tests (included by path).
+//! Shared by the soak benchmark and the end-to-end fault tests.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
