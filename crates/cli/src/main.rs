@@ -18,8 +18,8 @@ use clap::Parser;
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core); a
 /// long-running server's freed memory then stays spread over them, and its RSS creeps
-/// up (the soak benchmark showed 20 → 29 MB over 10 minutes at 200 sessions, flat at
-/// 22 MB with one arena). Two arenas keep it flat without serialising every allocation.
+/// up under the soak benchmark (figures in the README's benchmark section). Two arenas
+/// keep it flat without serialising every allocation.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes an allocator setting; it is called before any other

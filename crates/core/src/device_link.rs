@@ -12,8 +12,8 @@ use crate::ids::SessionId;
 /// The largest gap of lost output a device may ask the server to fill, whatever the time.
 pub const MAX_OUTPUT_GAP: u64 = 16 << 20;
 
-/// The fastest a terminal produces output, in bytes per second, with a wide margin (a bare
-/// PTY moves about 107 MB/s on the machines this was measured on).
+/// The fastest a terminal produces output, in bytes per second, with a wide margin over
+/// what a bare PTY moves (the throughput benchmark measures it).
 pub const MAX_OUTPUT_RATE: u64 = 1 << 30;
 
 /// Output a session may have printed before any time passed (its first screens).

@@ -237,8 +237,18 @@ mod tests {
     fn words_round_trip() {
         for f in StaleFlag::ALL {
             assert_eq!(StaleFlag::parse(f.as_str()), Some(f));
-            assert!(!f.label().is_empty() && !f.lost_reason().is_empty() && !f.explanation().is_empty());
         }
         assert_eq!(StaleFlag::parse("silent"), None);
+    }
+
+    #[test]
+    fn each_flag_has_its_own_words() {
+        for (i, a) in StaleFlag::ALL.iter().enumerate() {
+            for b in &StaleFlag::ALL[i + 1..] {
+                assert_ne!(a.label(), b.label());
+                assert_ne!(a.lost_reason(), b.lost_reason());
+                assert_ne!(a.explanation(), b.explanation());
+            }
+        }
     }
 }
