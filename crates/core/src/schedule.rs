@@ -5,7 +5,7 @@
 /// A device as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate<D> {
-    /// Its id.
+    /// How the caller names the device (the scheduler hands it back as its choice).
     pub id: D,
     /// Its name (the tie-break).
     pub name: String,

@@ -27,7 +27,7 @@ const INPUT: u8 = 3;
 /// A session as the device reports it in its hello.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionReport {
-    /// The session.
+    /// The session this report describes.
     pub session: SessionId,
     /// Bytes of output its shim has recorded.
     pub written: u64,
@@ -55,7 +55,7 @@ pub enum DeviceMessage {
     },
     /// A session's program started.
     Started {
-        /// The session.
+        /// The session whose program started.
         session: SessionId,
         /// Its process (group) id.
         pid: u32,
@@ -64,7 +64,7 @@ pub enum DeviceMessage {
     },
     /// A session ended; all its output up to `final_offset` was sent before this.
     Ended {
-        /// The session.
+        /// The session that ended.
         session: SessionId,
         /// How it ended.
         end: RunEnd,
@@ -77,7 +77,7 @@ pub enum DeviceMessage {
     },
     /// Audited text was written to the session's terminal.
     Delivered {
-        /// The session.
+        /// The session the text was written to.
         session: SessionId,
         /// The request id.
         req: u64,
@@ -90,7 +90,7 @@ pub enum DeviceMessage {
     },
     /// Audited text or a command could not be carried out.
     Failed {
-        /// The session.
+        /// The session the text or command was for.
         session: SessionId,
         /// The request id, if the command had one.
         req: Option<u64>,
@@ -99,7 +99,7 @@ pub enum DeviceMessage {
     },
     /// The terminal was resized.
     Resized {
-        /// The session.
+        /// The session whose terminal was resized.
         session: SessionId,
         /// µs since start.
         t_micros: u64,
@@ -110,7 +110,7 @@ pub enum DeviceMessage {
     },
     /// A session's recording could not be written on the device.
     RecordingError {
-        /// The session.
+        /// The session whose recording failed.
         session: SessionId,
         /// What failed.
         message: String,
@@ -119,7 +119,7 @@ pub enum DeviceMessage {
     Heartbeat,
     /// New commits in a task run's worktree: evidence of progress.
     Commit {
-        /// The session.
+        /// The task run whose worktree gained the commits.
         session: SessionId,
         /// The new HEAD.
         head: String,
@@ -129,14 +129,14 @@ pub enum DeviceMessage {
     /// A session's model usage so far, read from its harness's own records (the whole
     /// of it each time: a repeated or late report changes nothing).
     Usage {
-        /// The session.
+        /// The run whose usage this is.
         session: SessionId,
         /// What it used.
         usage: UsageReport,
     },
     /// Which of the workspace's skills reached a run, before it started.
     Skills {
-        /// The session.
+        /// The run the skills were given to.
         session: SessionId,
         /// One report per skill.
         skills: Vec<SkillReport>,
@@ -295,7 +295,7 @@ pub enum ServerMessage {
     },
     /// Output up to `offset` is stored durably.
     Ack {
-        /// The session.
+        /// The session whose output is stored.
         session: SessionId,
         /// Bytes stored.
         offset: u64,
@@ -358,7 +358,7 @@ pub enum ServerMessage {
     },
     /// Send audited text.
     SendText {
-        /// The session.
+        /// The session to type into.
         session: SessionId,
         /// Request id for the reply.
         req: u64,
@@ -367,7 +367,7 @@ pub enum ServerMessage {
     },
     /// Resize a session's terminal.
     Resize {
-        /// The session.
+        /// The session to resize.
         session: SessionId,
         /// Columns.
         cols: u16,
@@ -376,28 +376,28 @@ pub enum ServerMessage {
     },
     /// Stop a session (process group SIGTERM, SIGKILL after the grace).
     Stop {
-        /// The session.
+        /// The session to stop.
         session: SessionId,
         /// Grace before SIGKILL.
         grace_ms: u64,
     },
     /// Ask for a screen snapshot.
     Snapshot {
-        /// The session.
+        /// The session whose screen is wanted.
         session: SessionId,
         /// Request id.
         req: u64,
     },
     /// How many interactive viewers a session has.
     Viewers {
-        /// The session.
+        /// The session the count is for.
         session: SessionId,
         /// Viewers that can type.
         interactive: u32,
     },
     /// The server holds the whole ended session; the device may clean it up.
     Release {
-        /// The session.
+        /// The ended session the device may clean up.
         session: SessionId,
     },
     /// The connection is refused; the device should not retry until the cause is fixed.
@@ -412,7 +412,7 @@ pub enum ServerMessage {
 pub enum DeviceBinary {
     /// Terminal output from a session.
     Output {
-        /// The session.
+        /// The session that printed it.
         session: SessionId,
         /// Offset of the first byte.
         offset: u64,
@@ -423,14 +423,14 @@ pub enum DeviceBinary {
     },
     /// A snapshot answering a request.
     Snapshot {
-        /// The session.
+        /// The session whose screen this is.
         session: SessionId,
         /// The snapshot.
         snapshot: Snapshot,
     },
     /// Keystrokes for a session.
     Input {
-        /// The session.
+        /// The session to type into.
         session: SessionId,
         /// Bytes.
         data: Vec<u8>,

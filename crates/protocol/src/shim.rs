@@ -126,7 +126,7 @@ pub enum ShimRequest {
 pub enum ShimEvent {
     /// First message on every connection: the shim's state.
     Hello {
-        /// The session.
+        /// The session this shim holds.
         session: SessionId,
         /// The program's process id (its process group id), if it started.
         pid: Option<u32>,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub enum ViewerEvent {
     /// First message.
     Hello {
-        /// The session.
+        /// The session the viewer is joined to.
         session: SessionId,
         /// Terminal size.
         cols: u16,

@@ -172,7 +172,7 @@ pub enum TaskCmd {
 pub enum AgentCmd {
     /// Register an agent (you become its operator).
     Create {
-        /// Its name.
+        /// The agent's name, as tasks and `--agent` will call it.
         name: String,
         /// claude, codex, gemini, aider, opencode, goose or custom.
         #[arg(long)]
@@ -198,7 +198,7 @@ pub enum AgentCmd {
     /// Show an agent: its harness and route, operator, sessions (live first), tasks and
     /// total spend.
     Show {
-        /// Its name.
+        /// The agent's name.
         name: String,
     },
 }
@@ -226,7 +226,7 @@ pub enum RepoCmd {
     /// Show a repository: its devices and clone paths, base branch, sessions (live
     /// first), tasks and total spend.
     Show {
-        /// Its name.
+        /// The repository's name.
         name: String,
     },
 }
