@@ -145,8 +145,8 @@ impl rustls::client::danger::ServerCertVerifier for Pinned {
 }
 
 impl ServerCert {
-    /// A client configuration trusting exactly the certificate this server serves (see
-    /// [`Pinned`]).
+    /// A client configuration trusting exactly the certificate this server serves, byte
+    /// for byte (not whatever a CA vouches for).
     pub fn pinned_client(self: &Arc<Self>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
         let provider = crate::provider();
         let verifier = Pinned { server: self.clone(), algorithms: provider.signature_verification_algorithms };
