@@ -210,13 +210,61 @@ pub struct Ending {
     pub survives_hand_off: bool,
 }
 
+/// Why a run completes when its stage is handed off: the reason its session ends with.
+pub const HANDED_OFF: &str = "the stage was handed off";
+
 /// The ending of a run whose work was handed off (or retired with Mark done) with
 /// `why`: `completed`, unless its outcome survives a hand-off.
-pub fn settle_handed_off(ending: Ending, why: &str) -> Ending {
+fn settle_handed_off(ending: Ending, why: &str) -> Ending {
     if ending.survives_hand_off || ending.outcome == Outcome::Completed {
         return ending;
     }
     Ending { outcome: Outcome::Completed, reason: why.to_string(), killed: false, ..ending }
+}
+
+/// What is known of a run when its end is stored, read from its row under the same lock
+/// as the write, so that a hand-off or a Stop committed while the end was on its way
+/// still counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndEvidence<'a> {
+    /// Its outcome as stored: only a live run can end.
+    pub outcome: Outcome,
+    /// Why it completes, when its work was handed off or retired with Mark done.
+    pub handed_off: Option<&'a str>,
+    /// Who asked for a Stop (a person), named as the end's actor when the Stop ended it.
+    pub stop_requested_by: Option<&'a str>,
+    /// Why a rule, not a person, asked for the Stop (a spend cap): the reason a Stop
+    /// ending it records instead of the exit.
+    pub stop_reason: Option<&'a str>,
+    /// Who reported the end (`device box`): the actor unless a person's Stop ended it.
+    pub reporter: &'a str,
+}
+
+/// A run's end as decided: what to store and whom its activity names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndDecision {
+    /// The outcome, exit code and reason to store.
+    pub ending: Ending,
+    /// The actor of the "session ended/killed" activity.
+    pub actor: String,
+}
+
+/// Decides a run's end from how it ended and what its row says: the one place an
+/// outcome is decided (the store applies exactly this). An error if it has ended already.
+pub fn decide_end(evidence: &EndEvidence<'_>, end: &RunEnd) -> Result<EndDecision, TransitionError> {
+    let mut ending = on_end(evidence.outcome, end)?;
+    if let Some(why) = evidence.handed_off {
+        ending = settle_handed_off(ending, why);
+    }
+    // A stop asked for by a rule (a spend cap), not a person, ends with the rule's reason.
+    if let (true, Some(reason)) = (ending.killed, evidence.stop_reason) {
+        ending.reason = reason.to_string();
+    }
+    let actor = match (ending.killed, evidence.stop_requested_by) {
+        (true, Some(by)) => by,
+        _ => evidence.reporter,
+    };
+    Ok(EndDecision { actor: actor.to_string(), ending })
 }
 
 /// The run's state machine: `starting → running → ended`, or `starting → ended`.
@@ -277,9 +325,11 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
 }
 
 /// Ends a run whose work was handed off (its stage advanced) or retired with Mark done:
-/// whatever the process did on its way out, the outcome is `completed`, with `why`.
+/// whatever the process did on its way out, the outcome is `completed`, with `why`
+/// ([`decide_end`] with nothing else known).
 pub fn on_completed_end(from: Outcome, end: &RunEnd, why: &str) -> Result<Ending, TransitionError> {
-    on_end(from, end).map(|e| settle_handed_off(e, why))
+    let evidence = EndEvidence { outcome: from, handed_off: Some(why), stop_requested_by: None, stop_reason: None, reporter: "" };
+    decide_end(&evidence, end).map(|d| d.ending)
 }
 
 /// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
@@ -408,6 +458,31 @@ mod tests {
         assert_eq!(ExitStatus::code(2).shell_code(), 2);
         assert_eq!(ExitStatus::signal(9).shell_code(), 137);
         assert_eq!(ExitStatus { code: None, signal: None }.shell_code(), -1);
+    }
+
+    #[test]
+    fn the_end_is_decided_from_what_the_row_says_when_it_is_stored() {
+        let exited = RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false };
+        let stopped = RunEnd::Exited { status: ExitStatus::signal(15), stop_requested: true };
+        let row =
+            EndEvidence { outcome: Outcome::Running, handed_off: None, stop_requested_by: None, stop_reason: None, reporter: "device box" };
+        let d = decide_end(&row, &exited).unwrap();
+        assert_eq!((d.ending.outcome, d.actor.as_str()), (Outcome::Incomplete, "device box"));
+        // A hand-off committed while the end was on its way completes the run.
+        let d = decide_end(&EndEvidence { handed_off: Some(HANDED_OFF), ..row }, &exited).unwrap();
+        assert_eq!((d.ending.outcome, d.ending.reason.as_str()), (Outcome::Completed, HANDED_OFF));
+        // A person's Stop: released, by that person.
+        let d = decide_end(&EndEvidence { stop_requested_by: Some("alice"), ..row }, &stopped).unwrap();
+        assert_eq!((d.ending.outcome, d.ending.killed, d.actor.as_str()), (Outcome::Released, true, "alice"));
+        assert!(d.ending.reason.starts_with("stopped by an operator"), "{}", d.ending.reason);
+        // A rule's Stop ends with the rule's reason.
+        let capped = EndEvidence { stop_requested_by: Some("alice"), stop_reason: Some("spend cap: $5 reached"), ..row };
+        assert_eq!(decide_end(&capped, &stopped).unwrap().ending.reason, "spend cap: $5 reached");
+        // Handed off, then stopped: completed, not killed, so the reporter is the actor.
+        let d = decide_end(&EndEvidence { handed_off: Some(HANDED_OFF), ..capped }, &stopped).unwrap();
+        assert_eq!((d.ending.outcome, d.ending.reason.as_str(), d.actor.as_str()), (Outcome::Completed, HANDED_OFF, "device box"));
+        // A run that ended does not end again.
+        assert!(decide_end(&EndEvidence { outcome: Outcome::Lost, ..row }, &exited).is_err());
     }
 
     #[test]

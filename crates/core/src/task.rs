@@ -155,6 +155,12 @@ pub fn restaff(fault: Fault, runs_made: u32, device_losses: u32, max_runs: u32) 
     }
 }
 
+/// Why a task is flagged when its next run cannot start in its sandbox, which is `state`
+/// (wrapping up after Finish session), and what a person does about it.
+pub fn busy_sandbox_flag(state: crate::SandboxState) -> String {
+    format!("the task's sandbox is {state} (after Finish session): Mark done closes it, then Launch session starts a fresh one")
+}
+
 /// A stage's display name: `Code`.
 pub fn stage_label(stage: &str) -> String {
     let mut c = stage.chars();

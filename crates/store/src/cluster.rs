@@ -30,7 +30,7 @@ pub enum ClusterNote {
     Output {
         /// The replica following it.
         replica: String,
-        /// The session.
+        /// The session whose viewers it counts.
         session: SessionId,
     },
 }
@@ -159,9 +159,10 @@ impl Store {
             sqlx::query(&sql).bind(secs).execute(&mut *tx).await?;
         }
         // Viewers of sessions that have ended count no more.
-        sqlx::query(
-            "DELETE FROM replica_viewers v USING sessions s WHERE s.id = v.session_id AND s.outcome NOT IN ('starting', 'running')",
-        )
+        sqlx::query(concat!(
+            "DELETE FROM replica_viewers v USING sessions s WHERE s.id = v.session_id AND s.outcome NOT IN ",
+            live_outcomes!()
+        ))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -20,9 +20,9 @@ pub enum TokenKind {
 pub enum Principal {
     /// A human member.
     Member {
-        /// The workspace.
+        /// The workspace the credential is good for.
         workspace: WorkspaceId,
-        /// The member.
+        /// The member the credential belongs to.
         id: MemberId,
         /// Their name.
         name: String,
@@ -33,7 +33,7 @@ pub enum Principal {
     Device {
         /// The workspace.
         workspace: WorkspaceId,
-        /// The device.
+        /// The device the credential belongs to.
         id: DeviceId,
         /// Its name.
         name: String,

@@ -8,9 +8,9 @@ use crate::{now, parse_id, Result, Store};
 /// A device as stored, with its live session count.
 #[derive(Debug, Clone)]
 pub struct DeviceRow {
-    /// Its id.
+    /// Its id, as the API names it.
     pub id: DeviceId,
-    /// Its name.
+    /// Its name, unique in the workspace: how people and the CLI name it.
     pub name: String,
     /// Sessions it may run at once.
     pub slots: u32,
@@ -37,9 +37,13 @@ fn device_row(row: &sqlx::any::AnyRow) -> Result<DeviceRow> {
     })
 }
 
-const DEVICE_SELECT: &str = "SELECT d.id, d.name, d.slots, d.last_contact_at, d.revoked_at, d.sandbox,
-    (SELECT COUNT(*) FROM sessions s WHERE s.device_id = d.id AND s.outcome IN ('starting', 'running')) AS live
-    FROM devices d";
+const DEVICE_SELECT: &str = concat!(
+    "SELECT d.id, d.name, d.slots, d.last_contact_at, d.revoked_at, d.sandbox,
+    (SELECT COUNT(*) FROM sessions s WHERE s.device_id = d.id AND s.outcome IN ",
+    live_outcomes!(),
+    ") AS live
+    FROM devices d"
+);
 
 impl Store {
     /// Registers the device `name` (or updates its slots) and returns it.

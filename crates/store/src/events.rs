@@ -10,7 +10,7 @@ use crate::{now, Result, Store};
 /// An event to record.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
-    /// The workspace.
+    /// The workspace whose activity it is in.
     pub workspace: WorkspaceId,
     /// The session it concerns, if any.
     pub session: Option<SessionId>,

@@ -4,6 +4,16 @@
 //! once in the SQL both share, and the few places where the two differ ask the
 //! [`Engine`] (see `dialect.rs`).
 
+/// The SQL list of a run's live outcomes, for `outcome IN live_outcomes!()`: the words of
+/// the outcomes [`drover_core::Outcome::is_live`] holds live (a test keeps the two
+/// together), spelled as the partial indexes on live sessions spell them so that the
+/// queries can use those indexes. [`LIVE`] is the same for queries built at run time.
+macro_rules! live_outcomes {
+    () => {
+        "('starting', 'running')"
+    };
+}
+
 /// A subquery giving `"runs with usage,nano-dollars of priced responses,unpriced
 /// responses"` over the sessions `x` that `$filter` selects (read with `cost_sum`);
 /// text, so SQLite and PostgreSQL give the same answer.
@@ -22,8 +32,12 @@ macro_rules! cost_text {
 /// output last arrived. Two index lookups; the commit of output writes no other row.
 macro_rules! last_chunk_join {
     () => {
-        " LEFT JOIN output_chunks o ON s.outcome IN ('starting', 'running') AND o.session_id = s.id
+        concat!(
+            " LEFT JOIN output_chunks o ON s.outcome IN ",
+            live_outcomes!(),
+            " AND o.session_id = s.id
              AND o.start_offset = (SELECT MAX(m.start_offset) FROM output_chunks m WHERE m.session_id = s.id)"
+        )
     };
 }
 
@@ -55,26 +69,34 @@ macro_rules! session_select {
     };
 }
 
+mod agents;
 mod cluster;
 mod credentials;
 mod devices;
 mod dialect;
 mod events;
+mod hand_off;
 mod leases;
 mod legacy;
+mod lifecycle;
 mod liveness;
 mod members;
+mod notes;
 mod output;
 mod pages;
+mod repos;
 mod retention;
 mod sandboxes;
+mod session_tokens;
 mod sessions;
 mod skills;
 mod spend;
+mod task_runs;
 mod tasks;
 mod transfer;
 mod web;
 mod webhooks;
+mod workflows;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -83,20 +105,25 @@ use drover_core::{SessionId, WorkspaceId};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
+pub use agents::AgentRow;
 pub use cluster::{ClusterNote, SessionViewers, ViewerCount, MAIL_BATCH};
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
 pub use dialect::{Database, Engine};
 pub use events::{EventRow, NewEvent};
+pub use hand_off::HandOffRefused;
 pub use liveness::{LiveCheck, LiveGlance};
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
+pub use notes::{EarlierNote, NoteRow};
 pub use output::{Mark, OutputChunk};
+pub use repos::RepoRow;
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
 pub use sessions::{NewSession, RouteChange, RunTimes, SessionRow};
 pub use skills::SkillRow;
 pub use spend::{month_start, CapCheck, SpendKey, SpendRow};
-pub use tasks::{AgentRow, BaseRefused, EarlierNote, HandOffRefused, NewTask, NewTaskSession, NoteRow, RepoRow, StageSpec, TaskRow};
+pub use task_runs::NewTaskSession;
+pub use tasks::{BaseRefused, NewTask, StageSpec, TaskRow};
 pub use transfer::Moved;
 pub use web::WebSessionState;
 pub use webhooks::{DeliveryRow, DueDelivery, WebhookRow, WebhookSecret};
@@ -120,6 +147,9 @@ pub enum StoreError {
     #[error("recording file error: {0}")]
     Io(String),
 }
+
+/// [`live_outcomes!`], for queries built with `format!`.
+pub(crate) const LIVE: &str = live_outcomes!();
 
 /// Result of store operations.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -279,6 +309,17 @@ pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 
 fn parse_id<T: FromStr<Err = drover_core::IdError>>(s: &str) -> Result<T> {
     s.parse().map_err(|e: drover_core::IdError| StoreError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_core::Outcome;
+
+    #[test]
+    fn the_live_outcomes_in_sql_are_the_ones_core_holds_live() {
+        let words: Vec<String> = Outcome::ALL.into_iter().filter(|o| o.is_live()).map(|o| format!("'{o}'")).collect();
+        assert_eq!(super::LIVE, format!("({})", words.join(", ")));
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use drover_core::{SandboxState, SessionId, WorkspaceId};
 use sqlx::Row;
 
 use crate::sessions::session_row;
-use crate::{now, parse_id, Result, SessionRow, Store, StoreError};
+use crate::{now, parse_id, Result, SessionRow, Store, StoreError, LIVE};
 
 /// A live session as the monitor sees it.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ pub struct LiveCheck {
 /// nearly all of them fine, so this is a few columns, not their whole rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveGlance {
-    /// The session.
+    /// The live session checked.
     pub session: SessionId,
     /// When it was created.
     pub created_at: String,
@@ -77,12 +77,14 @@ fn check_row(r: &sqlx::any::AnyRow) -> Result<LiveCheck> {
 impl Store {
     /// Every live session, in every workspace, as the monitor's sweep sees it.
     pub async fn live_glances(&self) -> Result<Vec<LiveGlance>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT s.id, s.created_at, s.stale_flag, s.task_id, b.state AS sandbox_state, b.updated_at AS sandbox_changed_at,
                     d.last_contact_at, d.revoked_at
              FROM sessions s JOIN sandboxes b ON b.id = s.sandbox_id JOIN devices d ON d.id = s.device_id
-             WHERE s.outcome IN ('starting', 'running') ORDER BY s.created_at, s.id",
-        )
+             WHERE s.outcome IN ",
+            live_outcomes!(),
+            " ORDER BY s.created_at, s.id"
+        ))
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
@@ -105,7 +107,7 @@ impl Store {
 
     /// One live session as the monitor sees it, read now; None once it has ended.
     pub async fn live_check(&self, session: SessionId) -> Result<Option<LiveCheck>> {
-        let r = sqlx::query(&format!("{CHECK_SELECT} WHERE s.id = $1 AND s.outcome IN ('starting', 'running')"))
+        let r = sqlx::query(&format!("{CHECK_SELECT} WHERE s.id = $1 AND s.outcome IN {LIVE}"))
             .bind(session.to_string())
             .fetch_optional(&self.pool)
             .await?;
@@ -115,7 +117,7 @@ impl Store {
     /// The workspace's live sessions flagged stale, oldest flag first.
     pub async fn stale_sessions(&self, workspace: WorkspaceId) -> Result<Vec<LiveCheck>> {
         let rows = sqlx::query(&format!(
-            "{CHECK_SELECT} WHERE s.workspace_id = $1 AND s.outcome IN ('starting', 'running') AND s.stale_flag IS NOT NULL
+            "{CHECK_SELECT} WHERE s.workspace_id = $1 AND s.outcome IN {LIVE} AND s.stale_flag IS NOT NULL
              ORDER BY s.stale_since, s.id"
         ))
         .bind(workspace.to_string())
@@ -127,11 +129,13 @@ impl Store {
     /// Raises or clears a live session's flag; false if it is no longer live or the
     /// flag was already so.
     pub async fn set_stale_flag(&self, session: SessionId, flag: Option<StaleFlag>) -> Result<bool> {
-        let r = sqlx::query(
+        let r = sqlx::query(concat!(
             "UPDATE sessions SET stale_flag = $1, stale_since = CASE WHEN $1 IS NULL THEN NULL ELSE COALESCE(stale_since, $2) END
-             WHERE id = $3 AND outcome IN ('starting', 'running') AND stale_flag IS DISTINCT FROM $1
-             RETURNING workspace_id",
-        )
+             WHERE id = $3 AND outcome IN ",
+            live_outcomes!(),
+            " AND stale_flag IS DISTINCT FROM $1
+             RETURNING workspace_id"
+        ))
         .bind(flag.map(StaleFlag::as_str))
         .bind(now())
         .bind(session.to_string())

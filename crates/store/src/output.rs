@@ -15,18 +15,18 @@ use std::collections::HashMap;
 use drover_core::SessionId;
 use sqlx::Row;
 
-use crate::{Result, Store};
+use crate::{Result, Store, LIVE};
 
 /// A piece of output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputChunk {
-    /// The session.
+    /// The session whose output it is.
     pub session: SessionId,
     /// Offset of the first byte.
     pub offset: u64,
     /// µs since the session started.
     pub t_micros: u64,
-    /// The bytes.
+    /// The output bytes, as the program wrote them.
     pub data: Vec<u8>,
 }
 
@@ -39,7 +39,7 @@ pub struct Mark {
     pub t_micros: u64,
     /// `r`, `m` or `s`.
     pub kind: String,
-    /// The data.
+    /// What the mark says: `COLSxROWS` for a size, the text of a marker.
     pub data: String,
 }
 
@@ -146,7 +146,7 @@ async fn live_output_bytes(conn: &mut sqlx::AnyConnection, batch: &[OutputChunk]
         let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
         let sql = format!(
             "SELECT s.id, {} AS held FROM sessions s {}
-             WHERE s.id IN ({}) AND s.outcome IN ('starting', 'running')",
+             WHERE s.id IN ({}) AND s.outcome IN {LIVE}",
             committed_length!(),
             last_chunk_join!(),
             marks.join(", ")

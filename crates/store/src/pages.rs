@@ -10,7 +10,8 @@ use crate::tasks::{task_row, TASK_SELECT};
 use crate::{parse_id, AgentRow, Result, SessionRow, Store, TaskRow};
 
 /// Live runs first, then newest first.
-const LIVE_THEN_NEWEST: &str = "ORDER BY CASE WHEN s.outcome IN ('starting', 'running') THEN 0 ELSE 1 END, s.created_at DESC, s.id DESC";
+const LIVE_THEN_NEWEST: &str =
+    concat!("ORDER BY CASE WHEN s.outcome IN ", live_outcomes!(), " THEN 0 ELSE 1 END, s.created_at DESC, s.id DESC");
 
 /// The sessions that work in a repository: those of the sandboxes made in it.
 const IN_REPO: &str = "SELECT id FROM sandboxes WHERE repo_id = $1";

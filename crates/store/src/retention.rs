@@ -27,10 +27,12 @@ impl Store {
     pub async fn prune(&self, cutoff: &str) -> Result<Pruned> {
         let mut out = Pruned::default();
         loop {
-            let ids: Vec<String> = sqlx::query_scalar(
+            let ids: Vec<String> = sqlx::query_scalar(concat!(
                 "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND pruned_at IS NULL AND ended_at < $1
-                 AND outcome NOT IN ('starting', 'running') LIMIT $2",
-            )
+                 AND outcome NOT IN ",
+                live_outcomes!(),
+                " LIMIT $2"
+            ))
             .bind(cutoff)
             .bind(BATCH)
             .fetch_all(&self.pool)
@@ -91,11 +93,7 @@ mod tests {
         for id in [done, live] {
             s.append_output(vec![OutputChunk { session: id, offset: 0, t_micros: 0, data: b"hello".to_vec() }]).await.unwrap();
         }
-        let ending = drover_core::outcome::on_end(
-            drover_core::Outcome::Starting,
-            &drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false },
-        )
-        .unwrap();
+        let ending = drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false };
         s.end_session(done, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 5, "device box").await.unwrap();
         let e = NewEvent {
             workspace: ws,

@@ -321,7 +321,7 @@ mod tests {
     use super::*;
     use crate::testing::store;
     use crate::{now, NewSession, RunTimes};
-    use drover_core::outcome::{on_end, RunEnd};
+    use drover_core::outcome::RunEnd;
     use drover_core::ExitStatus;
 
     #[test]
@@ -355,7 +355,7 @@ mod tests {
             ids.push(s.create_session(&new).await.unwrap());
         }
         // End two of them.
-        let ending = on_end(Outcome::Starting, &RunEnd::Exited { status: ExitStatus::code(1), stop_requested: false }).unwrap();
+        let ending = RunEnd::Exited { status: ExitStatus::code(1), stop_requested: false };
         for id in &ids[..2] {
             s.end_session(*id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap();
         }

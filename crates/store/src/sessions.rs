@@ -1,29 +1,29 @@
 //! Sessions (runs) and their sandboxes.
 
 use drover_core::activity::{ending_kind, EventKind};
-use drover_core::outcome::Ending;
-use drover_core::{DeviceId, Outcome, SandboxId, SandboxState, SessionId, WorkspaceId};
+use drover_core::outcome::{decide_end, on_started, EndDecision, EndEvidence, Ending};
+use drover_core::{DeviceId, Outcome, RunEnd, SandboxId, SandboxState, SessionId, WorkspaceId};
 use sqlx::Row;
 
 use crate::events::{insert, NewEvent};
-use crate::{now, parse_id, Result, Store, StoreError};
+use crate::{now, parse_id, Result, Store, StoreError, LIVE};
 
 /// A session to create (with its task-free "Remote" sandbox).
 #[derive(Debug, Clone)]
 pub struct NewSession {
-    /// The workspace.
+    /// The workspace it runs in.
     pub workspace: WorkspaceId,
     /// The device it runs on.
     pub device: DeviceId,
-    /// Program and arguments.
+    /// The program to start, with its arguments.
     pub command: Vec<String>,
-    /// Working directory.
+    /// The directory it starts in on its device.
     pub cwd: String,
-    /// The sandbox's title.
+    /// The title of its Remote sandbox, as lists show it.
     pub title: String,
-    /// Terminal size.
+    /// The terminal's width to start with, in columns.
     pub cols: u16,
-    /// Terminal size.
+    /// The terminal's height to start with, in rows.
     pub rows: u16,
     /// Who started it (the activity's actor).
     pub created_by: String,
@@ -34,11 +34,11 @@ pub struct NewSession {
 /// A model switch in a run, as its device reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteChange {
-    /// The model before.
+    /// The model the run used until the switch.
     pub from: String,
-    /// The model after.
+    /// The model the run switched to.
     pub to: String,
-    /// When.
+    /// When the switch happened, as the device reported it.
     pub at: Option<String>,
 }
 
@@ -47,44 +47,44 @@ pub struct RouteChange {
 pub struct RunTimes<'a> {
     /// When its program started, if known (kept if already recorded).
     pub started_at: Option<&'a str>,
-    /// When it ended.
+    /// When it ended (stored format).
     pub ended_at: &'a str,
 }
 
 /// A session as stored, with its sandbox and device.
 #[derive(Debug, Clone)]
 pub struct SessionRow {
-    /// Its id.
+    /// Its id, as the API, the CLI and its recording name it.
     pub id: SessionId,
     /// The workspace.
     pub workspace: WorkspaceId,
-    /// Its sandbox.
+    /// The sandbox it runs in.
     pub sandbox: SandboxId,
-    /// The sandbox's state.
+    /// Its sandbox's lifecycle state (seed 001).
     pub sandbox_state: SandboxState,
     /// The sandbox's title.
     pub title: String,
-    /// The device.
+    /// The device it runs on.
     pub device: DeviceId,
-    /// The device's name.
+    /// Its device's name, for display and the end's actor.
     pub device_name: String,
     /// Program and arguments.
     pub command: Vec<String>,
-    /// Working directory.
+    /// The directory it runs in on its device.
     pub cwd: String,
-    /// Terminal size.
+    /// The terminal's width now, in columns.
     pub cols: u16,
-    /// Terminal size.
+    /// The terminal's height now, in rows.
     pub rows: u16,
-    /// The outcome.
+    /// Whether it is live, or how it ended (seed 001).
     pub outcome: Outcome,
-    /// Exit code.
+    /// Its process's exit code (128 + signal when killed), once it exited.
     pub exit_code: Option<i32>,
     /// Why it ended.
     pub reason: Option<String>,
-    /// Who started it.
+    /// Who started it: a person, or the scheduler for a task run.
     pub created_by: String,
-    /// When it was created.
+    /// When it was created (stored format): lists are newest first.
     pub created_at: String,
     /// When its program started.
     pub started_at: Option<String>,
@@ -94,15 +94,15 @@ pub struct SessionRow {
     pub output_bytes: u64,
     /// Output length reported at the end.
     pub final_offset: Option<u64>,
-    /// Who asked for a Stop.
+    /// Who asked for a Stop, if anyone did: a Stop that ends it is theirs.
     pub stop_requested_by: Option<String>,
     /// The task it works, if any.
     pub task: Option<drover_core::TaskId>,
     /// The stage it was staffed for.
     pub stage: Option<String>,
-    /// The agent running it.
+    /// The agent whose run it is (task runs).
     pub agent: Option<drover_core::AgentId>,
-    /// The agent's name.
+    /// Its agent's name, for display.
     pub agent_name: Option<String>,
     /// The name of its sandbox's repository (task runs).
     pub repo_name: Option<String>,
@@ -190,7 +190,7 @@ impl Store {
             .await?;
         sqlx::query(
             "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, operator_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'starting', $9, $10, $11)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $9, $10, $11)",
         )
         .bind(id.to_string())
         .bind(s.workspace.to_string())
@@ -203,6 +203,7 @@ impl Store {
         .bind(&s.created_by)
         .bind(&at)
         .bind(s.operator.map(|m| m.to_string()))
+        .bind(Outcome::Starting.as_str())
         .execute(&mut *tx)
         .await?;
         Store::add_start_size(&mut tx, id, s.cols, s.rows).await?;
@@ -273,7 +274,7 @@ impl Store {
 
     /// Sessions of a workspace, newest first; only live ones unless `all`.
     pub async fn list_sessions(&self, workspace: WorkspaceId, all: bool, limit: i64) -> Result<Vec<SessionRow>> {
-        let filter = if all { "" } else { "AND s.outcome IN ('starting', 'running')" };
+        let filter = if all { "" } else { concat!("AND s.outcome IN ", live_outcomes!()) };
         let rows =
             sqlx::query(&format!("{SESSION_SELECT} WHERE s.workspace_id = $1 {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT $2"))
                 .bind(workspace.to_string())
@@ -285,25 +286,30 @@ impl Store {
 
     /// Live sessions on a device (uses the partial index).
     pub async fn live_sessions_on(&self, device: DeviceId) -> Result<Vec<SessionRow>> {
-        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.device_id = $1 AND s.outcome IN ('starting', 'running')"))
+        let rows = sqlx::query(&format!("{SESSION_SELECT} WHERE s.device_id = $1 AND s.outcome IN {LIVE}"))
             .bind(device.to_string())
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(session_row).collect()
     }
 
-    /// `starting → running`; false if the session was not starting.
+    /// `starting → running`, as core's run state machine allows ([`on_started`]),
+    /// decided and written under the write lock; false if the session was not starting.
     pub async fn mark_running(&self, id: SessionId, pid: u32, cwd: &str) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE sessions SET outcome = 'running', pid = $1, cwd = $2, started_at = $3 WHERE id = $4 AND outcome = 'starting' RETURNING workspace_id",
-        )
-        .bind(pid as i64)
-        .bind(cwd)
-        .bind(now())
-        .bind(id.to_string())
-        .fetch_optional(&self.writes)
-        .await?;
-        let Some(row) = done else { return Ok(false) };
+        let mut tx = self.write().await?;
+        let row =
+            sqlx::query("SELECT workspace_id, outcome FROM sessions WHERE id = $1").bind(id.to_string()).fetch_optional(&mut *tx).await?;
+        let Some(row) = row else { return Ok(false) };
+        let Ok(to) = on_started(stored_outcome(&row)?) else { return Ok(false) };
+        sqlx::query("UPDATE sessions SET outcome = $1, pid = $2, cwd = $3, started_at = $4 WHERE id = $5")
+            .bind(to.as_str())
+            .bind(pid as i64)
+            .bind(cwd)
+            .bind(now())
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         self.changed(parse_id(row.get("workspace_id"))?, Some(id));
         Ok(true)
     }
@@ -343,84 +349,106 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a live session: outcome, exit code, reason, end time; stops its Remote
-    /// sandbox; records "session ended/killed/connection lost" — in one transaction.
-    /// Returns the ending stored (a hand-off committed meanwhile makes it `completed`),
-    /// or None (changing nothing) if the session had already ended.
+    /// Ends a live session as core decides ([`decide_end`]) from `end` and what its row
+    /// says under the write lock (a hand-off or a Stop committed while the end was on its
+    /// way still counts): stores the outcome, exit code, reason and end time, stops its
+    /// Remote sandbox and records "session ended/killed/connection lost", in one
+    /// transaction. `reporter` saw the end (`device box`). Returns the ending stored, or
+    /// None (changing nothing) if the session had already ended.
     pub async fn end_session(
         &self,
         id: SessionId,
-        ending: &Ending,
+        end: &RunEnd,
         times: RunTimes<'_>,
         final_offset: u64,
-        actor: &str,
+        reporter: &str,
     ) -> Result<Option<Ending>> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT workspace_id, sandbox_id, outcome, handed_off FROM sessions WHERE id = $1")
-            .bind(id.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
+        let row =
+            sqlx::query("SELECT workspace_id, sandbox_id, outcome, handed_off, stop_requested_by, stop_reason FROM sessions WHERE id = $1")
+                .bind(id.to_string())
+                .fetch_optional(&mut *tx)
+                .await?;
         let Some(row) = row else { return Ok(None) };
-        let outcome: String = row.get("outcome");
-        if !Outcome::parse(&outcome).is_some_and(Outcome::is_live) {
-            return Ok(None);
-        }
-        // A hand-off (or Mark done) that committed while this end was on its way still
-        // decides the outcome: read under the same lock as the write.
-        let ending = match row.get::<Option<String>, _>("handed_off") {
-            Some(why) => drover_core::outcome::settle_handed_off(ending.clone(), &why),
-            None => ending.clone(),
+        let (handed_off, stop_requested_by, stop_reason): (Option<String>, Option<String>, Option<String>) =
+            (row.get("handed_off"), row.get("stop_requested_by"), row.get("stop_reason"));
+        let evidence = EndEvidence {
+            outcome: stored_outcome(&row)?,
+            handed_off: handed_off.as_deref(),
+            stop_requested_by: stop_requested_by.as_deref(),
+            stop_reason: stop_reason.as_deref(),
+            reporter,
         };
-        let ending = &ending;
+        let Ok(EndDecision { ending, actor }) = decide_end(&evidence, end) else { return Ok(None) };
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
-        // Its length and last output time, kept in its row from now on (while live they
-        // are read from its last chunk, and its output may be pruned later).
-        let last = sqlx::query(concat!(
-            "SELECT ",
-            committed_length!(),
-            " AS output_end, o.stored_at FROM sessions s",
-            last_chunk_join!(),
-            " WHERE s.id = $1"
-        ))
-        .bind(id.to_string())
-        .fetch_one(&mut *tx)
-        .await?;
-        let output_end: i64 = last.get("output_end");
-        let last_output_at = last.get::<Option<i64>, _>("stored_at").and_then(crate::micros_time);
-        sqlx::query(
-            "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6,
-             output_bytes = $8, last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
-        )
-        .bind(ending.outcome.as_str())
-        .bind(ending.exit_code.map(i64::from))
-        .bind(&ending.reason)
-        .bind(times.started_at)
-        .bind(times.ended_at)
-            .bind(final_offset as i64)
-            .bind(id.to_string())
-            .bind(output_end)
-            .bind(last_output_at)
-            .execute(&mut *tx)
-            .await?;
-        let sandbox: String = row.get("sandbox_id");
-        sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = $1 WHERE id = $2 AND kind = 'remote' AND state = 'active'")
-            .bind(now())
-            .bind(&sandbox)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE sandboxes SET live = CASE WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.sandbox_id = sandboxes.id AND s.outcome IN ('starting', 'running')) THEN 1 ELSE 0 END WHERE id = $1",
-        )
+        store_ending(&mut tx, id, &ending, times, final_offset).await?;
+        release_sandbox(&mut tx, row.get("sandbox_id")).await?;
+        let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
+        let kind = ending_kind(ending.outcome, ending.killed);
+        insert(&mut tx, &NewEvent { workspace, session: Some(id), task: None, kind, actor, detail }).await?;
+        tx.commit().await?;
+        self.changed(workspace, Some(id));
+        Ok(Some(ending))
+    }
+}
+
+/// A session row's `outcome` column.
+fn stored_outcome(row: &sqlx::any::AnyRow) -> Result<Outcome> {
+    let outcome: String = row.get("outcome");
+    Outcome::parse(&outcome).ok_or_else(|| StoreError::Corrupt(format!("outcome {outcome}")))
+}
+
+/// Writes an ended session's row: its ending and times, and its output's length and last
+/// output time, kept in its row from now on (while live they are read from its last
+/// chunk, and its output may be pruned later).
+async fn store_ending(tx: &mut sqlx::AnyConnection, id: SessionId, ending: &Ending, times: RunTimes<'_>, final_offset: u64) -> Result<()> {
+    let last = sqlx::query(concat!(
+        "SELECT ",
+        committed_length!(),
+        " AS output_end, o.stored_at FROM sessions s",
+        last_chunk_join!(),
+        " WHERE s.id = $1"
+    ))
+    .bind(id.to_string())
+    .fetch_one(&mut *tx)
+    .await?;
+    let output_end: i64 = last.get("output_end");
+    let last_output_at = last.get::<Option<i64>, _>("stored_at").and_then(crate::micros_time);
+    sqlx::query(
+        "UPDATE sessions SET outcome = $1, exit_code = $2, reason = $3, started_at = COALESCE(started_at, $4), ended_at = $5, final_offset = $6,
+         output_bytes = $8, last_output_at = COALESCE($9, last_output_at) WHERE id = $7",
+    )
+    .bind(ending.outcome.as_str())
+    .bind(ending.exit_code.map(i64::from))
+    .bind(&ending.reason)
+    .bind(times.started_at)
+    .bind(times.ended_at)
+    .bind(final_offset as i64)
+    .bind(id.to_string())
+    .bind(output_end)
+    .bind(last_output_at)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// A run of `sandbox` ended: a Remote sandbox stops with it, and the sandbox is live only
+/// while another of its runs is.
+async fn release_sandbox(tx: &mut sqlx::AnyConnection, sandbox: String) -> Result<()> {
+    sqlx::query("UPDATE sandboxes SET state = 'stopped', updated_at = $1 WHERE id = $2 AND kind = 'remote' AND state = 'active'")
+        .bind(now())
         .bind(&sandbox)
         .execute(&mut *tx)
         .await?;
-        let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
-        let kind = ending_kind(ending.outcome, ending.killed);
-        insert(&mut tx, &NewEvent { workspace, session: Some(id), task: None, kind, actor: actor.to_string(), detail }).await?;
-        tx.commit().await?;
-        self.changed(workspace, Some(id));
-        Ok(Some(ending.clone()))
-    }
+    sqlx::query(concat!(
+        "UPDATE sandboxes SET live = CASE WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.sandbox_id = sandboxes.id AND s.outcome IN ",
+        live_outcomes!(),
+        ") THEN 1 ELSE 0 END WHERE id = $1"
+    ))
+    .bind(&sandbox)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -428,7 +456,7 @@ mod tests {
     use super::*;
     use crate::testing::store;
     use crate::OutputChunk;
-    use drover_core::outcome::{on_end, RunEnd};
+    use drover_core::outcome::RunEnd;
     use drover_core::ExitStatus;
 
     async fn session(s: &Store) -> (WorkspaceId, SessionId) {
@@ -455,7 +483,7 @@ mod tests {
         assert_eq!(s.live_sessions_on(s.session(id).await.unwrap().unwrap().device).await.unwrap().len(), 1);
         assert!(s.mark_running(id, 42, "/").await.unwrap());
         assert!(!s.mark_running(id, 42, "/").await.unwrap());
-        let ending = on_end(Outcome::Running, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
+        let ending = RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false };
         assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().is_some());
         assert!(s.end_session(id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap().is_none());
         let row = s.session(id).await.unwrap().unwrap();
@@ -489,7 +517,7 @@ mod tests {
             };
             ids.push(s.create_session(&new).await.unwrap());
         }
-        let ending = on_end(Outcome::Starting, &RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false }).unwrap();
+        let ending = RunEnd::Exited { status: ExitStatus::code(0), stop_requested: false };
         let ends = ids.iter().map(|id| {
             let (s, ending) = (s.clone(), ending.clone());
             let id = *id;

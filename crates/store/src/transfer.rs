@@ -180,29 +180,7 @@ impl Store {
     /// `open` is called twice, for the check and for the load.
     pub async fn import<R: BufRead>(&self, mut open: impl FnMut() -> std::io::Result<R>) -> Result<Moved> {
         let io = |e: std::io::Error| StoreError::Io(e.to_string());
-        // First pass: the file is an export, whole, and for tables this schema has.
-        let mut counted = Moved::default();
-        let mut ended = None;
-        for (n, line) in open().map_err(io)?.lines().enumerate() {
-            let line = line.map_err(io)?;
-            if ended.is_some() {
-                return Err(bad(n + 1, "data after the end line"));
-            }
-            match serde_json::from_str::<Line>(&line).map_err(|e| bad(n + 1, e))? {
-                Line::Header { format, .. } if n == 0 && format == FORMAT => {}
-                Line::Header { format, .. } => return Err(bad(n + 1, format!("an export of format {format}; this drover reads {FORMAT}"))),
-                _ if n == 0 => return Err(bad(1, "not a drover export (no header)")),
-                Line::Row { table, .. } if !TABLES.contains(&table.as_str()) => return Err(bad(n + 1, format!("unknown table {table:?}"))),
-                Line::Row { .. } => counted.rows += 1,
-                Line::Output { data, .. } => counted.output_bytes += B64.decode(data).map_err(|e| bad(n + 1, e))?.len() as u64,
-                Line::End { rows, output_bytes } => ended = Some(Moved { rows, output_bytes }),
-            }
-        }
-        match ended {
-            Some(e) if e == counted => {}
-            Some(e) => return Err(bad(0, format!("its end line counts {e:?} but it holds {counted:?}: the file was altered"))),
-            None => return Err(bad(0, "no end line: the file is cut short (was the export interrupted?)")),
-        }
+        let counted = check_export(open().map_err(io)?)?;
         let mut tx = self.write().await?;
         let taken: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workspaces").fetch_one(&mut *tx).await?;
         if taken > 0 {
@@ -213,38 +191,7 @@ impl Store {
         }
         for line in open().map_err(io)?.lines() {
             match serde_json::from_str::<Line>(&line.map_err(io)?).map_err(|e| bad(0, e))? {
-                Line::Row { table, row } => {
-                    // Checked again: the file is read anew, and the name goes into SQL.
-                    if !TABLES.contains(&table.as_str()) {
-                        return Err(bad(0, format!("unknown table {table:?}")));
-                    }
-                    let mut names = Vec::new();
-                    let mut values = Vec::new();
-                    let mut args: Vec<&Value> = Vec::new();
-                    for (k, v) in &row {
-                        // Column names come from the file: only plain identifiers pass.
-                        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                            return Err(bad(0, format!("bad column name {k:?}")));
-                        }
-                        names.push(k.as_str());
-                        if v.is_null() {
-                            values.push("NULL".to_string());
-                        } else {
-                            args.push(v);
-                            values.push(format!("${}", args.len()));
-                        }
-                    }
-                    let sql = format!("INSERT INTO {table} ({}) VALUES ({})", names.join(", "), values.join(", "));
-                    let mut q = sqlx::query(&sql);
-                    for v in args {
-                        q = match v {
-                            Value::Number(n) => q.bind(n.as_i64().ok_or_else(|| bad(0, format!("{n} is not an integer")))?),
-                            Value::String(s) => q.bind(s.as_str()),
-                            other => return Err(bad(0, format!("unexpected value {other}"))),
-                        };
-                    }
-                    q.execute(&mut *tx).await?;
-                }
+                Line::Row { table, row } => insert_row(&mut tx, &table, &row).await?,
                 Line::Output { session, offset, t_micros, data } => {
                     let data = B64.decode(data).map_err(|e| bad(0, e))?;
                     insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data }], None).await?;
@@ -265,6 +212,69 @@ impl Store {
         tx.commit().await?;
         Ok(counted)
     }
+}
+
+/// The first pass of an import: the file is an export, whole (its end line counts what
+/// it holds), and for tables this schema has. Returns what it holds.
+fn check_export(file: impl BufRead) -> Result<Moved> {
+    let io = |e: std::io::Error| StoreError::Io(e.to_string());
+    let mut counted = Moved::default();
+    let mut ended = None;
+    for (n, line) in file.lines().enumerate() {
+        let line = line.map_err(io)?;
+        if ended.is_some() {
+            return Err(bad(n + 1, "data after the end line"));
+        }
+        match serde_json::from_str::<Line>(&line).map_err(|e| bad(n + 1, e))? {
+            Line::Header { format, .. } if n == 0 && format == FORMAT => {}
+            Line::Header { format, .. } => return Err(bad(n + 1, format!("an export of format {format}; this drover reads {FORMAT}"))),
+            _ if n == 0 => return Err(bad(1, "not a drover export (no header)")),
+            Line::Row { table, .. } if !TABLES.contains(&table.as_str()) => return Err(bad(n + 1, format!("unknown table {table:?}"))),
+            Line::Row { .. } => counted.rows += 1,
+            Line::Output { data, .. } => counted.output_bytes += B64.decode(data).map_err(|e| bad(n + 1, e))?.len() as u64,
+            Line::End { rows, output_bytes } => ended = Some(Moved { rows, output_bytes }),
+        }
+    }
+    match ended {
+        Some(e) if e == counted => Ok(counted),
+        Some(e) => Err(bad(0, format!("its end line counts {e:?} but it holds {counted:?}: the file was altered"))),
+        None => Err(bad(0, "no end line: the file is cut short (was the export interrupted?)")),
+    }
+}
+
+/// Inserts an exported `row` of `table`, its names checked again: the file is read anew
+/// for the load, and the names go into SQL.
+async fn insert_row(conn: &mut sqlx::AnyConnection, table: &str, row: &Map<String, Value>) -> Result<()> {
+    if !TABLES.contains(&table) {
+        return Err(bad(0, format!("unknown table {table:?}")));
+    }
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    let mut args: Vec<&Value> = Vec::new();
+    for (k, v) in row {
+        // Column names come from the file: only plain identifiers pass.
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(bad(0, format!("bad column name {k:?}")));
+        }
+        names.push(k.as_str());
+        if v.is_null() {
+            values.push("NULL".to_string());
+        } else {
+            args.push(v);
+            values.push(format!("${}", args.len()));
+        }
+    }
+    let sql = format!("INSERT INTO {table} ({}) VALUES ({})", names.join(", "), values.join(", "));
+    let mut q = sqlx::query(&sql);
+    for v in args {
+        q = match v {
+            Value::Number(n) => q.bind(n.as_i64().ok_or_else(|| bad(0, format!("{n} is not an integer")))?),
+            Value::String(s) => q.bind(s.as_str()),
+            other => return Err(bad(0, format!("unexpected value {other}"))),
+        };
+    }
+    q.execute(&mut *conn).await?;
+    Ok(())
 }
 
 #[cfg(test)]
