@@ -101,11 +101,11 @@ async fn record_resize(store: &impl IngestStore, session: SessionId, t_micros: u
 /// Tries at storing a session's end before waiting for the device to report it again.
 const END_ATTEMPTS: u32 = 5;
 
-/// The wait after a failed try at storing an end, doubled at each further try.
+/// The unit of the wait after a failed try at storing an end: 2, 4, 8, … times this.
 const END_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Runs `attempt` until it succeeds, at most [`END_ATTEMPTS`] times, waiting `backoff`
-/// doubled at each try in between; false if every try failed.
+/// Runs `attempt` until it succeeds, at most [`END_ATTEMPTS`] times, waiting 2, 4, 8, …
+/// times `backoff` between tries; false if every try failed.
 async fn retried<F, Fut>(session: SessionId, backoff: Duration, mut attempt: F) -> bool
 where
     F: FnMut() -> Fut,
