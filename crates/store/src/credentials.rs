@@ -31,7 +31,7 @@ pub enum Principal {
     },
     /// A device daemon.
     Device {
-        /// The workspace.
+        /// The workspace the agent's run is in.
         workspace: WorkspaceId,
         /// The device the credential belongs to.
         id: DeviceId,
@@ -44,9 +44,9 @@ pub enum Principal {
         workspace: WorkspaceId,
         /// The session the credential belongs to.
         session: drover_core::SessionId,
-        /// The session's task.
+        /// The task the run works, if any: what its hand-offs and notes are for.
         task: Option<drover_core::TaskId>,
-        /// The agent's name.
+        /// The agent's name: the actor of what it does.
         name: String,
     },
 }

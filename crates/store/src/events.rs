@@ -29,23 +29,23 @@ pub struct NewEvent {
 pub struct EventRow {
     /// Sequence number: the order of the record.
     pub seq: i64,
-    /// Its id.
+    /// Its id, as the API names it (the sequence number orders events).
     pub id: String,
-    /// The session it concerns.
+    /// The session it concerns, if any: the session's activity lists it.
     pub session: Option<String>,
-    /// The task it concerns.
+    /// The task it concerns, if any: the task's activity lists it.
     pub task: Option<String>,
     /// The title of the session's sandbox, when it concerns a session.
     pub session_title: Option<String>,
     /// The task's title, when it concerns a task.
     pub task_title: Option<String>,
-    /// Kind identifier.
+    /// What happened, as its snake_case word (`session_started`, …).
     pub kind: String,
     /// Who did it.
     pub actor: String,
-    /// Details.
+    /// What the event carries beyond its kind (JSON object).
     pub detail: serde_json::Value,
-    /// When.
+    /// When it was recorded (stored format).
     pub at: String,
     /// The operator of the session it concerns (who may drop in to it besides owners and
     /// admins), if it has one.

@@ -28,9 +28,9 @@ pub struct LiveCheck {
 pub struct LiveGlance {
     /// The live session checked.
     pub session: SessionId,
-    /// When it was created.
+    /// When it was created (stored format).
     pub created_at: String,
-    /// The flag it carries now.
+    /// The stale monitor's flag it carries now, if any.
     pub stale_flag: Option<StaleFlag>,
     /// It is a task's run (which may stall: that takes the closer look).
     pub task_run: bool,

@@ -12,13 +12,13 @@ use crate::{format_time, now, parse_id, NewEvent, Result, Store, StoreError};
 /// A member of a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRow {
-    /// Their id.
+    /// Their id: what sessions, agents and tokens name.
     pub id: MemberId,
-    /// The workspace.
+    /// The workspace they belong to.
     pub workspace: WorkspaceId,
     /// The name they sign in with.
     pub name: String,
-    /// Their role.
+    /// Their role: what they may do (`core::permissions`).
     pub role: Role,
     /// When they joined.
     pub created_at: String,
@@ -48,7 +48,7 @@ pub struct PendingInvite {
     pub role: Role,
     /// Who sent it.
     pub created_by: String,
-    /// When.
+    /// When it was sent (stored format).
     pub created_at: String,
     /// Until when it works.
     pub expires_at: String,

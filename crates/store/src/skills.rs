@@ -12,11 +12,11 @@ use crate::{now, NewEvent, Result, Store, StoreError};
 pub struct SkillRow {
     /// Its name (its folder's name in a sandbox).
     pub name: String,
-    /// (relative path, content).
+    /// Its files, as (path relative to its folder, content).
     pub files: Vec<(String, String)>,
     /// Who added or last changed it.
     pub created_by: String,
-    /// When.
+    /// When it was added or last changed (stored format).
     pub updated_at: String,
 }
 

@@ -21,9 +21,9 @@ pub struct WebhookSecret {
 /// A registered endpoint.
 #[derive(Debug, Clone)]
 pub struct WebhookRow {
-    /// Its id.
+    /// Its id, as the API and the CLI name it.
     pub id: WebhookId,
-    /// The workspace.
+    /// The workspace whose events it receives.
     pub workspace: WorkspaceId,
     /// Where deliveries go.
     pub url: String,
@@ -35,7 +35,7 @@ pub struct WebhookRow {
     pub disabled_reason: Option<String>,
     /// Who registered it.
     pub created_by: String,
-    /// When.
+    /// When it was registered (stored format).
     pub created_at: String,
 }
 
@@ -44,11 +44,11 @@ pub struct WebhookRow {
 pub struct DeliveryRow {
     /// The message id (`webhook-id`).
     pub id: MessageId,
-    /// The endpoint.
+    /// The endpoint it goes to.
     pub endpoint: WebhookId,
     /// Its event type.
     pub event_type: String,
-    /// The body sent.
+    /// The body sent (JSON), the same at every attempt.
     pub payload: String,
     /// `pending`, `delivered` or `failed`.
     pub state: String,
@@ -69,9 +69,9 @@ pub struct DeliveryRow {
 /// A delivery due now, with what sending it needs.
 #[derive(Debug, Clone)]
 pub struct DueDelivery {
-    /// The delivery.
+    /// The delivery to send.
     pub delivery: DeliveryRow,
-    /// The endpoint's URL.
+    /// Where to send it: its endpoint's URL.
     pub url: String,
     /// Its secrets still signing, newest first.
     pub secrets: Vec<String>,
