@@ -24,23 +24,23 @@ pub enum Principal {
         workspace: WorkspaceId,
         /// The member the credential belongs to.
         id: MemberId,
-        /// Their name.
+        /// Their name: the actor of what they do.
         name: String,
-        /// Their role.
+        /// Their role: what they may do.
         role: Role,
     },
     /// A device daemon.
     Device {
-        /// The workspace the agent's run is in.
+        /// The workspace the device belongs to.
         workspace: WorkspaceId,
         /// The device the credential belongs to.
         id: DeviceId,
-        /// Its name.
+        /// Its name: the actor of what it reports.
         name: String,
     },
     /// An agent, with the credential of the session it runs in.
     Agent {
-        /// The workspace.
+        /// The workspace the agent's run is in.
         workspace: WorkspaceId,
         /// The session the credential belongs to.
         session: drover_core::SessionId,

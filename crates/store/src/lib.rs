@@ -157,7 +157,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// Something in the store changed that a live view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Change {
-    /// The workspace.
+    /// The workspace whose live views must reload.
     pub workspace: WorkspaceId,
     /// The session it concerns, if any.
     pub session: Option<SessionId>,

@@ -31,7 +31,7 @@ pub struct MemberRow {
 /// An invitation that was issued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InviteRow {
-    /// Its id.
+    /// Its id: what revoking it names.
     pub id: InviteId,
     /// The role the new member gets.
     pub role: Role,
@@ -42,7 +42,7 @@ pub struct InviteRow {
 /// An invitation not yet used, as listed (never its code).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingInvite {
-    /// Its id.
+    /// Its id: what revoking it names.
     pub id: InviteId,
     /// The role it gives.
     pub role: Role,
@@ -57,7 +57,7 @@ pub struct PendingInvite {
 /// A personal API token, as listed (never the token itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRow {
-    /// Its id.
+    /// Its id: what revoking it names.
     pub id: TokenId,
     /// The member it belongs to.
     pub member: MemberId,

@@ -8,7 +8,7 @@ use crate::{now, parse_id, Result, Store};
 /// A repository with the devices that have it: (device name, clone path).
 #[derive(Debug, Clone)]
 pub struct RepoRow {
-    /// Its id.
+    /// Its id: what tasks and device clones name.
     pub id: RepoId,
     /// Its name.
     pub name: String,

@@ -23,7 +23,7 @@ pub enum SandboxFilter {
 pub struct SandboxCursor {
     /// Its creation time.
     pub created_at: String,
-    /// Its id.
+    /// The last row's id: orders rows created at the same time.
     pub id: SandboxId,
 }
 
@@ -91,7 +91,7 @@ pub struct SandboxTask {
 /// A sandbox's last run, as the list shows it.
 #[derive(Debug, Clone)]
 pub struct LastRun {
-    /// The session.
+    /// The run's session: where the row links to.
     pub id: SessionId,
     /// Its outcome.
     pub outcome: Outcome,

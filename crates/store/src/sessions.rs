@@ -56,19 +56,19 @@ pub struct RunTimes<'a> {
 pub struct SessionRow {
     /// Its id, as the API, the CLI and its recording name it.
     pub id: SessionId,
-    /// The workspace.
+    /// The workspace it runs in.
     pub workspace: WorkspaceId,
     /// The sandbox it runs in.
     pub sandbox: SandboxId,
     /// Its sandbox's lifecycle state (seed 001).
     pub sandbox_state: SandboxState,
-    /// The sandbox's title.
+    /// Its sandbox's title, as lists show it.
     pub title: String,
     /// The device it runs on.
     pub device: DeviceId,
     /// Its device's name, for display and the end's actor.
     pub device_name: String,
-    /// Program and arguments.
+    /// The program it runs, with its arguments.
     pub command: Vec<String>,
     /// The directory it runs in on its device.
     pub cwd: String,

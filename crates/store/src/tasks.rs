@@ -59,11 +59,11 @@ pub struct NewTask {
 pub struct TaskRow {
     /// Its id, as the API and the CLI name it.
     pub id: TaskId,
-    /// The workspace.
+    /// The workspace it is filed in.
     pub workspace: WorkspaceId,
     /// Its type (`story`, `bug`, `chore`, …).
     pub kind: String,
-    /// Title.
+    /// Its one-line summary, shown in lists and in its branch's name.
     pub title: String,
     /// What to do, in plain language: the first message of its stages' runs.
     pub body: String,
