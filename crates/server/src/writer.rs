@@ -18,16 +18,60 @@
 //! fail holds up only itself.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::ServerMessage;
-use drover_store::OutputChunk;
+use drover_store::{OutputChunk, Store, StoreError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use crate::AppState;
+
+#[cfg(test)]
+mod tests;
+
+/// Where the writer stores output: [`Store`] in production, a fake in tests.
+pub(crate) trait OutputStore: Send + Sync + 'static {
+    /// Stores `chunks` in one transaction; answers, per session, the offset now held
+    /// (a session left out had its output refused: its run is no longer live).
+    fn append_output(&self, chunks: Vec<OutputChunk>) -> impl Future<Output = Result<HashMap<SessionId, u64>, StoreError>> + Send;
+}
+
+impl OutputStore for Store {
+    fn append_output(&self, chunks: Vec<OutputChunk>) -> impl Future<Output = Result<HashMap<SessionId, u64>, StoreError>> + Send {
+        Store::append_output(self, chunks)
+    }
+}
+
+/// Whom the writer tells what it stored: the devices' links and the other replicas.
+pub(crate) trait OutputNotices: Send + Sync + 'static {
+    /// Acknowledges `offset` of `session` on `device`'s link here, without waiting.
+    fn ack(&self, device: DeviceId, session: SessionId, offset: u64);
+    /// Has `device` stop `session`, whose output was refused (without waiting).
+    fn release(&self, device: DeviceId, session: SessionId);
+    /// Wakes the replicas following any of `sessions`: more of their output is stored.
+    fn announce(&self, sessions: Vec<SessionId>);
+}
+
+impl OutputNotices for AppState {
+    fn ack(&self, device: DeviceId, session: SessionId, offset: u64) {
+        self.devices.post_local(device, &ServerMessage::Ack { session, offset });
+    }
+
+    fn release(&self, device: DeviceId, session: SessionId) {
+        let state = self.clone();
+        tokio::spawn(async move {
+            let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
+        });
+    }
+
+    fn announce(&self, sessions: Vec<SessionId>) {
+        crate::cluster::announce_output(self, sessions);
+    }
+}
 
 /// Bytes written in one transaction at most (a group stops growing past it).
 const GROUP_BYTES: usize = 16 * 1024 * 1024;
@@ -51,9 +95,10 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 /// One connection of a device: its output is stored in the order it was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Link {
-    /// The device.
+    /// Whose output it carries (and where acknowledgements go).
     pub device: DeviceId,
-    /// The connection's epoch (`Devices::connect`).
+    /// Tells this connection from the device's earlier and later ones
+    /// (`Devices::connect`).
     pub epoch: u64,
 }
 
@@ -74,7 +119,7 @@ impl LinkOutput {
         LinkOutput { link, budget: Arc::new(Semaphore::new(LINK_BUDGET)) }
     }
 
-    /// The link.
+    /// Which connection this output comes from.
     pub(crate) fn link(&self) -> Link {
         self.link
     }
@@ -108,47 +153,71 @@ enum Request {
 /// The shared writer; started on first use.
 #[derive(Default)]
 pub(crate) struct OutputWriter {
-    queue: OnceLock<mpsc::Sender<Request>>,
+    queue: OnceLock<Queue>,
 }
 
 impl OutputWriter {
-    fn queue(&self, state: &AppState) -> &mpsc::Sender<Request> {
-        self.queue.get_or_init(|| {
-            let (tx, rx) = mpsc::channel(QUEUE);
-            tokio::spawn(run(state.clone(), rx));
-            tx
-        })
+    fn queue(&self, state: &AppState) -> &Queue {
+        self.queue.get_or_init(|| Queue::start(state.store.clone(), state.clone()))
     }
 
     /// Queues `chunk`, read from `out`'s link, to be stored and then acknowledged on the
     /// link; waits while the link has its whole budget queued.
     pub(crate) async fn store(&self, state: &AppState, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
-        out.budget.acquire_many(cost(&chunk) as u32).await.map_err(|_| Stopped)?.forget();
-        let request = Request::Output { link: out.link, chunk, budget: out.budget.clone() };
-        self.queue(state).send(request).await.map_err(|_| Stopped)
+        self.queue(state).store(out, chunk).await
     }
 
     /// Resolves once everything `link` queued before is stored: true, or false when it
     /// never will be on this link (its link ended with output the database refused; the
     /// device resends that output, and reports its ends again, when it reconnects).
     pub(crate) async fn stored(&self, state: &AppState, link: Link) -> bool {
-        let (reply, answer) = oneshot::channel();
-        if self.queue(state).send(Request::Stored { link, reply }).await.is_err() {
-            return false;
-        }
-        answer.await.unwrap_or(false)
+        self.queue(state).stored(link).await
     }
 
     /// Says `link`'s reader has stopped (after all its output): output of it that could
     /// not be stored is dropped, since the device resends it on its next link.
     pub(crate) async fn closed(&self, state: &AppState, link: Link) {
-        let _ = self.queue(state).send(Request::Closed { link }).await;
+        self.queue(state).closed(link).await;
     }
 
     /// Says everything of `link` is done with (after [`OutputWriter::closed`] and its
     /// events).
     pub(crate) async fn forget(&self, state: &AppState, link: Link) {
-        let _ = self.queue(state).send(Request::Forget { link }).await;
+        self.queue(state).forget(link).await;
+    }
+}
+
+/// The way into a running writer (see [`OutputWriter`] for what each request means).
+struct Queue(mpsc::Sender<Request>);
+
+impl Queue {
+    /// Starts a writer storing into `store` and telling `notices`.
+    fn start(store: impl OutputStore, notices: impl OutputNotices) -> Queue {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(store, notices, rx));
+        Queue(tx)
+    }
+
+    async fn store(&self, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
+        out.budget.acquire_many(cost(&chunk) as u32).await.map_err(|_| Stopped)?.forget();
+        let request = Request::Output { link: out.link, chunk, budget: out.budget.clone() };
+        self.0.send(request).await.map_err(|_| Stopped)
+    }
+
+    async fn stored(&self, link: Link) -> bool {
+        let (reply, answer) = oneshot::channel();
+        if self.0.send(Request::Stored { link, reply }).await.is_err() {
+            return false;
+        }
+        answer.await.unwrap_or(false)
+    }
+
+    async fn closed(&self, link: Link) {
+        let _ = self.0.send(Request::Closed { link }).await;
+    }
+
+    async fn forget(&self, link: Link) {
+        let _ = self.0.send(Request::Forget { link }).await;
     }
 }
 
@@ -196,8 +265,9 @@ struct Group {
     forgotten: Vec<Link>,
 }
 
-struct Writer {
-    state: AppState,
+struct Writer<S, N> {
+    store: S,
+    notices: N,
     stalled: HashMap<Link, Stalled>,
     /// Links that ended with output the database refused (dropped): they answer
     /// [`Request::Stored`] with false until forgotten.
@@ -205,8 +275,8 @@ struct Writer {
     last_commit: Option<Instant>,
 }
 
-async fn run(state: AppState, mut rx: mpsc::Receiver<Request>) {
-    let mut w = Writer { state, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None };
+async fn run(store: impl OutputStore, notices: impl OutputNotices, mut rx: mpsc::Receiver<Request>) {
+    let mut w = Writer { store, notices, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None };
     loop {
         let mut group = Group::default();
         let retry_at = w.stalled.values().map(|s| s.at).min();
@@ -240,7 +310,7 @@ async fn run(state: AppState, mut rx: mpsc::Receiver<Request>) {
     }
 }
 
-impl Writer {
+impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
     /// Adds `r` to `group`, or to its link's kept output when that link is stalled.
     fn take(&mut self, group: &mut Group, r: Request) {
         match r {
@@ -297,7 +367,7 @@ impl Writer {
             self.last_commit = Some(Instant::now());
             let all: Vec<OutputChunk> = writes.iter().flat_map(|(_, p)| p.chunks.iter().cloned()).collect();
             let many = writes.len() > 1;
-            match self.state.store.append_output(all).await {
+            match self.store.append_output(all).await {
                 Ok(held) => self.settle(writes, &held),
                 Err(e) if !many => {
                     for (link, part) in writes {
@@ -308,7 +378,7 @@ impl Writer {
                 // that link.
                 Err(_) => {
                     for (link, part) in writes {
-                        match self.state.store.append_output(part.chunks.clone()).await {
+                        match self.store.append_output(part.chunks.clone()).await {
                             Ok(held) => self.settle(vec![(link, part)], &held),
                             Err(e) => self.stall(link, part, &e),
                         }
@@ -343,17 +413,14 @@ impl Writer {
             for session in sessions {
                 match held.get(&session) {
                     Some(&offset) => {
-                        self.state.devices.post_local(link.device, &ServerMessage::Ack { session, offset });
+                        self.notices.ack(link.device, session, offset);
                         announced.push(session);
                     }
                     // Output of a run that is no longer live (its lease is gone): refused,
                     // and the device is told to stop the run.
                     None => {
                         tracing::warn!(%session, "refused output of a run that is no longer live: stopping it");
-                        let state = self.state.clone();
-                        tokio::spawn(async move {
-                            let _ = state.devices.send(link.device, &ServerMessage::Release { session }).await;
-                        });
+                        self.notices.release(link.device, session);
                     }
                 }
             }
@@ -361,7 +428,7 @@ impl Writer {
                 let _ = w.send(true);
             }
         }
-        crate::cluster::announce_output(&self.state, announced);
+        self.notices.announce(announced);
     }
 
     /// Keeps a part that failed to be stored for a later try (nothing of it is
@@ -369,8 +436,13 @@ impl Writer {
     /// waits once the budget is used up).
     fn stall(&mut self, link: Link, mut part: Part, e: &drover_store::StoreError) {
         tracing::error!(device = %link.device, "storing output failed, retrying: {e}");
-        let wait = part.retry.map_or(FIRST_RETRY, |d| (d * 2).min(MAX_RETRY));
+        let wait = next_retry(part.retry);
         part.retry = Some(wait);
         self.stalled.insert(link, Stalled { part, at: Instant::now() + wait });
     }
+}
+
+/// The wait before the next try of a failed write, after `last` (None: the first).
+fn next_retry(last: Option<Duration>) -> Duration {
+    last.map_or(FIRST_RETRY, |d| (d * 2).min(MAX_RETRY))
 }
