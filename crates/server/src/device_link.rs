@@ -15,7 +15,7 @@ use bytes::Bytes;
 use drover_core::{DeviceId, RunEnd, SessionId, WorkspaceId};
 use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
 use drover_protocol::PROTOCOL_VERSION;
-use drover_store::{OutputChunk, Principal};
+use drover_store::{OutputChunk, Principal, SessionRow};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
@@ -34,7 +34,7 @@ const DOWNLINK_QUEUE: usize = 1024;
 const DOWNLINK_FLUSH: usize = 64;
 
 /// The device link's read buffer. The WebSocket library zero-fills its whole read
-/// buffer before every read, so its 128 KiB default cost a fleet of quiet devices more
+/// buffer before every read, so its larger default cost a fleet of quiet devices more
 /// in `memset` (and RSS) than their output did; larger frames take a few reads.
 const LINK_READ_BUFFER: usize = 16 * 1024;
 
@@ -55,41 +55,87 @@ pub async fn connect(
     }))
 }
 
+type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocket>;
+
+/// What a device said in its hello that the link goes on with.
+struct Hello {
+    slots: u32,
+    /// The sessions it still runs.
+    sessions: Vec<SessionId>,
+    /// What it can offer to confine a run (JSON), if it said.
+    sandbox: Option<String>,
+}
+
 async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: String, socket: WebSocket) -> Result<(), String> {
     let (mut sink, mut stream) = socket.split();
+    let hello = hello(&mut sink, &mut stream, &name).await?;
+    record_device(&state, workspace, device, &name, &hello).await?;
+    let (gate, resume, release) = reconcile(&state, device, &name, &hello.sessions).await?;
+    let resumed: Vec<SessionId> = resume.iter().map(|(s, _)| *s).collect();
+    let welcome = ServerMessage::Welcome { name: name.clone(), resume, release };
+    sink.send(text(&welcome)).await.map_err(|e| e.to_string())?;
+    let (down_tx, down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
+    let epoch = open(&state, workspace, device, &name, &resumed, down_tx).await;
+    let writer = tokio::spawn(downlink(sink, down_rx));
+    let result = serve(&state, device, &name, epoch, gate, stream).await;
+    writer.abort();
+    tracing::info!(device = %name, "device disconnected");
+    result
+}
+
+/// A server message as a text frame.
+fn text(m: &ServerMessage) -> Message {
+    Message::Text(serde_json::to_string(m).expect("server messages serialise").into())
+}
+
+/// Reads the device's hello, and refuses a device that speaks another protocol version
+/// or says another name than its credential's.
+async fn hello(sink: &mut Sink, stream: &mut Stream, name: &str) -> Result<Hello, String> {
     let hello = tokio::time::timeout(HELLO_TIMEOUT, stream.next()).await.map_err(|_| "no hello".to_string())?;
     let Some(Ok(Message::Text(text))) = hello else { return Err("the first message was not a hello".into()) };
     let Ok(DeviceMessage::Hello { version, name: said, slots, sessions, sandbox }) = serde_json::from_str::<DeviceMessage>(&text) else {
         return Err("the first message was not a hello".into());
     };
-    let refuse = |reason: String| ServerMessage::Refused { reason };
     let refusal = if version != PROTOCOL_VERSION {
-        Some(refuse(format!(
-            "protocol version {version} is not supported (this server speaks {PROTOCOL_VERSION}); upgrade drover on one side"
-        )))
+        Some(format!("protocol version {version} is not supported (this server speaks {PROTOCOL_VERSION}); upgrade drover on one side"))
     } else if said != name {
-        Some(refuse(format!("this credential belongs to device `{name}`, not `{said}`")))
+        Some(format!("this credential belongs to device `{name}`, not `{said}`"))
     } else {
         None
     };
-    if let Some(msg) = refusal {
-        let _ = sink.send(Message::Text(serde_json::to_string(&msg).expect("serialises").into())).await;
+    if let Some(reason) = refusal {
+        let _ = sink.send(self::text(&ServerMessage::Refused { reason })).await;
         return Err("refused".into());
     }
-    // A daemon started without --slots says 0: the slots registered with `device add` stand.
-    if slots > 0 {
-        state.store.upsert_device(workspace, &name, slots).await.map_err(|e| e.to_string())?;
-    }
     let sandbox = sandbox.map(|o| serde_json::to_string(&o).expect("an offer serialises"));
-    state.store.set_device_sandbox(device, sandbox.as_deref()).await.map_err(|e| e.to_string())?;
-    state.store.touch_devices(&[device]).await.map_err(|e| e.to_string())?;
+    Ok(Hello { slots, sessions: sessions.iter().map(|r| r.session).collect(), sandbox })
+}
 
-    // What the server expects, against what the device reports.
+/// Stores what the hello said of the device, and that it reported in.
+async fn record_device(state: &AppState, workspace: WorkspaceId, device: DeviceId, name: &str, hello: &Hello) -> Result<(), String> {
+    // A daemon started without --slots says 0: the slots registered with `device add` stand.
+    if hello.slots > 0 {
+        state.store.upsert_device(workspace, name, hello.slots).await.map_err(|e| e.to_string())?;
+    }
+    state.store.set_device_sandbox(device, hello.sandbox.as_deref()).await.map_err(|e| e.to_string())?;
+    state.store.touch_devices(&[device]).await.map_err(|e| e.to_string())
+}
+
+/// What the server expects, against what the device reports: the sessions it resumes
+/// (with the offset held of each) and those it releases; a live session it did not
+/// report is lost.
+async fn reconcile(
+    state: &AppState,
+    device: DeviceId,
+    name: &str,
+    reported: &[SessionId],
+) -> Result<(Gate, Vec<(SessionId, u64)>, Vec<SessionId>), String> {
     let live = state.store.live_sessions_on(device).await.map_err(|e| e.to_string())?;
     let mut resume = Vec::new();
-    let mut gate = Gate::new(device, &name);
+    let mut gate = Gate::new(device, name);
     for row in &live {
-        if sessions.iter().any(|r| r.session == row.id) {
+        if reported.contains(&row.id) {
             resume.push((row.id, row.output_bytes));
             gate.resumed(row.id, row.output_bytes, &row.created_at);
             state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
@@ -99,22 +145,28 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
             }
         } else {
             let end = RunEnd::DeviceLost { reason: "the device came back online without reporting this session".into() };
-            let _ = ingest::end_session(&state, device, &name, row.id, &ingest::EndReport::now(end, row.output_bytes)).await;
+            let _ = ingest::end_session(state, device, name, row.id, &ingest::EndReport::now(end, row.output_bytes)).await;
         }
     }
-    let release = sessions.iter().map(|r| r.session).filter(|s| !resume.iter().any(|(id, _)| id == s)).collect();
-    let welcome_resumed = resume.clone();
-    let welcome = ServerMessage::Welcome { name: name.clone(), resume, release };
-    sink.send(Message::Text(serde_json::to_string(&welcome).expect("serialises").into())).await.map_err(|e| e.to_string())?;
+    let release = reported.iter().copied().filter(|s| !resume.iter().any(|(id, _)| id == s)).collect();
+    Ok((gate, resume, release))
+}
 
-    let (down_tx, mut down_rx) = mpsc::channel::<Message>(DOWNLINK_QUEUE);
+/// Opens the link for messages to the device (after its welcome); returns its epoch.
+async fn open(
+    state: &AppState,
+    workspace: WorkspaceId,
+    device: DeviceId,
+    name: &str,
+    resumed: &[SessionId],
+    down_tx: mpsc::Sender<Message>,
+) -> u64 {
     // What the shims were last told of their viewers may be out of date (some came or
     // went while the device was away): they are told again before anything else can
     // reach the device.
-    let resumed: Vec<SessionId> = welcome_resumed.iter().map(|(s, _)| *s).collect();
     if !resumed.is_empty() {
-        let send = |m: &ServerMessage| down_tx.try_send(Message::Text(serde_json::to_string(m).expect("serialises").into())).is_ok();
-        crate::viewers::tell_via(&state, device, &resumed, false, send).await;
+        let send = |m: &ServerMessage| down_tx.try_send(text(m)).is_ok();
+        crate::viewers::tell_via(state, device, resumed, false, send).await;
     }
     let epoch = state.devices.connect(device, down_tx);
     if state.store.is_shared() {
@@ -130,38 +182,45 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     }
     // A run marked lost while this handshake was under way was resumed above: its lease
     // is gone, so it is stopped now that messages can reach the device.
-    for (session, _) in &welcome_resumed {
+    for session in resumed {
         if state.store.session(*session).await.ok().flatten().is_some_and(|r| !r.outcome.is_live()) {
             let _ = state.devices.send(device, &ServerMessage::Release { session: *session }).await;
         }
     }
     // Stages waiting for this device (or any device) may start now.
     state.scheduler.notify_one();
-    // Messages for the device: what is queued together goes out in one write.
-    let writer = tokio::spawn(async move {
-        'link: while let Some(m) = down_rx.recv().await {
-            let mut next = Some(m);
-            let mut fed = 0;
-            while let Some(m) = next.take() {
-                let closing = matches!(m, Message::Close(_));
-                if sink.feed(m).await.is_err() || closing {
-                    break 'link;
-                }
-                fed += 1;
-                next = if fed < DOWNLINK_FLUSH { down_rx.try_recv().ok() } else { None };
+    epoch
+}
+
+/// Writes messages to the device: what is queued together goes out in one write.
+async fn downlink(mut sink: Sink, mut down_rx: mpsc::Receiver<Message>) {
+    'link: while let Some(m) = down_rx.recv().await {
+        let mut next = Some(m);
+        let mut fed = 0;
+        while let Some(m) = next.take() {
+            let closing = matches!(m, Message::Close(_));
+            if sink.feed(m).await.is_err() || closing {
+                break 'link;
             }
-            if sink.flush().await.is_err() {
-                break;
-            }
+            fed += 1;
+            next = if fed < DOWNLINK_FLUSH { down_rx.try_recv().ok() } else { None };
         }
-        let _ = sink.close().await;
-    });
+        if sink.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// Reads the link until it ends, then closes it: its output and events are seen to
+/// their end before the writer forgets the link.
+async fn serve(state: &AppState, device: DeviceId, name: &str, epoch: u64, mut gate: Gate, mut stream: Stream) -> Result<(), String> {
     let output = LinkOutput::new(Link { device, epoch });
     let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
-    let ingest = tokio::spawn(ingest::run(state.clone(), link, name.clone(), ingest_rx));
-    let result = read_loop(&state, &output, &mut gate, &mut stream, &ingest_tx).await;
-    state.output.closed(&state, link).await;
+    let ingest = tokio::spawn(ingest::run(state.clone(), link, name.to_string(), ingest_rx));
+    let result = read_loop(state, &output, &mut gate, &mut stream, &ingest_tx).await;
+    state.output.closed(state, link).await;
     if state.devices.disconnect(device, epoch) && state.store.is_shared() {
         if let Err(e) = state.store.unlink_device(device, &state.replica).await {
             tracing::warn!(device = %name, "forgetting the link of a device that left: {e}");
@@ -169,9 +228,7 @@ async fn run(state: AppState, workspace: WorkspaceId, device: DeviceId, name: St
     }
     drop(ingest_tx);
     let _ = ingest.await;
-    state.output.forget(&state, link).await;
-    writer.abort();
-    tracing::info!(device = %name, "device disconnected");
+    state.output.forget(state, link).await;
     result
 }
 
@@ -179,7 +236,7 @@ async fn read_loop(
     state: &AppState,
     output: &LinkOutput,
     gate: &mut Gate,
-    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+    stream: &mut Stream,
     ingest: &mpsc::Sender<Item>,
 ) -> Result<(), String> {
     while let Some(msg) = stream.next().await {
@@ -231,22 +288,7 @@ async fn read_loop(
 async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &mpsc::Sender<Item>) -> Result<(), String> {
     match m {
         DeviceMessage::Hello { .. } => return Err("a second hello".into()),
-        DeviceMessage::Started { session, pid, cwd } => {
-            if let Ok(Some(row)) = state.store.session(session).await {
-                if row.device == device && !row.outcome.is_live() {
-                    let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
-                } else if row.device == device {
-                    let _ = state.store.mark_running(session, pid, &cwd).await;
-                    let hub = state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
-                    // A viewer who came while the device was still preparing the run was
-                    // counted before its shim existed: the shim hears of them now.
-                    if state.store.is_shared() || hub.interactive() > 0 {
-                        let state = state.clone();
-                        tokio::spawn(async move { crate::viewers::tell(&state, device, &[session], false).await });
-                    }
-                }
-            }
-        }
+        DeviceMessage::Started { session, pid, cwd } => started(state, device, session, pid, &cwd).await,
         DeviceMessage::Ended { session, end, started_at, ended_at, final_offset } => {
             let report = ingest::EndReport { end: end.as_device_reported(), started_at, ended_at, final_offset };
             ingest.send(Item::Ended { session, report }).await.map_err(|_| "ingest stopped")?;
@@ -264,24 +306,10 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
             Some(req) => state.devices.delivered(req, device, Delivery::Failed(reason)),
             None => tracing::warn!(%session, "device: {reason}"),
         },
-        DeviceMessage::RecordingError { session, message } => {
-            let row = state.store.session(session).await.ok().flatten();
-            if let Some(row) = row {
-                let event = drover_store::NewEvent {
-                    workspace: row.workspace,
-                    session: Some(session),
-                    task: None,
-                    kind: drover_core::activity::EventKind::RecordingError,
-                    actor: format!("device {}", row.device_name),
-                    detail: serde_json::json!({ "message": message }),
-                };
-                let _ = state.store.record_event(&event).await;
-            }
-        }
+        DeviceMessage::RecordingError { session, message } => recording_error(state, session, message).await,
         DeviceMessage::Heartbeat => state.contact.heard(&state.store, state.config.liveness.device_silent_after, device),
         DeviceMessage::Skills { session, skills } => {
-            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
-            if row.is_some() {
+            if own_session(state, device, session).await.is_some() {
                 let json = serde_json::to_string(&skills).expect("skill reports serialise");
                 if let Err(e) = state.store.set_session_skills(session, &json).await {
                     tracing::warn!(%session, "recording skills: {e}");
@@ -290,44 +318,85 @@ async fn message(state: &AppState, device: DeviceId, m: DeviceMessage, ingest: &
         }
         DeviceMessage::Usage { session, usage } => {
             // Spend is a fact even for a run whose lease is gone: it is recorded.
-            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
-            if row.is_some() {
-                let routes: Vec<drover_store::RouteChange> = usage
-                    .route_changes
-                    .iter()
-                    .map(|c| drover_store::RouteChange { from: c.from.clone(), to: c.to.clone(), at: c.at.clone() })
-                    .collect();
-                let json = serde_json::to_string(&usage).expect("a usage report serialises");
-                if let Err(e) = state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
-                    tracing::warn!(%session, "recording usage: {e}");
-                } else if let Err(e) = crate::spend::enforce(state, session).await {
-                    tracing::warn!(%session, "checking spend caps: {e}");
-                }
+            if own_session(state, device, session).await.is_some() {
+                record_usage(state, session, &usage).await;
             }
         }
-        DeviceMessage::Commit { session, head, subject } => {
-            let row = state.store.session(session).await.ok().flatten().filter(|r| r.device == device);
-            if let Some(row) = row.as_ref().filter(|r| r.outcome == drover_core::Outcome::Lost) {
-                // A run whose lease is gone: its evidence is refused, and it is stopped.
-                let _ = state.devices.send(device, &ServerMessage::Release { session: row.id }).await;
-                return Ok(());
-            }
-            if let Some(row) = row {
-                let actor =
-                    row.agent_name.as_deref().map(|a| format!("agent {a}")).unwrap_or_else(|| format!("device {}", row.device_name));
-                let event = drover_store::NewEvent {
-                    workspace: row.workspace,
-                    session: Some(session),
-                    task: None,
-                    kind: drover_core::activity::EventKind::Commit,
-                    actor,
-                    detail: serde_json::json!({ "head": head, "subject": subject }),
-                };
-                if let Err(e) = state.store.record_event(&event).await {
-                    tracing::warn!(%session, "recording a commit: {e}");
-                }
-            }
-        }
+        DeviceMessage::Commit { session, head, subject } => commit(state, device, session, head, subject).await,
     }
     Ok(())
+}
+
+/// The session, if it exists and runs on `device` (a device speaks only for its own).
+async fn own_session(state: &AppState, device: DeviceId, session: SessionId) -> Option<SessionRow> {
+    state.store.session(session).await.ok().flatten().filter(|r| r.device == device)
+}
+
+/// A run's program started: it is running (or, its lease gone meanwhile, released).
+async fn started(state: &AppState, device: DeviceId, session: SessionId, pid: u32, cwd: &str) {
+    let Some(row) = own_session(state, device, session).await else { return };
+    if !row.outcome.is_live() {
+        let _ = state.devices.send(device, &ServerMessage::Release { session }).await;
+        return;
+    }
+    let _ = state.store.mark_running(session, pid, cwd).await;
+    let hub = state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
+    // A viewer who came while the device was still preparing the run was counted
+    // before its shim existed: the shim hears of them now.
+    if state.store.is_shared() || hub.interactive() > 0 {
+        let state = state.clone();
+        tokio::spawn(async move { crate::viewers::tell(&state, device, &[session], false).await });
+    }
+}
+
+/// Records that a session's recording could not be written, in its activity.
+async fn recording_error(state: &AppState, session: SessionId, message: String) {
+    let Some(row) = state.store.session(session).await.ok().flatten() else { return };
+    let event = drover_store::NewEvent {
+        workspace: row.workspace,
+        session: Some(session),
+        task: None,
+        kind: drover_core::activity::EventKind::RecordingError,
+        actor: format!("device {}", row.device_name),
+        detail: serde_json::json!({ "message": message }),
+    };
+    let _ = state.store.record_event(&event).await;
+}
+
+/// Records a run's usage report and enforces the spend caps it may have reached.
+async fn record_usage(state: &AppState, session: SessionId, usage: &drover_protocol::device::UsageReport) {
+    let routes: Vec<drover_store::RouteChange> = usage
+        .route_changes
+        .iter()
+        .map(|c| drover_store::RouteChange { from: c.from.clone(), to: c.to.clone(), at: c.at.clone() })
+        .collect();
+    let json = serde_json::to_string(usage).expect("a usage report serialises");
+    if let Err(e) = state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
+        tracing::warn!(%session, "recording usage: {e}");
+    } else if let Err(e) = crate::spend::enforce(state, session).await {
+        tracing::warn!(%session, "checking spend caps: {e}");
+    }
+}
+
+/// Records a commit a run made, in its activity; a lost run's is refused and the run
+/// stopped.
+async fn commit(state: &AppState, device: DeviceId, session: SessionId, head: String, subject: String) {
+    let Some(row) = own_session(state, device, session).await else { return };
+    if row.outcome == drover_core::Outcome::Lost {
+        // A run whose lease is gone: its evidence is refused, and it is stopped.
+        let _ = state.devices.send(device, &ServerMessage::Release { session: row.id }).await;
+        return;
+    }
+    let actor = row.agent_name.as_deref().map(|a| format!("agent {a}")).unwrap_or_else(|| format!("device {}", row.device_name));
+    let event = drover_store::NewEvent {
+        workspace: row.workspace,
+        session: Some(session),
+        task: None,
+        kind: drover_core::activity::EventKind::Commit,
+        actor,
+        detail: serde_json::json!({ "head": head, "subject": subject }),
+    };
+    if let Err(e) = state.store.record_event(&event).await {
+        tracing::warn!(%session, "recording a commit: {e}");
+    }
 }
