@@ -5,6 +5,10 @@
 //! viewer on another replica follows the session's output from the database, woken by
 //! the link's replica after each commit, into a local hub: the same snapshot on join,
 //! the same bytes, input serialised by the one link. On SQLite none of this runs.
+//!
+//! The cluster sits above the device registry: it is the [`Relay`] that `Devices`
+//! reaches other replicas by, and it hands mail on to devices and viewers here. Neither
+//! of them imports it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +24,7 @@ use drover_protocol::viewer::ViewerEvent;
 use drover_store::ClusterNote;
 use serde::{Deserialize, Serialize};
 
-use crate::devices::{Delivery, NoAnswer};
+use crate::devices::{Answered, Delivery, Mail, Relay};
 use crate::hub::Hub;
 use crate::AppState;
 
@@ -86,7 +90,58 @@ pub(crate) enum Answer {
     None,
 }
 
+impl Relayed {
+    /// `mail` as it travels, from replica `from`.
+    fn from_mail(mail: Mail, from: String) -> Relayed {
+        let ms = |t: Duration| t.as_millis() as u64;
+        match mail {
+            Mail::Send { device, msg, req } => Relayed::Send { device, msg, from, req },
+            Mail::Input { device, session, data } => Relayed::Input { device, session, data: input_body(&data) },
+            Mail::Text { device, session, text, timeout, req } => {
+                Relayed::Text { device, session, text, timeout_ms: ms(timeout), from, req }
+            }
+            Mail::Snapshot { device, session, timeout, req } => Relayed::Snapshot { device, session, timeout_ms: ms(timeout), from, req },
+            Mail::Merge { device, worktree, message, timeout, req } => {
+                Relayed::Merge { device, worktree, message, timeout_ms: ms(timeout), from, req }
+            }
+            Mail::CheckRepo { device, path, base, timeout, req } => {
+                Relayed::CheckRepo { device, path, base, timeout_ms: ms(timeout), from, req }
+            }
+            Mail::Kick { device } => Relayed::Kick { device },
+            Mail::Viewers { device, session } => Relayed::Viewers { session, device },
+        }
+    }
+}
+
+/// The mailboxes of the replicas on this database: how `Devices` reaches a device
+/// linked to another replica.
+pub(crate) struct Mailboxes {
+    /// Where the mailboxes are.
+    pub store: drover_store::Store,
+    /// This replica's name: where answers come back to.
+    pub replica: String,
+}
+
+impl Relay for Mailboxes {
+    fn post<'a>(&'a self, replica: &'a str, mail: Mail) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        let m = Relayed::from_mail(mail, self.replica.clone());
+        Box::pin(async move { post(&self.store, replica, &m).await })
+    }
+}
+
 impl Answer {
+    /// What the local request waits for (request `req`).
+    fn answered(self, req: u64) -> Answered {
+        match self {
+            a @ Answer::Delivery { .. } => Answered::Delivery(delivery_from(a)),
+            a @ Answer::Snapshot { .. } => Answered::Snapshot(snapshot_from(a, req)),
+            a @ Answer::Merge { .. } => Answered::Merge(merge_from(a)),
+            Answer::RepoCheck { problem } => Answered::RepoCheck(problem),
+            Answer::Sent { ok } => Answered::Sent(ok),
+            Answer::None => Answered::None,
+        }
+    }
+
     fn delivery(d: Delivery) -> Answer {
         match d {
             Delivery::Delivered { bracketed_paste, offset, t_micros } => {
@@ -201,16 +256,18 @@ async fn take_mail(state: &AppState) -> Result<bool, drover_store::StoreError> {
     Ok(more)
 }
 
+/// Handles mail from another replica: what is for a device goes to its link here only
+/// (mail is never relayed further).
 async fn handle(state: &AppState, m: Relayed) {
     let devices = &state.devices;
     match m {
         Relayed::Send { device, msg, from, req } => {
-            let ok = devices.send_local(device, &msg).await.is_ok();
+            let ok = devices.send_by(devices.local(device), device, &msg).await.is_ok();
             reply(state, &from, req, device, Answer::Sent { ok }).await;
         }
         Relayed::Input { device, session, data } => {
             if let Ok(data) = B64.decode(data) {
-                let _ = devices.send_input_local(device, session, data).await;
+                let _ = devices.send_input_by(devices.local(device), device, session, data).await;
             }
         }
         Relayed::Kick { device } => devices.kick_local(device),
@@ -218,13 +275,17 @@ async fn handle(state: &AppState, m: Relayed) {
             state.cluster.watchers.lock().expect("watchers lock").entry(session).or_default().insert(from, Instant::now() + WATCH_FOR);
         }
         Relayed::Viewers { session, device } => crate::viewers::tell(state, device, &[session], false).await,
-        Relayed::Answer { req, device, answer } => devices.answered(req, device, answer),
+        Relayed::Answer { req, device, answer } => devices.answered(req, device, answer.answered(req)),
         // Requests wait on the device: answered from a task of their own, so one slow
         // device does not hold up this replica's other mail.
         Relayed::Text { device, session, text, timeout_ms, from, req } => {
             let state = state.clone();
             tokio::spawn(async move {
-                let answer = match state.devices.send_text_local(device, session, text, Duration::from_millis(timeout_ms)).await {
+                let answer = match state
+                    .devices
+                    .send_text_by(state.devices.local(device), device, session, text, Duration::from_millis(timeout_ms))
+                    .await
+                {
                     Ok(d) => Answer::delivery(d),
                     Err(_) => Answer::None,
                 };
@@ -234,7 +295,11 @@ async fn handle(state: &AppState, m: Relayed) {
         Relayed::Snapshot { device, session, timeout_ms, from, req } => {
             let state = state.clone();
             tokio::spawn(async move {
-                let answer = match state.devices.snapshot_local(device, session, Duration::from_millis(timeout_ms)).await {
+                let answer = match state
+                    .devices
+                    .snapshot_by(state.devices.local(device), device, session, Duration::from_millis(timeout_ms))
+                    .await
+                {
                     Some(s) => Answer::Snapshot { offset: s.offset, cols: s.cols, rows: s.rows, data: B64.encode(&s.data) },
                     None => Answer::None,
                 };
@@ -244,7 +309,11 @@ async fn handle(state: &AppState, m: Relayed) {
         Relayed::CheckRepo { device, path, base, timeout_ms, from, req } => {
             let state = state.clone();
             tokio::spawn(async move {
-                let answer = match state.devices.check_repo_local(device, path, base, Duration::from_millis(timeout_ms)).await {
+                let answer = match state
+                    .devices
+                    .check_repo_by(state.devices.local(device), device, path, base, Duration::from_millis(timeout_ms))
+                    .await
+                {
                     Ok(problem) => Answer::RepoCheck { problem },
                     Err(_) => Answer::None,
                 };
@@ -254,7 +323,11 @@ async fn handle(state: &AppState, m: Relayed) {
         Relayed::Merge { device, worktree, message, timeout_ms, from, req } => {
             let state = state.clone();
             tokio::spawn(async move {
-                let answer = match state.devices.merge_local(device, worktree, message, Duration::from_millis(timeout_ms)).await {
+                let answer = match state
+                    .devices
+                    .merge_by(state.devices.local(device), device, worktree, message, Duration::from_millis(timeout_ms))
+                    .await
+                {
                     Ok(result) => Answer::Merge { result },
                     Err(_) => Answer::None,
                 };
@@ -281,15 +354,15 @@ pub(crate) async fn post(store: &drover_store::Store, replica: &str, m: &Relayed
 }
 
 /// Turns a relayed answer back into what the local request waits for.
-pub(crate) fn snapshot_from(answer: Answer, req: u64) -> Option<Snapshot> {
+fn snapshot_from(answer: Answer, req: u64) -> Option<Snapshot> {
     match answer {
         Answer::Snapshot { offset, cols, rows, data } => Some(Snapshot { req, offset, cols, rows, data: B64.decode(data).ok()? }),
         _ => None,
     }
 }
 
-/// A relayed delivery answer.
-pub(crate) fn delivery_from(answer: Answer) -> Option<Delivery> {
+/// Audited text's delivery, from its relayed answer.
+fn delivery_from(answer: Answer) -> Option<Delivery> {
     match answer {
         Answer::Delivery { delivered: Some((bracketed_paste, offset, t_micros)), .. } => {
             Some(Delivery::Delivered { bracketed_paste, offset, t_micros })
@@ -299,16 +372,16 @@ pub(crate) fn delivery_from(answer: Answer) -> Option<Delivery> {
     }
 }
 
-/// A relayed merge answer.
-pub(crate) fn merge_from(answer: Answer) -> Result<MergeResult, NoAnswer> {
+/// A merge's result, from its relayed answer.
+fn merge_from(answer: Answer) -> Option<MergeResult> {
     match answer {
-        Answer::Merge { result } => Ok(result),
-        _ => Err(NoAnswer::Disconnected),
+        Answer::Merge { result } => Some(result),
+        _ => None,
     }
 }
 
 /// Input bytes as mail carries them.
-pub(crate) fn input_body(data: &[u8]) -> String {
+fn input_body(data: &[u8]) -> String {
     B64.encode(data)
 }
 

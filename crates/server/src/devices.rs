@@ -1,10 +1,14 @@
-//! Connected devices and the requests waiting on their answers. A device linked to
-//! another replica (PostgreSQL) is reached through that replica's mailbox
-//! (`crate::cluster`): every method here works for it too, except the `_local` ones.
+//! Connected devices and the requests waiting on their answers. Each device is reached
+//! by a [`DeviceRoute`]: over its link on this server, or relayed through the replica
+//! its link is on (PostgreSQL), by whatever [`Relay`] the server was given
+//! (`crate::cluster`'s mailboxes). This file knows nothing of how mail travels: the
+//! cluster depends on it, not the other way round.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ws::Message;
@@ -18,11 +22,11 @@ use tokio::sync::{mpsc, oneshot};
 pub enum Delivery {
     /// Written to the terminal.
     Delivered {
-        /// Sent as a bracketed paste.
+        /// Whether the terminal took it as a bracketed paste.
         bracketed_paste: bool,
-        /// Output offset at that moment.
+        /// The session's output offset when it was written: its echo follows.
         offset: u64,
-        /// µs since the session started.
+        /// When it was written, in µs since the session started.
         t_micros: u64,
     },
     /// Not written, and why.
@@ -90,10 +94,103 @@ pub enum NoAnswer {
     Timeout,
 }
 
-/// Where mail for other replicas goes: the store, and this replica's name.
-struct Relay {
-    store: drover_store::Store,
-    replica: String,
+#[cfg(test)]
+mod tests;
+
+/// A request for a device linked to another replica, as it travels there (the cluster
+/// adds who sent it). Each with a `req` is answered with [`Answered`].
+#[derive(Debug, Clone)]
+pub(crate) enum Mail {
+    /// Send `msg` to the device; answered [`Answered::Sent`] once it reached the link.
+    Send { device: DeviceId, msg: ServerMessage, req: u64 },
+    /// Keystrokes for a session on the device.
+    Input { device: DeviceId, session: SessionId, data: Vec<u8> },
+    /// Audited text; answered [`Answered::Delivery`].
+    Text { device: DeviceId, session: SessionId, text: String, timeout: Duration, req: u64 },
+    /// A screen snapshot; answered [`Answered::Snapshot`].
+    Snapshot { device: DeviceId, session: SessionId, timeout: Duration, req: u64 },
+    /// A merge; answered [`Answered::Merge`].
+    Merge { device: DeviceId, worktree: Worktree, message: String, timeout: Duration, req: u64 },
+    /// A clone check; answered [`Answered::RepoCheck`].
+    CheckRepo { device: DeviceId, path: String, base: Option<String>, timeout: Duration, req: u64 },
+    /// Drop the device's link (its credential was revoked).
+    Kick { device: DeviceId },
+    /// The viewers of `session` here changed: tell the device how many can type now.
+    Viewers { device: DeviceId, session: SessionId },
+}
+
+/// A relayed request's answer, back from the replica the device is linked to (None in
+/// each: the device did not answer, or the answer did not decode).
+#[derive(Debug)]
+pub(crate) enum Answered {
+    /// To [`Mail::Text`].
+    Delivery(Option<Delivery>),
+    /// To [`Mail::Snapshot`].
+    Snapshot(Option<Snapshot>),
+    /// To [`Mail::Merge`].
+    Merge(Option<MergeResult>),
+    /// To [`Mail::CheckRepo`]: why the clone is unfit, or None.
+    RepoCheck(Option<String>),
+    /// To [`Mail::Send`]: whether the message reached the device's link.
+    Sent(bool),
+    /// No answer came, whatever was asked.
+    None,
+}
+
+/// The way to devices linked to other replicas: their mailboxes.
+pub(crate) trait Relay: Send + Sync {
+    /// Posts `mail` to `replica`; false if it could not be.
+    fn post<'a>(&'a self, replica: &'a str, mail: Mail) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+}
+
+/// How this server reaches one device: the one decision every operation on a device
+/// starts from ([`Devices::route`]).
+#[derive(Clone)]
+pub(crate) enum DeviceRoute {
+    /// Its link is on this server.
+    Local(mpsc::Sender<Message>),
+    /// Its link is on `replica`, reached through `relay`.
+    Relayed { relay: Arc<dyn Relay>, replica: String },
+}
+
+impl DeviceRoute {
+    /// The replica the device's link is on, when it is another one.
+    pub(crate) fn replica(&self) -> Option<&str> {
+        match self {
+            DeviceRoute::Local(_) => None,
+            DeviceRoute::Relayed { replica, .. } => Some(replica),
+        }
+    }
+
+    /// Hands what `local` builds to the device's link here, or posts what `relayed`
+    /// builds to its replica (only the one for this route is built).
+    async fn deliver(&self, local: impl FnOnce() -> Message, relayed: impl FnOnce() -> Mail) -> Result<(), NotConnected> {
+        match self {
+            DeviceRoute::Local(tx) => tx.send(local()).await.map_err(|_| NotConnected),
+            DeviceRoute::Relayed { relay, replica } => relay.post(replica, relayed()).await.then_some(()).ok_or(NotConnected),
+        }
+    }
+
+    /// Posts `mail` to the device's replica; a device linked here takes none (Err).
+    async fn post(&self, mail: Mail) -> Result<(), NotConnected> {
+        match self {
+            DeviceRoute::Local(_) => Err(NotConnected),
+            DeviceRoute::Relayed { relay, replica } => relay.post(replica, mail).await.then_some(()).ok_or(NotConnected),
+        }
+    }
+
+    /// The longest wait for an answer the device has `timeout` to give: a relayed
+    /// answer comes back through the database.
+    fn answer_within(&self, timeout: Duration) -> Duration {
+        match self {
+            DeviceRoute::Local(_) => timeout,
+            DeviceRoute::Relayed { .. } => timeout + RELAY_MARGIN,
+        }
+    }
+}
+
+fn json(msg: &ServerMessage) -> Message {
+    Message::Text(serde_json::to_string(msg).expect("server messages serialise").into())
 }
 
 /// The registry of connected devices.
@@ -102,7 +199,7 @@ pub struct Devices {
     conns: Mutex<HashMap<DeviceId, Conn>>,
     /// Devices linked to other replicas, with the replica.
     remote: Mutex<HashMap<DeviceId, String>>,
-    relay: std::sync::OnceLock<Relay>,
+    relay: std::sync::OnceLock<Arc<dyn Relay>>,
     next: AtomicU64,
     deliveries: Pending<Delivery>,
     /// Messages relayed to another replica, waiting on word that they reached the link.
@@ -139,27 +236,28 @@ impl Devices {
         if current {
             conns.remove(&id);
             // Pending answers from this device will never come: fail them now.
-            self.deliveries.drop_device(id);
-            self.snapshots.drop_device(id);
-            self.merges.drop_device(id);
-            self.repo_checks.drop_device(id);
+            self.drop_pending(id);
         }
         current
     }
 
-    /// Drops the device's link here (its credential was revoked): its messages stop,
-    /// and its reconnection is refused.
-    pub fn kick_local(&self, id: DeviceId) {
-        self.conns.lock().expect("conns").remove(&id);
+    fn drop_pending(&self, id: DeviceId) {
         self.deliveries.drop_device(id);
         self.snapshots.drop_device(id);
         self.merges.drop_device(id);
         self.repo_checks.drop_device(id);
     }
 
-    /// Reaches devices linked to other replicas through the mailboxes in `store`.
-    pub(crate) fn relay_through(&self, store: drover_store::Store, replica: String) {
-        let _ = self.relay.set(Relay { store, replica });
+    /// Drops the device's link here (its credential was revoked): its messages stop,
+    /// and its reconnection is refused.
+    pub fn kick_local(&self, id: DeviceId) {
+        self.conns.lock().expect("conns").remove(&id);
+        self.drop_pending(id);
+    }
+
+    /// Reaches devices linked to other replicas through `relay`.
+    pub(crate) fn relay_through(&self, relay: Arc<dyn Relay>) {
+        let _ = self.relay.set(relay);
     }
 
     /// Replaces what is known of devices linked to other replicas.
@@ -167,13 +265,26 @@ impl Devices {
         *self.remote.lock().expect("remote") = links;
     }
 
+    /// How the device is reached now: its link here first, else the replica its link
+    /// is on (with a relay); None when it is not connected anywhere.
+    pub(crate) fn route(&self, id: DeviceId) -> Option<DeviceRoute> {
+        if let Some(tx) = self.local(id) {
+            return Some(tx);
+        }
+        let relay = self.relay.get()?.clone();
+        let replica = self.remote.lock().expect("remote").get(&id).cloned()?;
+        Some(DeviceRoute::Relayed { relay, replica })
+    }
+
+    /// The device's route when its link is on this server: what mail from another
+    /// replica is handed on by (it never relays further).
+    pub(crate) fn local(&self, id: DeviceId) -> Option<DeviceRoute> {
+        self.conns.lock().expect("conns").get(&id).map(|c| DeviceRoute::Local(c.tx.clone()))
+    }
+
     /// The replica `id`'s link is on, when it is another one.
     pub(crate) fn remote_replica(&self, id: DeviceId) -> Option<String> {
-        if self.is_local(id) {
-            return None;
-        }
-        self.relay.get()?;
-        self.remote.lock().expect("remote").get(&id).cloned()
+        self.route(id)?.replica().map(str::to_string)
     }
 
     /// Whether the device's link is on this server.
@@ -183,43 +294,29 @@ impl Devices {
 
     /// Whether the device is connected now (to this server or another replica).
     pub fn is_connected(&self, id: DeviceId) -> bool {
-        self.is_local(id) || self.remote_replica(id).is_some()
-    }
-
-    fn sender(&self, id: DeviceId) -> Result<mpsc::Sender<Message>, NotConnected> {
-        self.conns.lock().expect("conns").get(&id).map(|c| c.tx.clone()).ok_or(NotConnected)
-    }
-
-    /// Posts `m` to the replica `id` is linked to.
-    async fn relay(&self, id: DeviceId, m: impl FnOnce(String) -> crate::cluster::Relayed) -> Result<(), NotConnected> {
-        let (Some(relay), Some(replica)) = (self.relay.get(), self.remote_replica(id)) else { return Err(NotConnected) };
-        if crate::cluster::post(&relay.store, &replica, &m(relay.replica.clone())).await {
-            Ok(())
-        } else {
-            Err(NotConnected)
-        }
+        self.route(id).is_some()
     }
 
     /// Sends a JSON message to the device, in order with everything else sent to it.
     /// Through another replica, Ok means that replica handed it to the device's link.
     pub async fn send(&self, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
-        match self.send_local(id, msg).await {
-            Err(NotConnected) if self.remote_replica(id).is_some() => {
-                let relayed = |from, req| crate::cluster::Relayed::Send { device: id, msg: msg.clone(), from, req };
-                let local: Option<fn(u64) -> ServerMessage> = None;
-                match self.request_via(&self.sends, id, local, relayed, RELAYED_SEND_TIMEOUT).await {
+        self.send_by(self.route(id), id, msg).await
+    }
+
+    /// [`Devices::send`] over `route`.
+    pub(crate) async fn send_by(&self, route: Option<DeviceRoute>, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
+        match route.ok_or(NotConnected)? {
+            DeviceRoute::Local(tx) => tx.send(json(msg)).await.map_err(|_| NotConnected),
+            route @ DeviceRoute::Relayed { .. } => {
+                // (Never built: a relayed route posts the mail.)
+                let local = |_| msg.clone();
+                let relayed = |req| Mail::Send { device: id, msg: msg.clone(), req };
+                match self.ask(&self.sends, Some(route), id, local, relayed, RELAYED_SEND_TIMEOUT).await {
                     Ok(true) => Ok(()),
                     _ => Err(NotConnected),
                 }
             }
-            sent => sent,
         }
-    }
-
-    /// [`Devices::send`] to a device linked to this server.
-    pub async fn send_local(&self, id: DeviceId, msg: &ServerMessage) -> Result<(), NotConnected> {
-        let text = serde_json::to_string(msg).expect("server messages serialise");
-        self.sender(id)?.send(Message::Text(text.into())).await.map_err(|_| NotConnected)
     }
 
     /// Sends `msg` to the device's link on this server if its queue has room, without
@@ -227,53 +324,67 @@ impl Devices {
     /// welcome) supersedes, so the output writer never waits on one slow device. A
     /// device not linked here is skipped. False if it was not sent.
     pub fn post_local(&self, id: DeviceId, msg: &ServerMessage) -> bool {
-        let Ok(tx) = self.sender(id) else { return false };
-        let text = serde_json::to_string(msg).expect("server messages serialise");
-        tx.try_send(Message::Text(text.into())).is_ok()
+        match self.local(id) {
+            Some(DeviceRoute::Local(tx)) => tx.try_send(json(msg)).is_ok(),
+            _ => false,
+        }
     }
 
     /// Sends keystrokes to a session on the device.
     pub async fn send_input(&self, id: DeviceId, session: SessionId, data: Vec<u8>) -> Result<(), NotConnected> {
-        if !self.is_local(id) {
-            let data = crate::cluster::input_body(&data);
-            return self.relay(id, |_| crate::cluster::Relayed::Input { device: id, session, data }).await;
-        }
-        self.send_input_local(id, session, data).await
+        self.send_input_by(self.route(id), id, session, data).await
     }
 
-    /// [`Devices::send_input`] to a device linked to this server.
-    pub async fn send_input_local(&self, id: DeviceId, session: SessionId, data: Vec<u8>) -> Result<(), NotConnected> {
-        let frame = DeviceBinary::Input { session, data }.encode();
-        self.sender(id)?.send(Message::Binary(frame.into())).await.map_err(|_| NotConnected)
+    /// [`Devices::send_input`] over `route`.
+    pub(crate) async fn send_input_by(
+        &self,
+        route: Option<DeviceRoute>,
+        id: DeviceId,
+        session: SessionId,
+        data: Vec<u8>,
+    ) -> Result<(), NotConnected> {
+        match route.ok_or(NotConnected)? {
+            DeviceRoute::Local(tx) => {
+                let frame = DeviceBinary::Input { session, data }.encode();
+                tx.send(Message::Binary(frame.into())).await.map_err(|_| NotConnected)
+            }
+            route @ DeviceRoute::Relayed { .. } => route.post(Mail::Input { device: id, session, data }).await,
+        }
     }
 
     /// Drops the device's link wherever it is (its credential was revoked).
     pub async fn kick(&self, id: DeviceId) {
-        if !self.is_local(id) {
-            let _ = self.relay(id, |_| crate::cluster::Relayed::Kick { device: id }).await;
+        if let Some(route) = self.route(id) {
+            let _ = route.post(Mail::Kick { device: id }).await;
         }
         self.kick_local(id);
     }
 
+    /// Has the viewers of `session` told to its device by the replica its link is on
+    /// (a device linked here is told by `crate::viewers` directly); false if it is not
+    /// connected elsewhere or the mail could not be posted.
+    pub(crate) async fn relay_viewers(&self, id: DeviceId, session: SessionId) -> bool {
+        match self.route(id) {
+            Some(route) => route.post(Mail::Viewers { device: id, session }).await.is_ok(),
+            None => false,
+        }
+    }
+
     /// Hands a relayed answer to whoever waits on `req`.
-    pub(crate) fn answered(&self, req: u64, from: DeviceId, answer: crate::cluster::Answer) {
-        use crate::cluster::Answer;
+    pub(crate) fn answered(&self, req: u64, from: DeviceId, answer: Answered) {
+        fn settle<T>(p: &Pending<T>, req: u64, from: DeviceId, answer: Option<T>) {
+            match answer {
+                Some(a) => p.resolve(req, from, a),
+                None => p.fail(req, from),
+            }
+        }
         match answer {
-            a @ Answer::Delivery { .. } => match crate::cluster::delivery_from(a) {
-                Some(d) => self.deliveries.resolve(req, from, d),
-                None => self.deliveries.fail(req, from),
-            },
-            a @ Answer::Snapshot { .. } => match crate::cluster::snapshot_from(a, req) {
-                Some(s) => self.snapshots.resolve(req, from, s),
-                None => self.snapshots.fail(req, from),
-            },
-            a @ Answer::Merge { .. } => match crate::cluster::merge_from(a) {
-                Ok(r) => self.merges.resolve(req, from, r),
-                Err(_) => self.merges.fail(req, from),
-            },
-            Answer::RepoCheck { problem } => self.repo_checks.resolve(req, from, problem),
-            Answer::Sent { ok } => self.sends.resolve(req, from, ok),
-            Answer::None => {
+            Answered::Delivery(d) => settle(&self.deliveries, req, from, d),
+            Answered::Snapshot(s) => settle(&self.snapshots, req, from, s),
+            Answered::Merge(m) => settle(&self.merges, req, from, m),
+            Answered::RepoCheck(problem) => self.repo_checks.resolve(req, from, problem),
+            Answered::Sent(ok) => self.sends.resolve(req, from, ok),
+            Answered::None => {
                 self.sends.fail(req, from);
                 self.deliveries.fail(req, from);
                 self.snapshots.fail(req, from);
@@ -287,43 +398,26 @@ impl Devices {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sends `msg` (built with a fresh request id) and waits for its answer in `pending`;
-    /// to a device linked to another replica, `relayed` (given this replica's name and
-    /// the request id) goes to that replica's mailbox instead and the answer comes back
-    /// by mail.
-    async fn request<T>(
+    /// Sends a request over `route` (`local` builds, for a fresh request id, the
+    /// message for a link here, `relayed` the mail for another replica) and waits for
+    /// its answer in `pending`: `timeout` is the device's, the route adds its own delay.
+    async fn ask<T>(
         &self,
         pending: &Pending<T>,
+        route: Option<DeviceRoute>,
         id: DeviceId,
-        msg: impl FnOnce(u64) -> ServerMessage,
-        relayed: impl FnOnce(String, u64) -> crate::cluster::Relayed,
+        local: impl FnOnce(u64) -> ServerMessage,
+        relayed: impl FnOnce(u64) -> Mail,
         timeout: Duration,
     ) -> Result<T, NoAnswer> {
-        let local = self.is_local(id);
-        self.request_via(pending, id, local.then_some(msg), relayed, timeout).await
-    }
-
-    /// [`Devices::request`], sent on the local link when `local` gives the message,
-    /// else relayed.
-    async fn request_via<T>(
-        &self,
-        pending: &Pending<T>,
-        id: DeviceId,
-        local: Option<impl FnOnce(u64) -> ServerMessage>,
-        relayed: impl FnOnce(String, u64) -> crate::cluster::Relayed,
-        timeout: Duration,
-    ) -> Result<T, NoAnswer> {
+        let route = route.ok_or(NoAnswer::NotConnected)?;
         let req = self.req_id();
         let rx = pending.wait(req, id);
-        let (sent, timeout) = match local {
-            Some(msg) => (self.send_local(id, &msg(req)).await, timeout),
-            None => (self.relay(id, |me| relayed(me, req)).await, timeout + RELAY_MARGIN),
-        };
-        if sent.is_err() {
+        if route.deliver(|| json(&local(req)), || relayed(req)).await.is_err() {
             pending.forget(req);
             return Err(NoAnswer::NotConnected);
         }
-        let answer = tokio::time::timeout(timeout, rx).await;
+        let answer = tokio::time::timeout(route.answer_within(timeout), rx).await;
         pending.forget(req);
         match answer {
             Ok(Ok(a)) => Ok(a),
@@ -334,24 +428,22 @@ impl Devices {
 
     /// Sends audited text and waits for the device's confirmation.
     pub async fn send_text(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoAnswer> {
-        let timeout_ms = timeout.as_millis() as u64;
-        let t = text.clone();
-        self.request(
-            &self.deliveries,
-            id,
-            |req| ServerMessage::SendText { session, req, text },
-            |from, req| crate::cluster::Relayed::Text { device: id, session, text: t, timeout_ms, from, req },
-            timeout,
-        )
-        .await
+        self.send_text_by(self.route(id), id, session, text, timeout).await
     }
 
-    /// [`Devices::send_text`] to a device linked to this server.
-    pub async fn send_text_local(&self, id: DeviceId, session: SessionId, text: String, timeout: Duration) -> Result<Delivery, NoAnswer> {
-        if !self.is_local(id) {
-            return Err(NoAnswer::NotConnected);
-        }
-        self.send_text(id, session, text, timeout).await
+    /// [`Devices::send_text`] over `route`.
+    pub(crate) async fn send_text_by(
+        &self,
+        route: Option<DeviceRoute>,
+        id: DeviceId,
+        session: SessionId,
+        text: String,
+        timeout: Duration,
+    ) -> Result<Delivery, NoAnswer> {
+        let t = text.clone();
+        let local = |req| ServerMessage::SendText { session, req, text };
+        let relayed = |req| Mail::Text { device: id, session, text: t, timeout, req };
+        self.ask(&self.deliveries, route, id, local, relayed, timeout).await
     }
 
     /// Resolves a pending delivery, answered by device `from`.
@@ -362,24 +454,20 @@ impl Devices {
     /// Asks the device for a screen snapshot; None if it does not answer in time or
     /// disconnects first.
     pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
-        let timeout_ms = timeout.as_millis() as u64;
-        self.request(
-            &self.snapshots,
-            id,
-            |req| ServerMessage::Snapshot { session, req },
-            |from, req| crate::cluster::Relayed::Snapshot { device: id, session, timeout_ms, from, req },
-            timeout,
-        )
-        .await
-        .ok()
+        self.snapshot_by(self.route(id), id, session, timeout).await
     }
 
-    /// [`Devices::snapshot`] of a device linked to this server.
-    pub async fn snapshot_local(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
-        if !self.is_local(id) {
-            return None;
-        }
-        self.snapshot(id, session, timeout).await
+    /// [`Devices::snapshot`] over `route`.
+    pub(crate) async fn snapshot_by(
+        &self,
+        route: Option<DeviceRoute>,
+        id: DeviceId,
+        session: SessionId,
+        timeout: Duration,
+    ) -> Option<Snapshot> {
+        let local = |req| ServerMessage::Snapshot { session, req };
+        let relayed = |req| Mail::Snapshot { device: id, session, timeout, req };
+        self.ask(&self.snapshots, route, id, local, relayed, timeout).await.ok()
     }
 
     /// Resolves a pending snapshot, answered by device `from`.
@@ -390,24 +478,22 @@ impl Devices {
     /// Asks the device to merge a task's branch into its base branch and waits for
     /// the result.
     pub async fn merge(&self, id: DeviceId, worktree: Worktree, message: String, timeout: Duration) -> Result<MergeResult, NoAnswer> {
-        let timeout_ms = timeout.as_millis() as u64;
-        let (w, m) = (worktree.clone(), message.clone());
-        self.request(
-            &self.merges,
-            id,
-            |req| ServerMessage::Merge { req, worktree, message },
-            |from, req| crate::cluster::Relayed::Merge { device: id, worktree: w, message: m, timeout_ms, from, req },
-            timeout,
-        )
-        .await
+        self.merge_by(self.route(id), id, worktree, message, timeout).await
     }
 
-    /// [`Devices::merge`] on a device linked to this server.
-    pub async fn merge_local(&self, id: DeviceId, worktree: Worktree, message: String, timeout: Duration) -> Result<MergeResult, NoAnswer> {
-        if !self.is_local(id) {
-            return Err(NoAnswer::NotConnected);
-        }
-        self.merge(id, worktree, message, timeout).await
+    /// [`Devices::merge`] over `route`.
+    pub(crate) async fn merge_by(
+        &self,
+        route: Option<DeviceRoute>,
+        id: DeviceId,
+        worktree: Worktree,
+        message: String,
+        timeout: Duration,
+    ) -> Result<MergeResult, NoAnswer> {
+        let (w, m) = (worktree.clone(), message.clone());
+        let local = |req| ServerMessage::Merge { req, worktree, message };
+        let relayed = |req| Mail::Merge { device: id, worktree: w, message: m, timeout, req };
+        self.ask(&self.merges, route, id, local, relayed, timeout).await
     }
 
     /// Resolves a pending merge, answered by device `from`.
@@ -424,30 +510,22 @@ impl Devices {
         base: Option<String>,
         timeout: Duration,
     ) -> Result<Option<String>, NoAnswer> {
-        let timeout_ms = timeout.as_millis() as u64;
-        let (p, b) = (path.clone(), base.clone());
-        self.request(
-            &self.repo_checks,
-            id,
-            |req| ServerMessage::CheckRepo { req, path, base },
-            |from, req| crate::cluster::Relayed::CheckRepo { device: id, path: p, base: b, timeout_ms, from, req },
-            timeout,
-        )
-        .await
+        self.check_repo_by(self.route(id), id, path, base, timeout).await
     }
 
-    /// [`Devices::check_repo`] on a device linked to this server.
-    pub async fn check_repo_local(
+    /// [`Devices::check_repo`] over `route`.
+    pub(crate) async fn check_repo_by(
         &self,
+        route: Option<DeviceRoute>,
         id: DeviceId,
         path: String,
         base: Option<String>,
         timeout: Duration,
     ) -> Result<Option<String>, NoAnswer> {
-        if !self.is_local(id) {
-            return Err(NoAnswer::NotConnected);
-        }
-        self.check_repo(id, path, base, timeout).await
+        let (p, b) = (path.clone(), base.clone());
+        let local = |req| ServerMessage::CheckRepo { req, path, base };
+        let relayed = |req| Mail::CheckRepo { device: id, path: p, base: b, timeout, req };
+        self.ask(&self.repo_checks, route, id, local, relayed, timeout).await
     }
 
     /// Resolves a pending clone check, answered by device `from`.

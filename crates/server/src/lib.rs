@@ -135,7 +135,8 @@ impl Default for ServerConfig {
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
     if state.store.is_shared() {
-        state.devices.relay_through(state.store.clone(), state.replica.clone());
+        let mailboxes = cluster::Mailboxes { store: state.store.clone(), replica: state.replica.clone() };
+        state.devices.relay_through(Arc::new(mailboxes));
         cluster::spawn(state.clone());
         viewers::spawn(state.clone());
     }

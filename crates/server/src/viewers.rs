@@ -19,7 +19,6 @@ use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::ServerMessage;
 use drover_store::ViewerCount;
 
-use crate::cluster::{post, Relayed};
 use crate::hub::Hub;
 use crate::AppState;
 
@@ -84,8 +83,8 @@ pub(crate) async fn changed(state: &AppState, hub: &Hub, session: SessionId, dev
 async fn nudge(state: &AppState, session: SessionId, device: DeviceId) {
     if state.devices.is_local(device) {
         tell(state, device, &[session], false).await;
-    } else if let Some(replica) = state.devices.remote_replica(device) {
-        post(&state.store, &replica, &Relayed::Viewers { session, device }).await;
+    } else {
+        state.devices.relay_viewers(device, session).await;
     }
 }
 
