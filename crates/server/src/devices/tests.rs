@@ -132,7 +132,7 @@ async fn a_request_over_the_link_here_is_answered_by_the_device() {
     let mut link = link_here(&devices, id);
     let d = devices.clone();
     let asked = tokio::spawn(async move { d.check_repo(id, "/src".into(), None, Duration::from_secs(5)).await });
-    let Some(Message::Text(t)) = link.recv().await else { panic!("a text frame") };
+    let Ok(Some(Message::Text(t))) = tokio::time::timeout(Duration::from_secs(5), link.recv()).await else { panic!("a text frame") };
     let Ok(ServerMessage::CheckRepo { req, path, .. }) = serde_json::from_str::<ServerMessage>(&t) else { panic!("a clone check: {t}") };
     assert_eq!(path, "/src");
     devices.repo_checked(req, id, Some("no such branch".into()));
