@@ -3,7 +3,7 @@
 //! end behind output that will not be stored on this link is left for the device to
 //! report again; a resize is recorded even so (a mark carries its own time).
 //! The output itself goes from the link straight to the writer (`crate::writer`). What
-//! ingest needs from the store is the [`IngestStore`] seam (`ingest_store.rs`).
+//! ingest needs from the store is the [`IngestStore`] seam (`ingest/store.rs`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,12 +21,10 @@ use crate::AppState;
 /// Events queued before the device link waits.
 pub const INGEST_QUEUE: usize = 1024;
 
-#[path = "ingest_store.rs"]
-mod ingest_store;
-pub(crate) use ingest_store::IngestStore;
+mod store;
+pub(crate) use store::IngestStore;
 
 #[cfg(test)]
-#[path = "ingest_tests.rs"]
 mod tests;
 
 /// An event of the device link that follows its output.
