@@ -2,9 +2,10 @@
 
 use crate::{SessionView, TaskView};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /api/v1/repos`: register a repository and the device clone that has it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AddRepo {
     /// The repository's name in the workspace.
     pub name: String,
@@ -19,9 +20,9 @@ pub struct AddRepo {
 }
 
 /// A repository as listed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepoView {
-    /// Its name.
+    /// The name tasks and `drover repo` refer to it by.
     pub name: String,
     /// Devices that have it: (device, path).
     pub devices: Vec<(String, String)>,
@@ -30,7 +31,7 @@ pub struct RepoView {
 }
 
 /// The answer to `POST /api/v1/repos`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepoAdded {
     /// The device checked its clone (it exists, is a git repository, has the base branch).
     pub checked: bool,
@@ -40,19 +41,19 @@ pub struct RepoAdded {
 }
 
 /// `POST /api/v1/agents`: register an agent (the caller is its operator).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CreateAgent {
-    /// Its name.
+    /// The name tasks pin it by and its runs are listed under.
     pub name: String,
     /// `claude`, `codex`, `gemini`, `aider`, `opencode`, `goose` or `custom`.
     pub harness: String,
-    /// Model.
+    /// The model its harness is told to use (null: the harness's default).
     pub model: Option<String>,
-    /// Provider.
+    /// The model provider its harness is pointed at (null: the harness's default).
     pub provider: Option<String>,
-    /// Account.
+    /// Which of the device's provider accounts its runs use (null: the default one).
     pub account: Option<String>,
-    /// Reasoning effort.
+    /// The reasoning effort passed to its harness (null: the harness's default).
     pub effort: Option<String>,
     /// For `custom`: the command, `{prompt}` replaced in each argument.
     #[serde(default)]
@@ -60,28 +61,28 @@ pub struct CreateAgent {
 }
 
 /// An agent as listed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AgentView {
-    /// Its name.
+    /// The name tasks pin it by and its runs are listed under.
     pub name: String,
     /// Its operator (the member who created it).
     pub operator: String,
-    /// Its harness.
+    /// The agent CLI its runs start (`claude`, `codex`, …, or `custom`).
     pub harness: String,
-    /// Model.
+    /// The model its harness is told to use (null: the harness's default).
     pub model: Option<String>,
-    /// Provider.
+    /// The model provider its harness is pointed at (null: the harness's default).
     pub provider: Option<String>,
-    /// Account.
+    /// Which of the device's provider accounts its runs use (null: the default one).
     #[serde(default)]
     pub account: Option<String>,
-    /// Reasoning effort.
+    /// The reasoning effort passed to its harness (null: the harness's default).
     #[serde(default)]
     pub effort: Option<String>,
 }
 
 /// What an agent's or a repository's runs cost, all of them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct PageSpend {
     /// USD; null without usage, or when a run used a model with no price.
     pub cost_usd: Option<f64>,
@@ -90,9 +91,9 @@ pub struct PageSpend {
 }
 
 /// `GET /api/v1/agents/{name}`: an agent's page.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AgentPage {
-    /// The agent.
+    /// The agent the page is about: its harness and settings.
     pub agent: AgentView,
     /// Its runs: live ones first, then newest first (at most [`PAGE_SESSIONS`]).
     pub sessions: Vec<SessionView>,
@@ -105,7 +106,7 @@ pub struct AgentPage {
 }
 
 /// `GET /api/v1/repos/{name}`: a repository's page.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepoPage {
     /// The repository, with the devices that have it.
     pub repo: RepoView,
@@ -123,25 +124,25 @@ pub struct RepoPage {
 pub const PAGE_SESSIONS: usize = 200;
 
 /// A skill's file, as sent to and from the API (text: skills are instructions).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SkillFile {
     /// Its path inside the skill's folder (`SKILL.md`, `refs/style.md`).
     pub path: String,
-    /// Its text.
+    /// The file's whole text, as written into each run's skills folder.
     pub content: String,
 }
 
 /// `PUT /api/v1/skills/{name}`: a skill's files.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PutSkill {
     /// Its files; one is `SKILL.md`.
     pub files: Vec<SkillFile>,
 }
 
 /// `GET /api/v1/skills`: one enabled skill.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SkillView {
-    /// Its name.
+    /// The name runs see it under (its folder's name).
     pub name: String,
     /// Its files' paths.
     pub files: Vec<String>,
@@ -149,6 +150,6 @@ pub struct SkillView {
     pub bytes: usize,
     /// Who added or last changed it.
     pub created_by: String,
-    /// When.
+    /// When it was added or last changed (RFC 3339).
     pub updated_at: String,
 }

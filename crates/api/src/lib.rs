@@ -4,7 +4,9 @@
 pub mod catalog;
 pub mod devices;
 pub mod members;
+pub mod outcomes;
 pub mod overview;
+pub mod schema;
 pub mod sessions;
 pub mod spend;
 pub mod tasks;
@@ -13,6 +15,7 @@ pub mod webhooks;
 pub use catalog::*;
 pub use devices::*;
 pub use members::*;
+pub use outcomes::*;
 pub use overview::*;
 pub use sessions::*;
 pub use spend::*;

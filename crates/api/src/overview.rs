@@ -3,13 +3,16 @@
 use crate::EventView;
 use drover_core::{Outcome, SandboxId, SandboxState, SessionId};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// A sandbox's last run, as the sandbox list shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LastRunView {
-    /// The session.
+    /// The run's session id, to open its page or terminal.
+    #[schema(value_type = crate::schema::SessionId)]
     pub id: SessionId,
     /// How it ended (or `running`).
+    #[schema(value_type = crate::schema::Outcome)]
     pub outcome: Outcome,
     /// Exit code, when one was recorded.
     pub exit_code: Option<i32>,
@@ -24,9 +27,10 @@ pub struct LastRunView {
 
 /// One row of the sandbox list (seed 001 "The sandbox list"). Fields for tasks, agents,
 /// repos and costs are null until those exist for the sandbox.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SandboxView {
-    /// The sandbox.
+    /// The sandbox's id, as searches and links name it.
+    #[schema(value_type = crate::schema::SandboxId)]
     pub id: SandboxId,
     /// `remote` (a session started on a device) or `task`.
     pub kind: String,
@@ -35,12 +39,14 @@ pub struct SandboxView {
     /// The task it works, for a task sandbox: the web app keeps the task totals of one
     /// task's rows in agreement when one of them refreshes.
     #[serde(default)]
+    #[schema(value_type = Option<crate::schema::TaskId>)]
     pub task: Option<drover_core::TaskId>,
     /// The sandbox's own lifecycle state.
+    #[schema(value_type = crate::schema::SandboxState)]
     pub state: SandboxState,
     /// Whether a run is live in it now (the green dot).
     pub live: bool,
-    /// Its last run.
+    /// Its most recent run, for the row's outcome badge (null before any run).
     pub last_run: Option<LastRunView>,
     /// Runs it has held.
     pub runs: u32,
@@ -48,7 +54,7 @@ pub struct SandboxView {
     pub agent: Option<String>,
     /// What it works on: `<Stage> - <task title>`, or its own title.
     pub working_on: String,
-    /// The device's name.
+    /// The name of the device it lives on.
     pub device: String,
     /// The repository its worktree is checked out from.
     pub repo: Option<String>,
@@ -69,7 +75,7 @@ pub struct SandboxView {
 }
 
 /// A batch of the sandbox list.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SandboxList {
     /// The sandboxes, newest first.
     pub sandboxes: Vec<SandboxView>,
@@ -78,29 +84,31 @@ pub struct SandboxList {
 }
 
 /// A live session flagged stale (seed 001 "Sessions needing attention").
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AttentionRow {
-    /// The session.
+    /// The flagged session, to open or stop it.
+    #[schema(value_type = crate::schema::SessionId)]
     pub session: SessionId,
-    /// Its title.
+    /// What the row shows for it (its sandbox's title or its command).
     pub title: String,
     /// Its outcome (live).
+    #[schema(value_type = crate::schema::Outcome)]
     pub outcome: Outcome,
     /// Why it was flagged (`Device silent`, `Sandbox retired`).
     pub flag: String,
     /// The flag's one-line explanation (the badge's hover text).
     #[serde(default)]
     pub explanation: String,
-    /// The agent running it.
+    /// The agent running it (null: a person's task-free session).
     pub agent: Option<String>,
-    /// The device.
+    /// The name of the device it runs on.
     pub device: String,
     /// When the device last reported in.
     pub last_contact_at: Option<String>,
 }
 
 /// `GET /api/v1/overview`: the counts the sidebar and the Sessions page header show.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Overview {
     /// Sessions running right now (the sidebar badge).
     pub running: u32,
@@ -118,10 +126,21 @@ pub struct Overview {
 }
 
 /// One message of the live update stream (`GET /api/v1/stream`, server-sent events).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StreamUpdate {
     /// The activity event that caused it.
     pub event: EventView,
+    /// Sessions running right now, after it.
+    pub running: u32,
+}
+
+/// `event: changed` of the live update stream: something changed that has no activity
+/// event (a session's output or state); clients reload what shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StreamChanged {
+    /// The session that changed, when one did.
+    #[schema(value_type = Option<crate::schema::SessionId>)]
+    pub session: Option<SessionId>,
     /// Sessions running right now, after it.
     pub running: u32,
 }

@@ -2,9 +2,10 @@
 
 use drover_core::{Outcome, SandboxId, SandboxState, SessionId};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Every error response: what was wrong and what to do.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// One line for a person.
     pub error: String,
@@ -13,9 +14,9 @@ pub struct ErrorBody {
 }
 
 /// `POST /api/v1/sessions`: start a task-free session on a device.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StartSession {
-    /// Device name.
+    /// The name of the device to run it on.
     pub device: String,
     /// Program and arguments.
     pub command: Vec<String>,
@@ -34,24 +35,36 @@ pub struct StartSession {
 }
 
 /// A session (run) as shown by list/show.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SessionView {
-    /// Its id.
+    /// The session's id, as routes, links and `drover session` name it.
+    #[schema(value_type = crate::schema::SessionId)]
     pub id: SessionId,
-    /// Its sandbox.
+    /// The sandbox it runs in (a task's sandbox holds one run per stage).
+    #[schema(value_type = crate::schema::SandboxId)]
     pub sandbox: SandboxId,
-    /// The sandbox's own state.
+    /// Its sandbox's own lifecycle state (distinct from this run's outcome).
+    #[schema(value_type = crate::schema::SandboxState)]
     pub sandbox_state: SandboxState,
     /// Title (the sandbox's title or the command).
     pub title: String,
-    /// Device name.
+    /// The name of the device it runs on.
     pub device: String,
-    /// The command.
+    /// The program and arguments it runs (secrets left out for callers who may not drop in).
     pub command: Vec<String>,
-    /// Working directory.
+    /// Its working directory on the device.
     pub cwd: String,
-    /// The outcome.
+    /// How the run stands or ended; `live` and `outcome_explanation` say what it means.
+    #[schema(value_type = crate::schema::Outcome)]
     pub outcome: Outcome,
+    /// Whether it has not ended yet (`starting` or `running`): clients ask this instead of
+    /// listing live outcomes themselves.
+    #[serde(default)]
+    pub live: bool,
+    /// What its outcome means ([`crate::OutcomeWords::explanation`]), for `show` and the
+    /// session page.
+    #[serde(default)]
+    pub outcome_explanation: String,
     /// Exit code, when one was recorded.
     pub exit_code: Option<i32>,
     /// Why it ended.
@@ -64,9 +77,9 @@ pub struct SessionView {
     pub ended_at: Option<String>,
     /// How long it ran, in seconds (not for lost sessions).
     pub duration_secs: Option<f64>,
-    /// Terminal size.
+    /// Terminal columns now (the live size while it runs).
     pub cols: u16,
-    /// Terminal size.
+    /// Terminal rows now (the live size while it runs).
     pub rows: u16,
     /// Bytes of output stored.
     pub output_bytes: u64,
@@ -76,6 +89,7 @@ pub struct SessionView {
     pub started_by: String,
     /// The task it works, if any.
     #[serde(default)]
+    #[schema(value_type = Option<crate::schema::TaskId>)]
     pub task: Option<drover_core::TaskId>,
     /// The stage it was staffed for.
     #[serde(default)]
@@ -109,11 +123,12 @@ pub struct SessionView {
     pub spend: Option<SpendView>,
     /// Which of the workspace's skills reached it (task runs; null before any report).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::schema::SkillReport>>)]
     pub skills: Option<Vec<drover_protocol::device::SkillReport>>,
 }
 
 /// One piece of evidence that a run moved its work on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
     /// What it was, in the feed's words.
     pub label: String,
@@ -122,14 +137,14 @@ pub struct Progress {
 }
 
 /// A page of sessions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SessionList {
     /// The sessions, newest first.
     pub sessions: Vec<SessionView>,
 }
 
 /// `POST /api/v1/sessions/{id}/input` and `/ask`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SendInput {
     /// The text (newlines and tabs kept; Enter is pressed after it).
     pub text: String,
@@ -140,9 +155,10 @@ pub struct SendInput {
 }
 
 /// Reply to input: what was recorded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct InputReceipt {
-    /// The session.
+    /// The session the input went to.
+    #[schema(value_type = crate::schema::SessionId)]
     pub session: SessionId,
     /// The audit event's id.
     pub event: String,
@@ -153,9 +169,9 @@ pub struct InputReceipt {
 }
 
 /// Reply to ask.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AskReply {
-    /// The input receipt.
+    /// What was recorded when the question was typed.
     pub receipt: InputReceipt,
     /// What the program printed in reply, as plain text.
     pub reply: String,
@@ -164,6 +180,7 @@ pub struct AskReply {
     /// False when the timeout came first: `reply` is what came so far.
     pub settled: bool,
     /// The session's outcome after the reply.
+    #[schema(value_type = crate::schema::Outcome)]
     pub outcome: Outcome,
     /// What settled it: `ended`, `prompt` (the program is reading input again) or
     /// `still` (no output for the stillness time); null when not settled.
@@ -175,30 +192,32 @@ pub struct AskReply {
 }
 
 /// `GET /api/v1/sessions/{id}/text`: what the run printed, as plain text.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SessionText {
-    /// The lines.
+    /// The text, one string per terminal line, oldest first.
     pub lines: Vec<String>,
     /// Output offset the text reflects (pass as `after` to follow).
     pub offset: u64,
     /// The session's outcome.
+    #[schema(value_type = crate::schema::Outcome)]
     pub outcome: Outcome,
 }
 
 /// One activity event.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EventView {
     /// Sequence number (for resuming a stream).
     pub seq: i64,
-    /// Its id.
+    /// The event's id, stable across pages and exports.
     pub id: String,
-    /// Kind identifier.
+    /// What happened, as a stable identifier (`session.started`, `task.advanced`, …).
     pub kind: String,
     /// The words the feed shows.
     pub label: String,
     /// Who did it.
     pub actor: String,
     /// The session it concerns.
+    #[schema(value_type = Option<crate::schema::SessionId>)]
     pub session: Option<SessionId>,
     /// The task it concerns.
     #[serde(default)]
@@ -209,14 +228,15 @@ pub struct EventView {
     /// The title of the task it concerns.
     #[serde(default)]
     pub task_title: Option<String>,
-    /// Details.
+    /// The kind's own facts (exit code, text typed, stage, …), as recorded.
+    #[schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>)]
     pub detail: serde_json::Value,
     /// When (RFC 3339).
     pub at: String,
 }
 
 /// A run's model spend (seed 001's Cost row).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SpendView {
     /// Generation plus cache reads, USD; null when a response was on a model with no
     /// price ("unknown": never a guessed number).
@@ -236,9 +256,11 @@ pub struct SpendView {
     /// Cache reads ÷ all prompt tokens, percent.
     pub cache_hit_pct: Option<f64>,
     /// Every token, split as priced.
+    #[schema(value_type = crate::schema::Tokens)]
     pub tokens: drover_core::spend::Tokens,
     /// The model of the latest response (the current route).
     pub model: Option<String>,
     /// Per model: tokens and responses.
+    #[schema(value_type = Vec<crate::schema::ModelUsage>)]
     pub models: Vec<drover_protocol::device::ModelUsage>,
 }

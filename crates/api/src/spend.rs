@@ -1,23 +1,24 @@
 //! Spend caps, prices and spend reports.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `PUT /api/v1/spend/cap` and `PUT /api/v1/tasks/{id}/spend-cap`: a cap in USD, or null
 /// for none.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SpendCap {
     /// The cap, USD (the workspace's per calendar month, a task's over its life).
     pub usd: Option<f64>,
 }
 
 /// A model's price in USD per million tokens, as people write prices.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PriceView {
     /// The model id (or the start of dated ids: `claude-sonnet-4-5` prices `claude-sonnet-4-5-20250929`).
     pub model: String,
-    /// Uncached input.
+    /// USD per million uncached input tokens.
     pub input: f64,
-    /// Output.
+    /// USD per million output tokens.
     pub output: f64,
     /// Cache writes, 5-minute (default: the input price).
     pub cache_write_5m: Option<f64>,
@@ -34,7 +35,7 @@ pub struct PriceView {
 }
 
 /// `GET /api/v1/prices` and `PUT /api/v1/prices`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Prices {
     /// The workspace's own prices (they win over the shipped ones).
     pub overrides: Vec<PriceView>,
@@ -44,7 +45,7 @@ pub struct Prices {
 }
 
 /// One row of the spend view.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SpendRowView {
     /// The agent, model or day (`2026-11-30`).
     pub key: String,
@@ -54,14 +55,14 @@ pub struct SpendRowView {
     pub unknown: bool,
     /// Model responses.
     pub turns: u64,
-    /// Tokens.
+    /// Tokens of every kind, added up.
     pub tokens: u64,
-    /// Runs.
+    /// How many runs the row's spend came from.
     pub runs: u64,
 }
 
 /// `GET /api/v1/spend`: the workspace's spend by agent, model and day.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SpendReport {
     /// From when (RFC 3339).
     pub since: String,

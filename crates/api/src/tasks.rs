@@ -3,9 +3,10 @@
 use crate::{EventView, SessionView};
 use drover_core::{SandboxId, SessionId};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `PATCH /api/v1/tasks/{id}`: what to change (before the task's first run).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct UpdateTask {
     /// The branch it starts from and merges into.
     #[serde(default)]
@@ -13,9 +14,9 @@ pub struct UpdateTask {
 }
 
 /// One stage of a workflow.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StageView {
-    /// Its name.
+    /// The stage's name (`plan`, `code`, `review`, …), as hand-offs and lists name it.
     pub stage: String,
     /// The agent pinned to it; null: a human works it.
     pub assignee: Option<String>,
@@ -29,23 +30,23 @@ pub struct StageView {
 }
 
 /// `GET`/`PUT /api/v1/workflow`: the stages new tasks get unless they name their own.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkflowView {
     /// The stages, in order.
     pub stages: Vec<StageView>,
 }
 
 /// `POST /api/v1/tasks`: file a task.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CreateTask {
     /// Type (`story`, `bug`, `chore`, …; default `story`).
     pub kind: Option<String>,
-    /// Title.
+    /// One line saying what the task is, for lists.
     pub title: String,
-    /// Body.
+    /// The full brief its runs are given.
     #[serde(default)]
     pub body: String,
-    /// The repository.
+    /// The name of the repository its runs work in.
     pub repo: String,
     /// Stages (default plan, code, review, merge, verify), with assignees.
     pub workflow: Option<Vec<StageView>>,
@@ -57,21 +58,22 @@ pub struct CreateTask {
 }
 
 /// A task as shown.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TaskView {
-    /// Its id.
+    /// The task's id, as routes, links and `drover task` name it.
+    #[schema(value_type = crate::schema::TaskId)]
     pub id: drover_core::TaskId,
-    /// Type.
+    /// Its type (`story`, `bug`, `chore`, …), as the list's badge shows.
     pub kind: String,
-    /// Title.
+    /// One line saying what the task is, for lists.
     pub title: String,
-    /// Body.
+    /// The full brief its runs are given.
     pub body: String,
-    /// `open`, `done`, `cancelled`, `abandoned`.
+    /// Where it stands overall: `open`, `done`, `cancelled` or `abandoned`.
     pub status: String,
-    /// The repository.
+    /// The name of the repository its runs work in.
     pub repo: String,
-    /// Its stages.
+    /// Its stages, in order, with their assignees.
     pub workflow: Vec<StageView>,
     /// The current stage (null once finished).
     pub stage: Option<String>,
@@ -83,11 +85,13 @@ pub struct TaskView {
     pub flagged: Option<String>,
     /// The task's branch, once it has a sandbox.
     pub branch: Option<String>,
-    /// Its sandbox.
+    /// The sandbox its runs share (null before its first run).
+    #[schema(value_type = Option<crate::schema::SandboxId>)]
     pub sandbox: Option<SandboxId>,
     /// The sandbox's lifecycle state (`ready`, `active`, `completing`, `done`, …).
     pub sandbox_state: Option<String>,
-    /// Its live run.
+    /// Its run that is live now, to open its terminal (null when none is).
+    #[schema(value_type = Option<crate::schema::SessionId>)]
     pub live_session: Option<SessionId>,
     /// Whose turn it is.
     #[serde(default)]
@@ -106,12 +110,12 @@ pub struct TaskView {
     pub spend_cap_usd: Option<f64>,
     /// Who filed it.
     pub created_by: String,
-    /// When.
+    /// When it was filed (RFC 3339).
     pub created_at: String,
 }
 
 /// Whose turn it is on a task (`drover_core::turn`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct TurnView {
     /// `person`, `answer`, `blocked`, `flagged`, `stalled`, `queued`, `starting`,
     /// `running` or `finished`.
@@ -123,9 +127,9 @@ pub struct TurnView {
 }
 
 /// A blocker or a question.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NoteView {
-    /// Its id.
+    /// The note's id, to answer, resolve or wait on it.
     pub id: String,
     /// `blocker` or `question`.
     pub kind: String,
@@ -135,16 +139,16 @@ pub struct NoteView {
     pub answer: Option<String>,
     /// Who resolved or answered it.
     pub closed_by: Option<String>,
-    /// When.
+    /// When it was resolved or answered (RFC 3339).
     pub closed_at: Option<String>,
     /// Who filed it.
     pub created_by: String,
 }
 
 /// `GET /api/v1/tasks/{id}`: a task with its runs, notes and activity.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TaskDetail {
-    /// The task.
+    /// The task's own row, as the list shows it.
     pub task: TaskView,
     /// Every run, oldest first (its Workflow view).
     pub sessions: Vec<SessionView>,
@@ -158,7 +162,7 @@ pub struct TaskDetail {
 }
 
 /// Which task controls the caller may use (the UI shows only these).
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
 pub struct TaskControls {
     /// Finish session (the stage's pinned assignee's operator, or an admin).
     pub finish: bool,
@@ -169,9 +173,9 @@ pub struct TaskControls {
 }
 
 /// A text body (hand-off note, comment, blocker, question, answer).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TextBody {
-    /// The text.
+    /// What the person or agent wrote.
     #[serde(default)]
     pub text: String,
 }

@@ -1,9 +1,10 @@
 //! Outgoing webhooks and their deliveries.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /api/v1/webhooks`: register an endpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CreateWebhook {
     /// Where deliveries go (http or https).
     pub url: String,
@@ -13,9 +14,10 @@ pub struct CreateWebhook {
 }
 
 /// A webhook endpoint as listed (its secrets are shown only when made).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookView {
-    /// Its id.
+    /// The endpoint's id, to remove, rotate or read its deliveries.
+    #[schema(value_type = crate::schema::WebhookId)]
     pub id: drover_core::WebhookId,
     /// Where deliveries go.
     pub url: String,
@@ -27,26 +29,27 @@ pub struct WebhookView {
     pub signing_secrets: u32,
     /// Who registered it.
     pub created_by: String,
-    /// When.
+    /// When it was registered (RFC 3339).
     pub created_at: String,
 }
 
 /// An endpoint with a secret just made (on creation or rotation): the only time the
 /// secret is shown.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookSecretView {
-    /// The endpoint.
+    /// The endpoint as it is now listed.
     pub webhook: WebhookView,
     /// The new secret (`whsec_…`), for the receiver's verification.
     pub secret: String,
 }
 
 /// One delivery in an endpoint's log.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DeliveryView {
     /// The message id (`webhook-id`, the receiver's idempotency key).
+    #[schema(value_type = crate::schema::MessageId)]
     pub id: drover_core::MessageId,
-    /// The event type.
+    /// Which event type this delivery carries (`session.ended`, …).
     pub event_type: String,
     /// `pending`, `delivered` or `failed`.
     pub state: String,
@@ -62,6 +65,6 @@ pub struct DeliveryView {
     pub created_at: String,
     /// When it was delivered.
     pub delivered_at: Option<String>,
-    /// The body sent.
+    /// The JSON body sent (or to be sent) to the receiver.
     pub payload: serde_json::Value,
 }

@@ -11,7 +11,8 @@
 //! - an agent's session-scoped token (`drs_…`) only hands off, comments, files and
 //!   resolves blockers and asks a human, on its own task (and reads that task and its
 //!   notes); everything else is 403;
-//! - a revoked personal token and no token are 401; health and sign-in are open.
+//! - a revoked personal token and no token are 401; health, sign-in, the OpenAPI
+//!   document and the outcome words are open.
 //!
 //! A route added to the router without a row here fails
 //! [`every_route_in_the_router_has_a_matrix_row`].
@@ -108,6 +109,9 @@ const fn r(method: &'static str, path: &'static str, body: &'static str, expect:
 const MATRIX: &[Row] = &[
     // Open to everyone: health, and signing in (credentials are in the body or the link).
     r("GET",    "/api/v1/health",                                  "", [A, A, A, A, A, A, A]),
+    // The API's description and its outcome words: the same for everyone, about no workspace.
+    r("GET",    "/api/v1/openapi.json",                            "", [A, A, A, A, A, A, A]),
+    r("GET",    "/api/v1/outcomes",                                "", [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/login",                                   r#"{"name":"m-other","password":"{password}"}"#, [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/login/token",                             r#"{"name":"m-other","password":"{password}","label":"matrix"}"#, [A, A, A, A, A, A, A]),
     r("POST",   "/api/v1/invites/lookup",                          r#"{"code":"{invite_code}"}"#, [A, A, A, A, A, A, A]),

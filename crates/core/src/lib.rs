@@ -16,6 +16,7 @@ pub mod input;
 pub mod liveness;
 pub mod names;
 pub mod outcome;
+mod outcome_words;
 pub mod permissions;
 pub mod sandbox;
 pub mod schedule;

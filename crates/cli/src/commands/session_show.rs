@@ -18,7 +18,7 @@ fn rows(s: &SessionView) -> Vec<(&'static str, String)> {
     let dash = || "-".to_string();
     let mut rows = vec![
         ("Session", s.id.to_string()),
-        ("State", format!("{} — {}", s.outcome, s.outcome.explanation())),
+        ("State", format!("{} — {}", s.outcome, s.outcome_explanation)),
         ("Title", s.title.clone()),
         ("Command", drover_core::argv::join(&s.command)),
         ("Device", s.device.clone()),

@@ -6,6 +6,7 @@ pub mod events;
 pub mod handoff;
 pub mod members;
 pub mod notes;
+pub mod openapi;
 pub mod pages;
 pub mod prices;
 pub mod session_start;
@@ -44,6 +45,8 @@ pub const MAX_BODY: usize = 1024 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/health", get(|| async { "ok" }))
+        .route("/api/v1/openapi.json", get(openapi::serve))
+        .route("/api/v1/outcomes", get(openapi::outcomes))
         .route("/api/v1/me", get(web::me))
         .route("/api/v1/login-links", post(web::login_link))
         .route("/api/v1/logout", post(web::logout))

@@ -73,6 +73,8 @@ pub fn view(state: &AppState, caller: &Caller, r: SessionRow) -> SessionView {
         command: if can_drop_in { r.command } else { drover_core::activity::need_to_know::command(&r.command) },
         cwd: r.cwd,
         outcome: r.outcome,
+        live: r.outcome.is_live(),
+        outcome_explanation: r.outcome.meaning().to_string(),
         exit_code: r.exit_code,
         reason: r.reason,
         created_at: r.created_at,

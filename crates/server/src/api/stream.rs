@@ -30,13 +30,6 @@ pub struct StreamParams {
     pub since: Option<i64>,
 }
 
-/// `event: changed`: something changed that has no activity event.
-#[derive(Debug, Serialize)]
-struct Changed {
-    session: Option<SessionId>,
-    running: u32,
-}
-
 struct Feed {
     state: AppState,
     caller: Caller,
@@ -59,7 +52,7 @@ impl Feed {
                 }
             };
         if events.is_empty() {
-            self.pending.push_back(json_event("changed", &Changed { session, running }));
+            self.pending.push_back(json_event("changed", &drover_api::StreamChanged { session, running }));
         }
         for e in events {
             self.last = e.seq;
