@@ -1,17 +1,8 @@
 // Badges: a run's outcome, a sandbox's own state, the green "running now" dot.
 
 import { cap } from "./format";
+import { outcomeHelp } from "./outcomes";
 import type { Outcome, SandboxOffer, SandboxState } from "./types";
-
-export const OUTCOME_HELP: Record<Outcome, string> = {
-  starting: "The session is being set up.",
-  running: "The session is live right now.",
-  completed: "The work was handed off: the task's stage advanced, or the sandbox was retired with Mark done.",
-  released: "The session was deliberately stopped before finishing — not a failure.",
-  incomplete: "The agent's process ended on its own without handing the stage off.",
-  failed: "The process ended badly: a non-zero exit, a stalled session replaced, or it failed to start.",
-  lost: "Contact with the device or the process was lost.",
-};
 
 export const STATE_HELP: Record<SandboxState, string> = {
   provision: "The sandbox is being created.",
@@ -57,7 +48,7 @@ export function LiveDot({ live }: { live: boolean }) {
 export function OutcomeBadge({ outcome, prefix }: { outcome: Outcome; prefix?: string }) {
   const live = outcome === "running";
   return (
-    <span class={`badge outcome outcome-${outcome}`} title={OUTCOME_HELP[outcome]} data-outcome={outcome}>
+    <span class={`badge outcome outcome-${outcome}`} title={outcomeHelp(outcome)} data-outcome={outcome}>
       {live && <span class="dot" aria-hidden="true" />}
       {prefix ? `${prefix} ` : ""}
       {prefix ? outcome : cap(outcome)}

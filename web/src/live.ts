@@ -1,8 +1,10 @@
 // The server's live update stream (server-sent events): activity events, changes, and
 // the running-session count. EventSource reconnects by itself and resumes with
-// Last-Event-ID, so nothing is missed.
+// Last-Event-ID, so nothing is missed. Each message is checked against the API contract
+// before use (validate.ts): one that does not match is dropped and logged.
 
-import type { ActivityEvent } from "./types";
+import type { ActivityEvent, StreamChanged, StreamUpdate } from "./types";
+import { parseMessage } from "./validate";
 
 export type LiveMessage =
   | { kind: "activity"; event: ActivityEvent; running: number }
@@ -24,12 +26,12 @@ function ensure() {
     opened = true;
   });
   source.addEventListener("activity", (e) => {
-    const d = JSON.parse((e as MessageEvent).data);
-    emit({ kind: "activity", event: d.event, running: d.running });
+    const d = parseMessage<StreamUpdate>("StreamUpdate", (e as MessageEvent).data);
+    if (d) emit({ kind: "activity", event: d.event, running: d.running });
   });
   source.addEventListener("changed", (e) => {
-    const d = JSON.parse((e as MessageEvent).data);
-    emit({ kind: "changed", session: d.session, running: d.running });
+    const d = parseMessage<StreamChanged>("StreamChanged", (e as MessageEvent).data);
+    if (d) emit({ kind: "changed", session: d.session ?? null, running: d.running });
   });
   source.addEventListener("resync", () => emit({ kind: "resync" }));
 }

@@ -6,6 +6,7 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, onSignedOut } from "./api";
 import { closeLive, subscribe } from "./live";
+import { loadOutcomes } from "./outcomes";
 import { installLinkHandler, useLocation } from "./router";
 import type { Me, Overview } from "./types";
 import { SessionsPage } from "./pages/sessions";
@@ -191,4 +192,4 @@ function SignedInApp() {
 }
 
 installLinkHandler();
-render(<App />, document.getElementById("app")!);
+loadOutcomes().then(() => render(<App />, document.getElementById("app")!));

@@ -5,8 +5,8 @@ import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { api, ApiError, enc } from "./api";
 import type { Outcome, Session, ViewerEvent } from "./types";
-import { isLive } from "./types";
-import { OUTCOME_HELP } from "./badges";
+import { outcomeHelp } from "./outcomes";
+import { parseMessage } from "./validate";
 
 export type Pill =
   | { kind: "connecting" }
@@ -43,7 +43,7 @@ export function pillHelp(p: Pill): string {
     case "reconnecting":
       return "The connection dropped; retrying with a growing pause. The session itself keeps running.";
     case "ended":
-      return OUTCOME_HELP[p.outcome];
+      return outcomeHelp(p.outcome);
     case "rejected":
       return "The server refused the connection; it is not retried. Sign in again or check the link.";
     case "no-permission":
@@ -151,7 +151,7 @@ export class LiveTerminal {
         this.finish({ kind: "no-permission", message: "" });
         return false;
       }
-      if (!isLive(s.outcome)) {
+      if (!s.live) {
         this.finish({ kind: "ended", outcome: s.outcome, exitCode: s.exit_code, reason: s.reason });
         return false;
       }
@@ -184,12 +184,8 @@ export class LiveTerminal {
         this.term.write(new Uint8Array(m.data as ArrayBuffer));
         return;
       }
-      let ev: ViewerEvent;
-      try {
-        ev = JSON.parse(m.data);
-      } catch {
-        return;
-      }
+      const ev = parseMessage<ViewerEvent>("ViewerEvent", m.data);
+      if (!ev) return;
       switch (ev.type) {
         case "hello":
           this.attempt = 0;

@@ -10,7 +10,6 @@ import { AgentLink, RepoLink } from "../links";
 import { subscribe } from "../live";
 import { SendBox } from "../sendbox";
 import type { PageSpend, Session, Task } from "../types";
-import { isLive } from "../types";
 import { TaskCells } from "./tasks";
 
 /** Live changes refresh the page at most this often. */
@@ -77,7 +76,7 @@ function Expansion({ s }: { s: Session }) {
 export type Other = "agent" | "repo";
 
 function RunRow({ s, other, open, toggle }: { s: Session; other: Other; open: boolean; toggle: () => void }) {
-  const live = isLive(s.outcome);
+  const live = !!s.live;
   const started = s.started_at ?? s.created_at;
   return (
     <>

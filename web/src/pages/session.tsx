@@ -5,7 +5,8 @@ import { ConfirmButton } from "../confirm";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, enc, errorText } from "../api";
-import { OutcomeBadge, OUTCOME_HELP, StateBadge } from "../badges";
+import { OutcomeBadge, StateBadge } from "../badges";
+import { outcomeHelp } from "../outcomes";
 import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
 import { Player, parseCast, type Cast } from "../player";
@@ -13,7 +14,6 @@ import { AgentLink, RepoLink } from "../links";
 import { SendBox } from "../sendbox";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
 import type { ActivityEvent, SandboxList, Session } from "../types";
-import { isLive } from "../types";
 
 function PillView({ pill }: { pill: Pill }) {
   const tone =
@@ -30,7 +30,7 @@ function EndedBanner({ pill }: { pill: Pill }) {
     const lost = pill.outcome === "lost";
     return (
       <div class={`banner ${lost ? "bad" : "info"}`} data-testid="ended-banner">
-        <strong>This session has ended: {pill.outcome}.</strong> {OUTCOME_HELP[pill.outcome]}
+        <strong>This session has ended: {pill.outcome}.</strong> {outcomeHelp(pill.outcome)}
         {pill.exitCode != null && ` Exit code ${pill.exitCode}.`}
         {lost ? (pill.reason ? ` Reason: ${pill.reason}` : " No device-level reason was recorded.") : pill.reason ? ` ${pill.reason}` : ""} The terminal can no
         longer be attached.
@@ -483,7 +483,7 @@ export function SessionPage({ id }: { id: string }) {
     api<Session>(`/api/v1/sessions/${enc(id)}`).then(
       (s) => {
         setSession(s);
-        setLiveAtOpen(isLive(s.outcome));
+        setLiveAtOpen(!!s.live);
       },
       (e) => setError(e),
     );
@@ -515,7 +515,7 @@ export function SessionPage({ id }: { id: string }) {
     );
   }
   if (!session || liveAtOpen === null) return <section class="page muted">Loading…</section>;
-  const finished = !isLive(session.outcome);
+  const finished = !session.live;
   return (
     <section class="page session-page">
       {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} version={version} />}

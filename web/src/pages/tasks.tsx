@@ -10,7 +10,6 @@ import { subscribe } from "../live";
 import { AgentLink, RepoLink } from "../links";
 import { navigate } from "../router";
 import type { Agent, Repo, Stage, Task, TaskDetail } from "../types";
-import { isLive } from "../types";
 import { EventDetail } from "./session";
 
 
@@ -431,7 +430,7 @@ export function TaskPage({ id }: { id: string }) {
                       : runs.map((r) => (
                           <div key={r.id} class="run">
                             <OutcomeBadge outcome={r.outcome} />{" "}
-                            {isLive(r.outcome) && r.can_drop_in ? (
+                            {r.live && r.can_drop_in ? (
                               <a class="button primary" href={`/sessions/${r.id}`}>
                                 ▶ Drop in
                               </a>
