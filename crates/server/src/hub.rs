@@ -7,7 +7,7 @@
 //! instead of a replay. Offsets make the hand-over exact: a viewer gets bytes from its
 //! snapshot's offset on, once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,6 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use drover_core::SessionId;
 use drover_protocol::viewer::ViewerEvent;
+use drover_render::ring::{OutputRing, RingLimits};
 use drover_store::ViewerCount;
 use tokio::sync::{mpsc, watch, Notify};
 
@@ -28,6 +29,8 @@ const RING_PIECE_BYTES: usize = 16 * 1024;
 /// snapshot is fresh, so only recent bytes are ever needed, and a quiet session's ring
 /// stays small instead of filling to the cap over hours.
 const RING_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The hub's ring, from the three limits above.
+const RING: RingLimits = RingLimits { bytes: RING_BYTES, join_up_to: RING_PIECE_BYTES, max_age: Some(RING_AGE) };
 /// Bytes queued for a viewer before it is considered lagging and re-synced.
 pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -60,8 +63,7 @@ struct Slot {
 
 struct Inner {
     latest: u64,
-    ring: VecDeque<(u64, Bytes, Instant)>,
-    ring_bytes: usize,
+    ring: OutputRing,
     viewers: HashMap<u64, Slot>,
     next_viewer: u64,
     size: (u16, u16),
@@ -69,6 +71,17 @@ struct Inner {
     /// When a viewer last came or went.
     last_viewer: Instant,
     ended: Option<ViewerEvent>,
+}
+
+impl Inner {
+    /// Whether the ring still holds the output from `offset` on.
+    fn ring_reaches(&self, offset: u64) -> Result<(), NoResync> {
+        let ring_start = self.ring.start().unwrap_or(self.latest);
+        if offset < ring_start && offset < self.latest {
+            return Err(NoResync::TooOld);
+        }
+        Ok(())
+    }
 }
 
 /// The source of reading numbers ([`Hub::viewers`]).
@@ -103,8 +116,7 @@ impl Hub {
         Hub {
             inner: Mutex::new(Inner {
                 latest,
-                ring: VecDeque::new(),
-                ring_bytes: 0,
+                ring: OutputRing::new(RING),
                 viewers: HashMap::new(),
                 next_viewer: 0,
                 size,
@@ -132,22 +144,7 @@ impl Hub {
             let (offset, data) = if offset < g.latest { (g.latest, data.slice((g.latest - offset) as usize..)) } else { (offset, data) };
             g.latest = end;
             g.last_output = Instant::now();
-            g.ring_bytes += data.len();
-            let now = Instant::now();
-            match g.ring.back_mut() {
-                Some((o, last, at)) if *o + last.len() as u64 == offset && last.len() + data.len() <= RING_PIECE_BYTES => {
-                    let mut joined = bytes::BytesMut::with_capacity(last.len() + data.len());
-                    joined.extend_from_slice(last);
-                    joined.extend_from_slice(&data);
-                    *last = joined.freeze();
-                    *at = now;
-                }
-                _ => g.ring.push_back((offset, data.clone(), now)),
-            }
-            while g.ring.len() > 1 && (g.ring_bytes > RING_BYTES || g.ring.front().is_some_and(|(_, _, at)| now - *at > RING_AGE)) {
-                let (_, old, _) = g.ring.pop_front().expect("non-empty");
-                g.ring_bytes -= old.len();
-            }
+            g.ring.push(offset, 0, data.clone(), Instant::now());
             for slot in g.viewers.values_mut() {
                 if slot.lagging || end <= slot.next {
                     continue;
@@ -191,15 +188,8 @@ impl Hub {
     /// viewer); TooOld when the ring no longer reaches back that far.
     pub fn since(&self, offset: u64) -> Result<Vec<Bytes>, NoResync> {
         let g = self.lock();
-        let ring_start = g.ring.front().map(|(o, _, _)| *o).unwrap_or(g.latest);
-        if offset < ring_start && offset < g.latest {
-            return Err(NoResync::TooOld);
-        }
-        Ok(g.ring
-            .iter()
-            .filter(|(o, data, _)| o + data.len() as u64 > offset)
-            .map(|(o, data, _)| if *o < offset { data.slice((offset - o) as usize..) } else { data.clone() })
-            .collect())
+        g.ring_reaches(offset)?;
+        Ok(g.ring.since(offset))
     }
 
     /// Resumes a lagging viewer from a snapshot taken at `offset`: returns the bytes after
@@ -209,18 +199,8 @@ impl Hub {
         if !g.viewers.contains_key(&id) {
             return Err(NoResync::Gone);
         }
-        let ring_start = g.ring.front().map(|(o, _, _)| *o).unwrap_or(g.latest);
-        if offset < ring_start && offset < g.latest {
-            return Err(NoResync::TooOld);
-        }
-        let mut out = Vec::new();
-        for (o, data, _) in &g.ring {
-            let end = o + data.len() as u64;
-            if end <= offset {
-                continue;
-            }
-            out.push(if *o < offset { data.slice((offset - o) as usize..) } else { data.clone() });
-        }
+        g.ring_reaches(offset)?;
+        let out = g.ring.since(offset);
         let next = g.latest.max(offset);
         let slot = g.viewers.get_mut(&id).ok_or(NoResync::Gone)?;
         slot.next = next;
@@ -434,7 +414,7 @@ mod tests {
             hub.publish(all.len() as u64, Bytes::from(line.clone().into_bytes()));
             all.extend_from_slice(line.as_bytes());
         }
-        let pieces = hub.lock().ring.len();
+        let pieces = hub.lock().ring.pieces();
         assert!(pieces <= all.len() / RING_PIECE_BYTES + 1, "{pieces} pieces for {} bytes", all.len());
         let j = hub.join(false);
         let from = 12_345u64;
@@ -450,7 +430,7 @@ mod tests {
         let j = hub.join(false);
         let text: Vec<u8> = hub.resync(j.id, 0).unwrap().iter().flat_map(|b| b.to_vec()).collect();
         assert_eq!(text, b"0123456789abcdef");
-        assert_eq!(hub.lock().ring_bytes, 16);
+        assert_eq!(hub.lock().ring.held(), 16);
     }
 
     #[tokio::test]

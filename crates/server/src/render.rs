@@ -3,10 +3,10 @@
 
 use drover_core::SessionId;
 use drover_protocol::shim::Snapshot;
+use drover_render::asciicast::{CastWriter, Event, Header};
+use drover_render::text::TextRenderer;
+use drover_render::transcript::Transcript;
 use drover_store::{OutputChunk, SessionRow, Store, StoreError};
-use drover_term::asciicast::{CastWriter, Event, Header};
-use drover_term::text::TextRenderer;
-use drover_term::transcript::Transcript;
 
 /// Bytes read from the store per query.
 const PAGE: usize = 4 * 1024 * 1024;
@@ -74,10 +74,17 @@ pub async fn screen_text(store: &Store, row: &SessionRow, settled_only: bool) ->
     Ok((lines, end))
 }
 
-/// A snapshot rebuilt by replaying the stored output (when the device cannot answer).
+/// A snapshot rebuilt by replaying all the stored output (the final screen of a
+/// finished session).
 pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
+    replay_snapshot_from(store, session, 0, cols, rows).await
+}
+
+/// A snapshot rebuilt by replaying the stored output from `from` on, onto a blank
+/// screen: the screen as that stretch of output draws it.
+pub async fn replay_snapshot_from(store: &Store, session: SessionId, from: u64, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
     let mut parser = Some(vt100::Parser::new(rows, cols, 0));
-    let mut offset = 0;
+    let mut offset = from;
     loop {
         let chunks = store.read_output(session, offset, PAGE).await?;
         if chunks.is_empty() {
@@ -98,15 +105,7 @@ pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows:
         parser = Some(p);
         offset = end;
     }
-    let parser = parser.expect("parser");
-    let screen = parser.screen();
-    let mut data = Vec::new();
-    if screen.alternate_screen() {
-        data.extend_from_slice(b"\x1b[?1049h");
-    }
-    data.extend_from_slice(b"\x1b[0m\x1b[H\x1b[2J");
-    data.extend(screen.state_formatted());
-    data.extend(screen.cursor_state_formatted());
+    let data = drover_render::redraw::redraw(parser.expect("parser").screen());
     Ok(Snapshot { req: 0, offset, cols, rows, data })
 }
 

@@ -4,22 +4,17 @@
 //! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
-//! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: pure renderers and
-//!   scanners of terminal bytes.
+//! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
+//!   and scanners of terminal bytes, from `drover-render`.
 //! - [`dir`]: the layout of a session's directory, shared by the shim and the device.
 
-pub mod asciicast;
-mod bounded;
 pub mod confine;
 pub mod contain;
 pub mod dir;
 pub mod exec;
 pub mod pty;
 pub use drover_recording as recording;
-pub mod prompt;
-pub mod queries;
+pub use drover_render::{asciicast, prompt, queries, text, transcript};
 pub mod screen;
 pub mod shim;
-pub mod text;
-pub mod transcript;
 pub mod tree;

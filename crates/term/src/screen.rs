@@ -8,10 +8,9 @@
 //!   bracketed-paste mode for audited input, the cursor for a query) catches it up to
 //!   everything recorded at their own priority, then reads it.
 //!
-//! Measured (50 MB benchmark): parsing costs as much CPU as everything else in the shim;
-//! parsing eagerly at normal priority cost the stream about a tenth of its throughput on
-//! a busy 2-core machine, while with the low-priority follower a flood is parsed only
-//! when a core is idle or someone asks.
+//! Parsing costs as much CPU as everything else in the shim, so parsing eagerly at normal
+//! priority would slow the stream on a busy machine; with the low-priority follower a
+//! flood is parsed only when a core is idle or someone asks.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -32,13 +31,13 @@ const FOLLOWER_NICE: i32 = 19;
 /// A screen snapshot: escape sequences that redraw the screen as of `offset`.
 #[derive(Debug, Clone)]
 pub struct ScreenSnapshot {
-    /// Output offset the screen reflects.
+    /// The stream offset the screen reflects: the viewer's live bytes continue from here.
     pub offset: u64,
-    /// Columns.
+    /// The screen's width, in columns.
     pub cols: u16,
-    /// Rows.
+    /// The screen's height, in rows.
     pub rows: u16,
-    /// The redraw sequence.
+    /// What redraws the screen on a terminal of this size (see [`drover_render::redraw`]).
     pub data: Vec<u8>,
 }
 
@@ -199,14 +198,7 @@ impl State {
     fn snapshot(&self) -> ScreenSnapshot {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
-        let mut data = Vec::new();
-        if screen.alternate_screen() {
-            data.extend_from_slice(b"\x1b[?1049h");
-        }
-        data.extend_from_slice(b"\x1b[0m\x1b[H\x1b[2J");
-        data.extend(screen.state_formatted());
-        data.extend(screen.cursor_state_formatted());
-        ScreenSnapshot { offset: self.parsed, cols, rows, data }
+        ScreenSnapshot { offset: self.parsed, cols, rows, data: drover_render::redraw::redraw(screen) }
     }
 }
 

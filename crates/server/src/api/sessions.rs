@@ -230,7 +230,7 @@ const PROMPT_QUIET: Duration = Duration::from_millis(200);
 
 /// `POST /api/v1/sessions/{id}/ask`: input, then wait for the reply to settle and return
 /// what the program printed. Settled means, in order of trust: the session ended; the
-/// program showed its prompt again (its own signal, see [`drover_term::prompt`]); or,
+/// program showed its prompt again (its own signal, see [`drover_render::prompt`]); or,
 /// for a program that gives no such signal, the screen went still. A program busy with
 /// the line it was sent (it accepted it and has not prompted again) is not settled
 /// however still its screen is.
@@ -287,7 +287,7 @@ async fn await_reply(
     still: Duration,
     timeout: Duration,
 ) -> (Option<&'static str>, String) {
-    use drover_term::prompt::{PromptWatch, Turn};
+    use drover_render::prompt::{PromptWatch, Turn};
     let deadline = Instant::now() + timeout;
     let (mut watch, mut read) = (PromptWatch::default(), from);
     hub.touch();

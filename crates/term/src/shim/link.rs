@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use drover_protocol::frame::{read_frame, write_frame};
 use drover_protocol::shim::{output_header, ShimEvent, ShimFrame, ShimRequest, Snapshot};
 use tokio::io::{AsyncWriteExt, BufWriter};
@@ -21,7 +22,7 @@ const MAX_OUTPUT_FRAME: usize = 256 * 1024;
 const OUT_QUEUE: usize = 64;
 
 enum Out {
-    Output { offset: u64, t_micros: u64, data: Vec<u8> },
+    Output { offset: u64, t_micros: u64, data: Bytes },
     Frame(Vec<u8>),
 }
 
@@ -199,9 +200,9 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
     loop {
         changed.borrow_and_update();
         match shared.next_output(next, MAX_OUTPUT_FRAME) {
-            Next::Data(chunk) => {
-                next = chunk.offset + chunk.data.len() as u64;
-                if tx.send(Out::Output { offset: chunk.offset, t_micros: chunk.t_micros, data: chunk.data }).await.is_err() {
+            Next::Data(piece) => {
+                next = piece.offset + piece.data.len() as u64;
+                if tx.send(Out::Output { offset: piece.offset, t_micros: piece.t_micros, data: piece.data }).await.is_err() {
                     return;
                 }
                 continue;

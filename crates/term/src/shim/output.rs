@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::queries::{self, QueryScanner};
-use crate::recording::{Chunk, RecordingWriter};
+use crate::recording::RecordingWriter;
 
 use super::Shared;
 
@@ -76,7 +76,7 @@ fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micro
         if !failed {
             out.file_until = recording.len();
         }
-        out.push(Chunk { offset, t_micros, data: data.to_vec() });
+        out.push(offset, t_micros, bytes::Bytes::copy_from_slice(data));
     }
     if !failed {
         shared.progress.recorded.store(recording.len(), Ordering::Release);

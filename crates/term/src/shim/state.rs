@@ -1,15 +1,17 @@
 //! The shim's shared state: output ring and counters, size, exit, viewers.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use drover_render::ring::{OutputRing, RingLimits};
+
+use bytes::Bytes;
 use drover_protocol::shim::{SessionSpec, ShimExit};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::dir::SessionDir;
-use crate::recording::{Chunk, RecordingReader};
+use crate::recording::RecordingReader;
 use crate::screen::{Screen, StreamProgress};
 
 /// Recent output kept in memory so live forwarding rarely touches the file.
@@ -23,11 +25,12 @@ pub struct InputItem {
     pub done: Option<oneshot::Sender<std::io::Result<()>>>,
 }
 
+/// What the ring keeps: whole reads as they came (each with its own time), no expiry.
+const RING: RingLimits = RingLimits { bytes: RING_BYTES, join_up_to: 0, max_age: None };
+
 /// The output stream's state.
-#[derive(Default)]
 pub struct OutState {
-    chunks: VecDeque<Chunk>,
-    ring_bytes: usize,
+    ring: OutputRing,
     /// Total bytes the program printed.
     pub written: u64,
     /// Bytes safely in the recording file.
@@ -36,46 +39,47 @@ pub struct OutState {
     pub failed: Option<String>,
 }
 
+/// Output for the forwarder to send.
+pub struct Piece {
+    /// Where it starts in the stream.
+    pub offset: u64,
+    /// When its first byte was written, in µs since the program started.
+    pub t_micros: u64,
+    /// Its bytes (shared with the ring, not copied out of it).
+    pub data: Bytes,
+}
+
 /// What the forwarder should do next.
 pub enum Next {
     /// Send this.
-    Data(Chunk),
+    Data(Piece),
     /// Nothing new yet.
     Wait,
     /// Bytes before this offset can no longer be had (recording failed); skip to it.
     Gap(u64),
 }
 
+impl Default for OutState {
+    fn default() -> OutState {
+        OutState { ring: OutputRing::new(RING), written: 0, file_until: 0, failed: None }
+    }
+}
+
 impl OutState {
-    /// Adds a chunk read from the PTY, trimming the ring.
-    pub fn push(&mut self, chunk: Chunk) {
-        self.written = chunk.offset + chunk.data.len() as u64;
-        self.ring_bytes += chunk.data.len();
-        self.chunks.push_back(chunk);
-        while self.ring_bytes > RING_BYTES && self.chunks.len() > 1 {
-            let old = self.chunks.pop_front().expect("non-empty");
-            self.ring_bytes -= old.data.len();
-        }
+    /// Adds output read from the PTY at `offset`, trimming the ring.
+    pub fn push(&mut self, offset: u64, t_micros: u64, data: Bytes) {
+        self.written = offset + data.len() as u64;
+        self.ring.push(offset, t_micros, data, Instant::now());
     }
 
     fn ring_start(&self) -> u64 {
-        self.chunks.front().map(|c| c.offset).unwrap_or(self.written)
+        self.ring.start().unwrap_or(self.written)
     }
 
     /// Up to `max` bytes from the ring starting at `from` (which must be in the ring).
-    fn ring_range(&self, from: u64, max: usize) -> Chunk {
-        let idx = self.chunks.partition_point(|c| c.offset + c.data.len() as u64 <= from);
-        let first = &self.chunks[idx];
-        let mut out = Chunk { offset: from, t_micros: first.t_micros, data: Vec::new() };
-        for c in self.chunks.range(idx..) {
-            let skip = from.saturating_sub(c.offset) as usize;
-            let take = (c.data.len() - skip).min(max - out.data.len());
-            out.data.extend_from_slice(&c.data[skip..skip + take]);
-            if out.data.len() >= max {
-                break;
-            }
-        }
-        out
+    fn ring_range(&self, from: u64, max: usize) -> Piece {
+        let (t_micros, data) = self.ring.range(from, max).expect("the offset is in the ring");
+        Piece { offset: from, t_micros, data }
     }
 }
 
@@ -178,7 +182,7 @@ impl Shared {
             let limit = ((file_until - from) as usize).min(max);
             let read = RecordingReader::open(&self.dir.output(), &self.dir.index()).and_then(|r| r.read_chunk(from, limit));
             match read {
-                Ok(Some(chunk)) => return Next::Data(chunk),
+                Ok(Some(chunk)) => return Next::Data(Piece { offset: chunk.offset, t_micros: chunk.t_micros, data: chunk.data.into() }),
                 Ok(None) => {}
                 Err(e) => tracing::warn!("reading the recording at {from}: {e}"),
             }
@@ -217,19 +221,19 @@ impl Shared {
 mod tests {
     use super::*;
 
-    fn chunk(offset: u64, data: &[u8]) -> Chunk {
-        Chunk { offset, t_micros: offset * 10, data: data.to_vec() }
+    fn push(out: &mut OutState, offset: u64, data: &[u8]) {
+        out.push(offset, offset * 10, Bytes::copy_from_slice(data));
     }
 
     #[test]
     fn ring_serves_ranges_across_chunks() {
         let mut out = OutState::default();
-        out.push(chunk(0, b"abc"));
-        out.push(chunk(3, b"defg"));
+        push(&mut out, 0, b"abc");
+        push(&mut out, 3, b"defg");
         let c = out.ring_range(2, 3);
-        assert_eq!((c.offset, c.t_micros, c.data.as_slice()), (2, 0, &b"cde"[..]));
+        assert_eq!((c.offset, c.t_micros, &c.data[..]), (2, 0, &b"cde"[..]));
         let c = out.ring_range(4, 100);
-        assert_eq!((c.t_micros, c.data.as_slice()), (30, &b"efg"[..]));
+        assert_eq!((c.t_micros, &c.data[..]), (30, &b"efg"[..]));
         assert_eq!(out.written, 7);
     }
 
@@ -238,9 +242,9 @@ mod tests {
         let mut out = OutState::default();
         let big = vec![b'x'; RING_BYTES / 2];
         for i in 0..5 {
-            out.push(chunk(i * big.len() as u64, &big));
+            push(&mut out, i * big.len() as u64, &big);
         }
-        assert!(out.ring_bytes <= RING_BYTES);
+        assert!(out.ring.held() <= RING_BYTES);
         assert_eq!(out.ring_start(), 3 * big.len() as u64);
     }
 }
