@@ -4,10 +4,14 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-/// The first wait after a connection drops.
-const FIRST_DELAY: Duration = Duration::from_millis(250);
+use drover_core::backoff::{self, Jitter};
+
+/// The wait after the first failed attempt.
+const FIRST_DELAY: Duration = Duration::from_millis(500);
 /// The longest wait between attempts.
 const DELAY_CAP: Duration = Duration::from_secs(5);
+/// How the waits grow.
+const WAITS: backoff::Backoff = backoff::Backoff { first: FIRST_DELAY, cap: DELAY_CAP };
 /// How long attempts go on failing before giving up.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 
@@ -32,10 +36,10 @@ impl Backoff {
             return None;
         }
         self.attempt += 1;
-        let base = FIRST_DELAY.saturating_mul(1 << self.attempt.min(5)).min(DELAY_CAP);
-        // Up to a quarter less, so many clients of one restarted server spread out.
-        let jitter = base.mul_f64(0.25 * f64::from(std::process::id() % 97 + self.attempt % 7) / 103.0);
-        Some(base - jitter)
+        // Drawn from the process and the attempt, so many clients of one restarted
+        // server spread out.
+        let draw = f64::from(std::process::id() % 97 + self.attempt % 7) / 103.0;
+        Some(WAITS.jittered(self.attempt, Jitter::QuarterShorter, draw))
     }
 
     /// Failed attempts so far.
@@ -111,7 +115,7 @@ mod tests {
     fn waits_grow_to_the_cap_and_start_over_when_connected() {
         let mut b = Backoff::default();
         let waits: Vec<Duration> = (0..8).map(|_| b.failed().unwrap()).collect();
-        assert!(waits[0] <= FIRST_DELAY * 2 && waits[0] >= FIRST_DELAY);
+        assert!(waits[0] <= FIRST_DELAY && waits[0] >= FIRST_DELAY / 2);
         assert!(waits.windows(2).take(3).all(|w| w[0] < w[1]), "{waits:?}");
         assert!(waits.iter().all(|w| *w <= DELAY_CAP), "{waits:?}");
         assert_eq!(b.attempt(), 8);

@@ -6,6 +6,7 @@
 
 pub mod activity;
 pub mod argv;
+pub mod backoff;
 pub mod branch;
 pub mod confinement;
 pub mod device_link;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::activity::EventKind;
+use crate::backoff::{Backoff, Jitter};
 
 /// An event type an endpoint subscribes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,9 +142,8 @@ pub fn retry(policy: &RetryPolicy, attempts: u32, jitter: f64, retry_after: Opti
     if let Some(after) = retry_after {
         return Retry::After(after.min(policy.max_wait));
     }
-    let doubling = 2f64.powi(attempts.saturating_sub(1).min(30) as i32);
-    let backoff = policy.base.mul_f64(doubling).min(policy.max_wait);
-    Retry::After(backoff.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0)))
+    let backoff = Backoff { first: policy.base, cap: policy.max_wait };
+    Retry::After(backoff.jittered(attempts, Jitter::HalfToFull, jitter))
 }
 
 /// What a receiver's answer means for the delivery and its endpoint.
