@@ -101,92 +101,116 @@ pub fn policy(config: &DeviceConfig, spec: &SessionSpec, tmp: &Path, git: Option
     let mut g = Grants { protected, islands, out: Vec::new() };
     let cwd = canonical(Path::new(&spec.cwd)).ok_or_else(|| format!("working directory {} does not exist", spec.cwd))?;
     let home = std::env::var_os("HOME").map(PathBuf::from).or_else(dirs::home_dir);
-    let holds_home = home.as_deref().and_then(canonical).is_some_and(|h| h.starts_with(&cwd));
-    match confinement::fit(&cwd, &g.protected, &g.islands) {
-        Fit::Refuse => {
-            return Err(format!("working directory {} is inside Drover's home, which no run may reach: choose another --cwd", cwd.display()))
-        }
-        Fit::Split => return Err(format!("working directory {} holds Drover's home, which no run may reach: choose a project folder with --cwd", cwd.display())),
-        Fit::Grant if holds_home => {
-            return Err(format!(
-                "working directory {} holds your home directory, whose dotfiles run outside the sandbox: choose a project folder with --cwd (an owner or admin can start it --unconfined)",
-                cwd.display()
-            ))
-        }
-        Fit::Grant => {}
-    }
+    check_cwd(&g, &cwd, home.as_deref())?;
     g.add(&cwd, Access::Write);
     g.add(tmp, Access::Write);
-    // A commit writes objects, refs and their logs into the clone, and the worktree's own
-    // index and HEAD; the clone's config and hooks, which the device's git reads, stay
-    // read-only.
     if let Some(dirs) = git {
-        g.add(&dirs.common, Access::Read);
-        for d in ["objects", "refs", "logs"] {
-            g.add(&dirs.common.join(d), Access::Write);
-        }
-        g.add(&dirs.git_dir, Access::Write);
+        g.add_git(dirs);
     }
-    if let Some(home) = &home {
-        // The run's harness keeps its state in these: made if missing, so it can.
-        for d in spec.harness.map(confinement::state_dirs).unwrap_or_default() {
-            let dir = home.join(d);
-            if !dir.exists() && confinement::fit(&dir, &g.protected, &g.islands) == Fit::Grant {
-                if let Err(e) = std::fs::create_dir_all(&dir) {
-                    tracing::warn!(dir = %dir.display(), "could not create the harness's state directory: {e}");
-                }
-            }
-        }
-        for d in confinement::state_dirs_for(spec.harness) {
-            g.add(&home.join(d), Access::Write);
-        }
-    }
-    // State moved elsewhere by the harness's own variables, as the run is given them.
-    for v in confinement::state_variables_for(spec.harness) {
-        if let Some((_, dir)) = spec.env.iter().find(|(k, _)| k == v).filter(|(_, d)| d.starts_with('/')) {
-            g.add(Path::new(dir), Access::Write);
-        }
-    }
-    if let Some(home) = &home {
-        for d in confinement::HOME_READ {
-            g.add(&home.join(d), Access::Read);
-        }
-    }
-    for d in &config.sandbox.write {
-        g.add(d, Access::Write);
-    }
-    for d in &config.sandbox.read {
-        g.add(d, Access::Read);
-    }
-    for d in confinement::SYSTEM_READ {
-        g.add(Path::new(d), Access::Read);
-    }
-    for d in confinement::SYSTEM_DEVICES {
-        g.add(Path::new(d), Access::Devices);
-    }
-    g.add(Path::new(confinement::SYSTEM_SHARED_MEMORY), Access::Write);
-    // Tools on PATH and the program, with their installs. What a run can write (its own
-    // directory, a previous run's leftovers) is given as it is: links and settings found
-    // there choose nothing more.
-    let path = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
-    for dir in path.split(':').filter(|d| d.starts_with('/')).filter_map(|d| canonical(Path::new(d))) {
-        let derived = if g.writable(&dir) { vec![dir.clone()] } else { tool_dirs(&dir) };
-        for p in derived {
-            g.add_exact(&p, Access::Read);
-        }
-    }
-    if let Some(program) = spec.command.first().filter(|p| p.contains('/')).and_then(|p| canonical(&cwd.join(p))) {
-        let derived = if g.writable(&program) { vec![program.clone()] } else { install(&program) };
-        for p in derived {
-            g.add_exact(&p, Access::Read);
-        }
-    }
+    g.add_harness_state(spec, home.as_deref());
+    g.add_owner_and_system(config);
+    g.add_tools(spec, &cwd);
     Ok(Policy {
         grants: g.out,
         limits: config.sandbox.limits,
         unix_sockets: config.sandbox.unix_sockets,
         contain: containment().containment.clone(),
     })
+}
+
+/// Refuses a working directory that is inside Drover's home, holds it, or holds the
+/// user's home.
+fn check_cwd(g: &Grants, cwd: &Path, home: Option<&Path>) -> Result<(), String> {
+    let holds_home = home.and_then(canonical).is_some_and(|h| h.starts_with(cwd));
+    match confinement::fit(cwd, &g.protected, &g.islands) {
+        Fit::Refuse => {
+            Err(format!("working directory {} is inside Drover's home, which no run may reach: choose another --cwd", cwd.display()))
+        }
+        Fit::Split => Err(format!("working directory {} holds Drover's home, which no run may reach: choose a project folder with --cwd", cwd.display())),
+        Fit::Grant if holds_home => Err(format!(
+            "working directory {} holds your home directory, whose dotfiles run outside the sandbox: choose a project folder with --cwd (an owner or admin can start it --unconfined)",
+            cwd.display()
+        )),
+        Fit::Grant => Ok(()),
+    }
+}
+
+impl Grants {
+    /// What git needs of a task worktree's clone. A commit writes objects, refs and their
+    /// logs into the clone, and the worktree's own index and HEAD; the clone's config and
+    /// hooks, which the device's git reads, stay read-only.
+    fn add_git(&mut self, dirs: &GitDirs) {
+        self.add(&dirs.common, Access::Read);
+        for d in ["objects", "refs", "logs"] {
+            self.add(&dirs.common.join(d), Access::Write);
+        }
+        self.add(&dirs.git_dir, Access::Write);
+    }
+
+    /// The run's harness's state directories (made if missing, so it can keep its state
+    /// there), those its own variables move elsewhere, and the dotfiles read from home.
+    fn add_harness_state(&mut self, spec: &SessionSpec, home: Option<&Path>) {
+        if let Some(home) = home {
+            for d in spec.harness.map(confinement::state_dirs).unwrap_or_default() {
+                let dir = home.join(d);
+                if !dir.exists() && confinement::fit(&dir, &self.protected, &self.islands) == Fit::Grant {
+                    if let Err(e) = std::fs::create_dir_all(&dir) {
+                        tracing::warn!(dir = %dir.display(), "could not create the harness's state directory: {e}");
+                    }
+                }
+            }
+            for d in confinement::state_dirs_for(spec.harness) {
+                self.add(&home.join(d), Access::Write);
+            }
+        }
+        // State moved elsewhere by the harness's own variables, as the run is given them.
+        for v in confinement::state_variables_for(spec.harness) {
+            if let Some((_, dir)) = spec.env.iter().find(|(k, _)| k == v).filter(|(_, d)| d.starts_with('/')) {
+                self.add(Path::new(dir), Access::Write);
+            }
+        }
+        if let Some(home) = home {
+            for d in confinement::HOME_READ {
+                self.add(&home.join(d), Access::Read);
+            }
+        }
+    }
+
+    /// The owner's additions, then the system to read and its devices.
+    fn add_owner_and_system(&mut self, config: &DeviceConfig) {
+        for d in &config.sandbox.write {
+            self.add(d, Access::Write);
+        }
+        for d in &config.sandbox.read {
+            self.add(d, Access::Read);
+        }
+        for d in confinement::SYSTEM_READ {
+            self.add(Path::new(d), Access::Read);
+        }
+        for d in confinement::SYSTEM_DEVICES {
+            self.add(Path::new(d), Access::Devices);
+        }
+        self.add(Path::new(confinement::SYSTEM_SHARED_MEMORY), Access::Write);
+    }
+
+    /// Tools on PATH and the program, with their installs. What a run can write (its own
+    /// directory, a previous run's leftovers) is given as it is: links and settings found
+    /// there choose nothing more.
+    fn add_tools(&mut self, spec: &SessionSpec, cwd: &Path) {
+        let path = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+        for dir in path.split(':').filter(|d| d.starts_with('/')).filter_map(|d| canonical(Path::new(d))) {
+            let derived = if self.writable(&dir) { vec![dir.clone()] } else { tool_dirs(&dir) };
+            for p in derived {
+                self.add_exact(&p, Access::Read);
+            }
+        }
+        if let Some(program) = spec.command.first().filter(|p| p.contains('/')).and_then(|p| canonical(&cwd.join(p))) {
+            let derived = if self.writable(&program) { vec![program.clone()] } else { install(&program) };
+            for p in derived {
+                self.add_exact(&p, Access::Read);
+            }
+        }
+    }
 }
 
 /// Grants being gathered, each judged against what must stay out of reach.

@@ -5,6 +5,7 @@
 
 mod config;
 pub mod confine;
+mod evidence;
 pub mod identity;
 mod link;
 mod merge;

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use drover_core::backoff::{Backoff, Jitter};
 use drover_core::SessionId;
 use drover_protocol::device::{DeviceBinary, DeviceMessage, MergeResult, ServerMessage, Worktree};
 use drover_protocol::shim::{SessionSpec, ShimRequest};
@@ -22,10 +23,8 @@ use crate::config::DeviceConfig;
 use crate::session::{spawn_session, Registry, SessionCmd, Uplink};
 use crate::spawn;
 
-/// First reconnect delay.
-const RECONNECT_DELAY: Duration = Duration::from_millis(200);
-/// Longest reconnect delay.
-const RECONNECT_DELAY_CAP: Duration = Duration::from_secs(10);
+/// Waits between connection attempts: 200 ms doubling to 10 s, up to a quarter longer.
+const RECONNECT: Backoff = Backoff { first: Duration::from_millis(200), cap: Duration::from_secs(10) };
 /// How long the server has to answer the hello.
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// Messages queued for the server before senders wait.
@@ -51,19 +50,20 @@ pub async fn run(config: DeviceConfig) -> std::io::Result<()> {
     let registry: Registry = Arc::new(Mutex::new(Default::default()));
     let preparing: Preparing = Arc::new(Mutex::new(Default::default()));
     adopt_existing(&config, &registry).await;
-    let mut delay = RECONNECT_DELAY;
+    // Failed connections in a row; a refusal waits the longest at once.
+    let mut failures = 0u32;
     loop {
         match connect_once(&config, &registry, &preparing).await {
-            Ok(()) => delay = RECONNECT_DELAY,
+            Ok(()) => failures = 0,
             Err(LinkError::Refused(reason)) => {
                 tracing::error!("{}", LinkError::Refused(reason));
-                delay = RECONNECT_DELAY_CAP;
+                failures = u32::MAX;
             }
             Err(e) => tracing::warn!("{e}; reconnecting"),
         }
-        let jitter = rand::thread_rng().gen_range(0..=delay.as_millis() as u64 / 4);
-        tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
-        delay = (delay * 2).min(RECONNECT_DELAY_CAP);
+        failures = failures.saturating_add(1);
+        let draw: f64 = rand::thread_rng().gen();
+        tokio::time::sleep(RECONNECT.jittered(failures, Jitter::QuarterLonger, draw)).await;
     }
 }
 
@@ -211,36 +211,32 @@ async fn send(up: &Uplink, msg: &DeviceMessage) {
 }
 
 async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Preparing, up: &Uplink, msg: ServerMessage) {
-    let (session, cmd) = match msg {
-        // A checkout can take seconds: it runs on its own so every other session's
-        // input, stops and snapshots go on; a Stop for the run meanwhile is kept.
+    if let Some((session, cmd)) = route(config, registry, preparing, up, msg).await {
+        to_session(registry, preparing, up, session, cmd).await;
+    }
+}
+
+/// Carries out a message for the device itself; one for a session comes back as the
+/// session's command.
+async fn route(
+    config: &DeviceConfig,
+    registry: &Registry,
+    preparing: &Preparing,
+    up: &Uplink,
+    msg: ServerMessage,
+) -> Option<(SessionId, SessionCmd)> {
+    match msg {
         ServerMessage::Start { spec, worktree: Some(worktree), skills } => {
-            let id = spec.session;
-            preparing.lock().expect("preparing lock").insert(id, Pending::Start);
-            let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
-            tokio::spawn(async move {
-                let released = || preparing.lock().expect("preparing lock").get(&id) == Some(&Pending::Release);
-                start_session(&config, &registry, &up, *spec, Some(worktree), skills, released).await;
-                let stop = preparing.lock().expect("preparing lock").remove(&id) == Some(Pending::Stop);
-                if let (true, Some(h)) = (stop, handle(&registry, id)) {
-                    let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
-                }
-            });
-            return;
+            start_in_background(config, registry, preparing, up, *spec, worktree, skills);
+            None
         }
         ServerMessage::Start { spec, worktree: None, skills } => {
             start_session(config, registry, up, *spec, None, skills, || false).await;
-            return;
+            None
         }
         ServerMessage::RemoveWorktree { worktree, force } => {
-            let root = config.worktrees_dir();
-            let w = worktree.clone();
-            match tokio::task::spawn_blocking(move || crate::worktree::remove(&root, &w, force)).await {
-                Ok(Ok(())) => tracing::info!(dir = %worktree.dir, "worktree removed"),
-                Ok(Err(e)) => tracing::warn!(dir = %worktree.dir, "worktree kept: {e}"),
-                Err(e) => tracing::warn!("removing a worktree: {e}"),
-            }
-            return;
+            remove_worktree(config, worktree, force).await;
+            None
         }
         ServerMessage::Merge { req, worktree, message } => {
             let (root, up) = (config.worktrees_dir(), up.clone());
@@ -250,7 +246,7 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
                     .unwrap_or_else(|e| MergeResult::Refused { reason: format!("the merge stopped unexpectedly: {e}") });
                 send(&up, &DeviceMessage::Merged { req, result }).await;
             });
-            return;
+            None
         }
         ServerMessage::Prepare { sandbox, worktree, skills } => {
             let (config, up) = (config.clone(), up.clone());
@@ -258,34 +254,79 @@ async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Prepar
                 let problem = prepare_sandbox(&config, worktree, skills).await.err();
                 send(&up, &DeviceMessage::Prepared { sandbox, problem }).await;
             });
-            return;
+            None
         }
         ServerMessage::CheckRepo { req, path, base } => {
-            let up = up.clone();
-            tokio::spawn(async move {
-                let checked =
-                    tokio::task::spawn_blocking(move || crate::worktree::check_clone(std::path::Path::new(&path), base.as_deref())).await;
-                let problem = match checked {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(e.to_string()),
-                    Err(e) => Some(format!("the check stopped unexpectedly: {e}")),
-                };
-                send(&up, &DeviceMessage::RepoChecked { req, problem }).await;
-            });
-            return;
+            check_repo_in_background(up, req, path, base);
+            None
         }
         ServerMessage::Prices { overrides } => {
             crate::usage::set_prices(drover_core::spend::PriceTable { overrides });
-            return;
+            None
         }
-        ServerMessage::SendText { session, req, text } => (session, SessionCmd::Shim(ShimRequest::SendText { req, text })),
-        ServerMessage::Resize { session, cols, rows } => (session, SessionCmd::Shim(ShimRequest::Resize { cols, rows })),
-        ServerMessage::Stop { session, grace_ms } => (session, SessionCmd::Shim(ShimRequest::Stop { grace_ms })),
-        ServerMessage::Snapshot { session, req } => (session, SessionCmd::Shim(ShimRequest::Snapshot { req })),
-        ServerMessage::Viewers { session, interactive } => (session, SessionCmd::Shim(ShimRequest::Viewers { interactive })),
-        ServerMessage::Release { session } => (session, SessionCmd::Release),
-        ServerMessage::Ack { .. } | ServerMessage::Welcome { .. } | ServerMessage::Refused { .. } => return,
-    };
+        ServerMessage::SendText { session, req, text } => Some((session, SessionCmd::Shim(ShimRequest::SendText { req, text }))),
+        ServerMessage::Resize { session, cols, rows } => Some((session, SessionCmd::Shim(ShimRequest::Resize { cols, rows }))),
+        ServerMessage::Stop { session, grace_ms } => Some((session, SessionCmd::Shim(ShimRequest::Stop { grace_ms }))),
+        ServerMessage::Snapshot { session, req } => Some((session, SessionCmd::Shim(ShimRequest::Snapshot { req }))),
+        ServerMessage::Viewers { session, interactive } => Some((session, SessionCmd::Shim(ShimRequest::Viewers { interactive }))),
+        ServerMessage::Release { session } => Some((session, SessionCmd::Release)),
+        ServerMessage::Ack { .. } | ServerMessage::Welcome { .. } | ServerMessage::Refused { .. } => None,
+    }
+}
+
+/// Starts a task's run whose worktree is checked out first. A checkout can take
+/// seconds: it runs on its own so every other session's input, stops and snapshots go
+/// on; a Stop for the run meanwhile is kept.
+fn start_in_background(
+    config: &DeviceConfig,
+    registry: &Registry,
+    preparing: &Preparing,
+    up: &Uplink,
+    spec: SessionSpec,
+    worktree: Worktree,
+    skills: Vec<drover_protocol::device::SkillBundle>,
+) {
+    let id = spec.session;
+    preparing.lock().expect("preparing lock").insert(id, Pending::Start);
+    let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
+    tokio::spawn(async move {
+        let released = || preparing.lock().expect("preparing lock").get(&id) == Some(&Pending::Release);
+        start_session(&config, &registry, &up, spec, Some(worktree), skills, released).await;
+        let stop = preparing.lock().expect("preparing lock").remove(&id) == Some(Pending::Stop);
+        if let (true, Some(h)) = (stop, handle(&registry, id)) {
+            let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
+        }
+    });
+}
+
+/// Removes a task's worktree (kept when it holds work and `force` is not set).
+async fn remove_worktree(config: &DeviceConfig, worktree: Worktree, force: bool) {
+    let root = config.worktrees_dir();
+    let w = worktree.clone();
+    match tokio::task::spawn_blocking(move || crate::worktree::remove(&root, &w, force)).await {
+        Ok(Ok(())) => tracing::info!(dir = %worktree.dir, "worktree removed"),
+        Ok(Err(e)) => tracing::warn!(dir = %worktree.dir, "worktree kept: {e}"),
+        Err(e) => tracing::warn!("removing a worktree: {e}"),
+    }
+}
+
+/// Checks a clone the server wants to register, and answers with what is wrong.
+fn check_repo_in_background(up: &Uplink, req: u64, path: String, base: Option<String>) {
+    let up = up.clone();
+    tokio::spawn(async move {
+        let checked = tokio::task::spawn_blocking(move || crate::worktree::check_clone(std::path::Path::new(&path), base.as_deref())).await;
+        let problem = match checked {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("the check stopped unexpectedly: {e}")),
+        };
+        send(&up, &DeviceMessage::RepoChecked { req, problem }).await;
+    });
+}
+
+/// Hands a command to its session, or says why it cannot be: the session is still
+/// being prepared (a Stop or Release is kept for when it starts) or is not here.
+async fn to_session(registry: &Registry, preparing: &Preparing, up: &Uplink, session: SessionId, cmd: SessionCmd) {
     match handle(registry, session) {
         Some(h) => {
             let _ = h.tx.send(cmd).await;
@@ -424,11 +465,11 @@ async fn prepare_and_start(
     let spec = &spec;
     if let Some(dirs) = &git_dirs {
         let json = serde_json::to_vec(dirs).expect("git directories serialise");
-        drover_term::dir::write_atomic(&dir.root().join(crate::session::GIT_DIRS), &json)?;
+        drover_term::dir::write_atomic(&dir.root().join(crate::evidence::GIT_DIRS), &json)?;
     }
     // A task run's worktree HEAD before it starts: later commits are its progress.
-    if let Some((head, _)) = crate::session::worktree_head(&spec.cwd, git_dirs.as_ref()) {
-        drover_term::dir::write_atomic(&dir.root().join(crate::session::BASE_HEAD), head.as_bytes())?;
+    if let Some((head, _)) = crate::evidence::worktree_head(&spec.cwd, git_dirs.as_ref()) {
+        drover_term::dir::write_atomic(&dir.root().join(crate::evidence::BASE_HEAD), head.as_bytes())?;
     }
     drover_term::dir::write_atomic(&dir.spec(), &serde_json::to_vec_pretty(spec).expect("spec serialises"))?;
     spawn::start_shim(Path::new(&config.shim_exe), dir)?;

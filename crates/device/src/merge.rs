@@ -24,40 +24,88 @@ pub fn merge(root: &Path, w: &Worktree, message: &str) -> MergeResult {
     }
 }
 
-fn refused(reason: String) -> Result<MergeResult, WorktreeError> {
-    Ok(MergeResult::Refused { reason })
+/// Why a merge stopped short: refused, with the reason a person reads, or git failed.
+enum Stop {
+    Refused(String),
+    Failed(WorktreeError),
+}
+
+impl From<WorktreeError> for Stop {
+    fn from(e: WorktreeError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+fn refuse<T>(reason: String) -> Result<T, Stop> {
+    Err(Stop::Refused(reason))
 }
 
 fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, WorktreeError> {
+    match merge_steps(root, w, message) {
+        Ok(r) => Ok(r),
+        Err(Stop::Refused(reason)) => Ok(MergeResult::Refused { reason }),
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+fn merge_steps(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Stop> {
     let repo = Path::new(&w.repo_path);
     if git(repo, &["rev-parse", "--git-dir"]).is_err() {
-        return Err(WorktreeError::NotARepo(w.repo_path.clone()));
+        return Err(WorktreeError::NotARepo(w.repo_path.clone()).into());
     }
     let _clone = lock_clone(repo);
     // Refuses a folder name that could escape `root`, as every worktree step does; the
     // uncommitted-work check below looks wherever the task's branch is checked out.
     worktree_path(root, w)?;
-    if let Some(sandbox) = checked_out_at(repo, &w.branch)? {
-        let sandbox = Path::new(&sandbox);
-        // Untracked files (a harness's own caches, say) are not the work: only changes
-        // to tracked files hold the merge up. Read through the clone's own record of the
-        // worktree, never through files the run could have rewritten.
-        let dirs = git_dirs(repo, sandbox)?;
-        let dirty = git_worktree(&dirs, sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
-        if !dirty.is_empty() {
-            let n = dirty.lines().count();
-            return refused(format!(
-                "the task's worktree has uncommitted changes ({n} file{}): commit them first, since the merge takes the branch's commits",
-                if n == 1 { "" } else { "s" }
-            ));
-        }
+    refuse_uncommitted(repo, &w.branch)?;
+    let into = target_branch(repo, w)?;
+    let Ok(base) = git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{into}^{{commit}}")]) else {
+        return refuse(format!("the clone at {} has no branch `{into}` to merge into", w.repo_path));
+    };
+    let Ok(head) = git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{}^{{commit}}", w.branch)]) else {
+        return refuse(format!("the task's branch `{}` does not exist in the clone at {}", w.branch, w.repo_path));
+    };
+    if git(repo, &["merge-base", "--is-ancestor", &head, &base]).is_ok() {
+        return Ok(MergeResult::Merged { into, commit: base, already: true });
     }
+    let tree = merged_tree(repo, w, &into, &base, &head)?;
+    if let Some(dir) = rebasing(repo, &into)? {
+        return refuse(format!("`{into}` is being rebased in {dir}: finish or abort that rebase, then hand off again"));
+    }
+    let identity = identity_env(repo);
+    let env: Vec<(&str, &str)> = identity.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let commit = git_in(repo, &["commit-tree", &tree, "-p", &base, "-p", &head, "-m", message], &env)?;
+    advance(repo, &into, &base, &commit)?;
+    Ok(MergeResult::Merged { into, commit, already: false })
+}
+
+/// Refuses while the worktree that has `branch` checked out has uncommitted changes.
+fn refuse_uncommitted(repo: &Path, branch: &str) -> Result<(), Stop> {
+    let Some(sandbox) = checked_out_at(repo, branch)? else { return Ok(()) };
+    let sandbox = Path::new(&sandbox);
+    // Untracked files (a harness's own caches, say) are not the work: only changes
+    // to tracked files hold the merge up. Read through the clone's own record of the
+    // worktree, never through files the run could have rewritten.
+    let dirs = git_dirs(repo, sandbox)?;
+    let dirty = git_worktree(&dirs, sandbox, &["status", "--porcelain", "--untracked-files=no"])?;
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    let n = dirty.lines().count();
+    refuse(format!(
+        "the task's worktree has uncommitted changes ({n} file{}): commit them first, since the merge takes the branch's commits",
+        if n == 1 { "" } else { "s" }
+    ))
+}
+
+/// The branch to merge into: the repo's base, else the clone's checked-out branch.
+fn target_branch(repo: &Path, w: &Worktree) -> Result<String, Stop> {
     let into = match &w.base {
         Some(b) => b.clone(),
         None => match git(repo, &["symbolic-ref", "--quiet", "HEAD"]).map(|r| r.strip_prefix("refs/heads/").map(str::to_string)) {
             Ok(Some(b)) => b,
             _ => {
-                return refused(format!(
+                return refuse(format!(
                     "the clone at {} has no branch checked out, so there is no branch to merge into: name one with `drover repo add --base BRANCH`",
                     w.repo_path
                 ))
@@ -65,63 +113,55 @@ fn try_merge(root: &Path, w: &Worktree, message: &str) -> Result<MergeResult, Wo
         },
     };
     if git(repo, &["check-ref-format", "--branch", &into]).is_err() {
-        return refused(format!("`{into}` is not a valid branch name"));
+        return refuse(format!("`{into}` is not a valid branch name"));
     }
-    let Ok(base) = git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{into}^{{commit}}")]) else {
-        return refused(format!("the clone at {} has no branch `{into}` to merge into", w.repo_path));
-    };
-    let Ok(head) = git(repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{}^{{commit}}", w.branch)]) else {
-        return refused(format!("the task's branch `{}` does not exist in the clone at {}", w.branch, w.repo_path));
-    };
-    if git(repo, &["merge-base", "--is-ancestor", &head, &base]).is_ok() {
-        return Ok(MergeResult::Merged { into, commit: base, already: true });
-    }
-    let tree = match git_in(repo, &["merge-tree", "--write-tree", "--name-only", "--no-messages", &base, &head], &[]) {
-        Ok(out) => out.lines().next().unwrap_or_default().to_string(),
+    Ok(into)
+}
+
+/// The tree of `head` merged onto `base`, written without touching any working copy.
+fn merged_tree(repo: &Path, w: &Worktree, into: &str, base: &str, head: &str) -> Result<String, Stop> {
+    match git_in(repo, &["merge-tree", "--write-tree", "--name-only", "--no-messages", base, head], &[]) {
+        Ok(out) => Ok(out.lines().next().unwrap_or_default().to_string()),
         Err(WorktreeError::Git { stdout, code: Some(1), .. }) => {
             // Exit status 1: conflicts. The first line is the tree, then the files.
             let files: Vec<&str> = stdout.lines().skip(1).filter(|l| !l.is_empty()).take(20).collect();
-            return refused(format!(
+            refuse(format!(
                 "`{}` does not merge cleanly into `{into}`: conflicts in {}. Merge `{into}` into the branch, resolve and commit, then hand off again",
                 w.branch,
                 files.join(", ")
-            ));
+            ))
         }
         Err(WorktreeError::Git { stderr, .. }) if stderr.contains("unknown option") || stderr.contains("usage: git merge-tree") => {
-            return refused("merging needs git 2.40 or newer on the device (`git merge-tree --write-tree --name-only`)".into())
+            refuse("merging needs git 2.40 or newer on the device (`git merge-tree --write-tree --name-only`)".into())
         }
-        Err(e) => return Err(e),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Moves `into` from `base` to `commit`: with its working copy where it is checked out,
+/// else the ref alone, refusing if it moved meanwhile.
+fn advance(repo: &Path, into: &str, base: &str, commit: &str) -> Result<(), Stop> {
+    let Some(dir) = checked_out_at(repo, into)? else {
+        if let Err(e) = git(repo, &["update-ref", "-m", "drover: merge stage", &format!("refs/heads/{into}"), commit, base]) {
+            return refuse(format!("`{into}` moved while merging ({e}): hand off again"));
+        }
+        return Ok(());
     };
-    if let Some(dir) = rebasing(repo, &into)? {
-        return refused(format!("`{into}` is being rebased in {dir}: finish or abort that rebase, then hand off again"));
+    let dir_path = Path::new(&dir);
+    // The working copy must still be on the base, at the commit merged onto.
+    let on_base = git(dir_path, &["symbolic-ref", "--quiet", "HEAD"]).is_ok_and(|r| r == format!("refs/heads/{into}"));
+    if !on_base || git(dir_path, &["rev-parse", "HEAD"])? != base {
+        return refuse(format!("`{into}` moved in {dir} while merging: hand off again"));
     }
-    let identity = identity_env(repo);
-    let env: Vec<(&str, &str)> = identity.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let commit = git_in(repo, &["commit-tree", &tree, "-p", &base, "-p", &head, "-m", message], &env)?;
-    match checked_out_at(repo, &into)? {
-        Some(dir) => {
-            let dir_path = Path::new(&dir);
-            // The working copy must still be on the base, at the commit merged onto.
-            let on_base = git(dir_path, &["symbolic-ref", "--quiet", "HEAD"]).is_ok_and(|r| r == format!("refs/heads/{into}"));
-            if !on_base || git(dir_path, &["rev-parse", "HEAD"])? != base {
-                return refused(format!("`{into}` moved in {dir} while merging: hand off again"));
-            }
-            // Moves the branch and that working copy together; git refuses if the
-            // working copy's own changes would be overwritten. Never stash them.
-            if let Err(e) = git(dir_path, &["merge", "--ff-only", "--no-autostash", "--quiet", &commit]) {
-                return refused(format!("`{into}` is checked out at {dir} and could not be fast-forwarded to the merge: {e}"));
-            }
-            if git(repo, &["rev-parse", &format!("refs/heads/{into}")])? != commit {
-                return refused(format!("`{into}` in {dir} did not end at the merge commit (it moved meanwhile): hand off again"));
-            }
-        }
-        None => {
-            if let Err(e) = git(repo, &["update-ref", "-m", "drover: merge stage", &format!("refs/heads/{into}"), &commit, &base]) {
-                return refused(format!("`{into}` moved while merging ({e}): hand off again"));
-            }
-        }
+    // Moves the branch and that working copy together; git refuses if the
+    // working copy's own changes would be overwritten. Never stash them.
+    if let Err(e) = git(dir_path, &["merge", "--ff-only", "--no-autostash", "--quiet", commit]) {
+        return refuse(format!("`{into}` is checked out at {dir} and could not be fast-forwarded to the merge: {e}"));
     }
-    Ok(MergeResult::Merged { into, commit, already: false })
+    if git(repo, &["rev-parse", &format!("refs/heads/{into}")])? != commit {
+        return refuse(format!("`{into}` in {dir} did not end at the merge commit (it moved meanwhile): hand off again"));
+    }
+    Ok(())
 }
 
 /// The worktree (the clone itself or another) that has `branch` checked out, if any.

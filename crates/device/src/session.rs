@@ -1,5 +1,6 @@
 //! One session on this device: the link to its shim (or, when the shim is gone, its
-//! files), forwarding output by offset and carrying commands in.
+//! files), forwarding output by offset and carrying commands in; its evidence of
+//! progress is polled by [`crate::evidence`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,12 +16,10 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::evidence::{Evidence, COMMIT_CHECK, USAGE_CHECK};
+
 /// Output read from files per frame when the shim is gone.
 const FILE_CHUNK: usize = 64 * 1024;
-/// How often a task run's worktree is checked for new commits.
-const COMMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often a run's harness records are read for new usage.
-const USAGE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The sending side of the current server connection.
 pub type Uplink = mpsc::Sender<Message>;
@@ -66,19 +65,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
     let report = Arc::new(Mutex::new(SessionReport { session: id, written: 0, running: shim.is_some() }));
     let handle = SessionHandle { tx, report: report.clone() };
     registry.lock().expect("registry lock").insert(id, handle.clone());
-    let cwd = std::fs::read(dir.spec())
-        .ok()
-        .and_then(|b| serde_json::from_slice::<drover_protocol::shim::SessionSpec>(&b).ok())
-        .map(|s| s.cwd)
-        .unwrap_or_default();
-    let git_dirs: Option<crate::worktree::GitDirs> =
-        std::fs::read(dir.root().join(GIT_DIRS)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    // The worktree's HEAD before the run started (recorded by `start`), else now.
-    let head = std::fs::read_to_string(dir.root().join(BASE_HEAD))
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| worktree_head(&cwd, git_dirs.as_ref()).map(|(h, _)| h));
+    let evidence = Evidence::read(&dir);
     let task = SessionTask {
         id,
         dir,
@@ -88,13 +75,9 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         exit: None,
         pid: None,
         started_at: None,
-        cwd,
-        git_dirs,
+        evidence,
         ended_sent: false,
-        head,
         resubscribing: false,
-        usage: None,
-        usage_sent: None,
     };
     tokio::spawn(async move {
         task.run(shim, rx).await;
@@ -141,35 +124,12 @@ struct SessionTask {
     exit: Option<ShimExit>,
     pid: Option<u32>,
     started_at: Option<String>,
-    cwd: String,
-    /// The worktree's git directories, for a task's run.
-    git_dirs: Option<crate::worktree::GitDirs>,
+    /// New commits and usage, polled beside the output.
+    evidence: Evidence,
     ended_sent: bool,
-    /// The worktree's HEAD as last seen (task runs only).
-    head: Option<String>,
     /// After a re-subscription: output frames of the old subscription may still be on
     /// their way and must not be taken for the new one's (they would skip bytes).
     resubscribing: bool,
-    /// The run's usage, read from its harness's records once it has started.
-    usage: Option<crate::usage::watch::Watch>,
-    /// The last usage report the server got (a report lost with the link is sent again).
-    usage_sent: Option<drover_protocol::device::UsageReport>,
-}
-
-/// File in a session's directory holding its worktree's HEAD from before the run.
-pub const BASE_HEAD: &str = "base_head";
-
-/// File in a session's directory holding its worktree's git directories, as checked
-/// against the clone when the run started ([`crate::worktree::GitDirs`]).
-pub const GIT_DIRS: &str = "git_dirs.json";
-
-/// HEAD and its subject of a task's worktree at `cwd`, read through `dirs` (None: not a
-/// task's worktree).
-pub fn worktree_head(cwd: &str, dirs: Option<&crate::worktree::GitDirs>) -> Option<(String, String)> {
-    let dirs = dirs?;
-    let text = crate::worktree::git_worktree(dirs, std::path::Path::new(cwd), &["log", "-1", "--format=%H%x00%s"]).ok()?;
-    let (head, subject) = text.split_once('\0')?;
-    Some((head.to_string(), subject.chars().take(200).collect()))
 }
 
 impl SessionTask {
@@ -193,7 +153,7 @@ impl SessionTask {
                 }
             };
             tokio::select! {
-                _ = commits.tick(), if self.head.is_some() && self.exit.is_none() => self.check_commits().await,
+                _ = commits.tick(), if self.evidence.follows_commits() && self.exit.is_none() => self.check_commits().await,
                 _ = usage.tick(), if self.started_at.is_some() && self.exit.is_none() => self.check_usage().await,
                 cmd = rx.recv() => {
                     let Some(cmd) = cmd else { return };
@@ -252,7 +212,7 @@ impl SessionTask {
                 match link.as_mut() {
                     Some(ShimLink { wr, .. }) => {
                         if let (Some(pid), None) = (self.pid, &self.exit) {
-                            let cwd = self.cwd.clone();
+                            let cwd = self.evidence.cwd().to_string();
                             self.send(DeviceMessage::Started { session: self.id, pid, cwd }).await;
                         }
                         let req = ShimFrame::Request(ShimRequest::Subscribe { from_offset: from }).encode();
@@ -400,44 +360,21 @@ impl SessionTask {
         self.send_end().await;
     }
 
-    /// Reads the run's harness records for new usage and reports it when it changed.
+    /// Reports the run's usage when it changed.
     async fn check_usage(&mut self) {
-        let (Some(since), false) = (self.started_at.clone(), self.cwd.is_empty()) else { return };
-        let cwd = std::path::PathBuf::from(&self.cwd);
-        let mut watch = self
-            .usage
-            .take()
-            .unwrap_or_else(|| crate::usage::watch::Watch::new(&cwd, &since, crate::usage::prices().1).follow_shared_prices());
-        let Ok(mut watch) = tokio::task::spawn_blocking(move || {
-            watch.poll();
-            watch
-        })
-        .await
-        else {
-            return;
-        };
-        // OpenCode keeps its records in a SQLite store, read asynchronously.
-        if let Some(db) = crate::usage::opencode::database() {
-            watch.poll_opencode(&db).await;
-        }
-        let report = watch.report();
-        let unsent = self.usage_sent.as_ref() != Some(&report) && (report.turns > 0 || self.usage_sent.is_some());
-        if unsent && self.uplink.is_some() {
+        let Some(since) = self.started_at.clone() else { return };
+        let Some(report) = self.evidence.unsent_usage(&since).await else { return };
+        if self.uplink.is_some() {
             self.send(DeviceMessage::Usage { session: self.id, usage: report.clone() }).await;
             if self.uplink.is_some() {
-                self.usage_sent = Some(report);
+                self.evidence.usage_delivered(report);
             }
         }
-        self.usage = Some(watch);
     }
 
     /// Reports a new HEAD in the run's worktree (evidence of progress).
     async fn check_commits(&mut self) {
-        let Some(before) = self.head.clone() else { return };
-        let (cwd, dirs) = (self.cwd.clone(), self.git_dirs.clone());
-        let Ok(Some((head, subject))) = tokio::task::spawn_blocking(move || worktree_head(&cwd, dirs.as_ref())).await else { return };
-        if head != before {
-            self.head = Some(head.clone());
+        if let Some((head, subject)) = self.evidence.new_commit().await {
             self.send(DeviceMessage::Commit { session: self.id, head, subject }).await;
         }
     }
@@ -488,69 +425,5 @@ impl SessionTask {
                 self.uplink = None;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        assert!(std::process::Command::new("git").arg("-C").arg(dir).args(args).status().unwrap().success());
-    }
-
-    /// A clone with one commit, "first".
-    fn repo_with_commit() -> tempfile::TempDir {
-        let repo = tempfile::tempdir().unwrap();
-        git(repo.path(), &["init", "-q", "-b", "main"]);
-        git(repo.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"]);
-        repo
-    }
-
-    #[test]
-    fn a_worktree_head_is_read_and_plain_directories_are_not_worktrees() {
-        let repo = repo_with_commit();
-        let root = tempfile::tempdir().unwrap();
-        let w = drover_protocol::device::Worktree {
-            repo_path: repo.path().display().to_string(),
-            dir: "w".into(),
-            branch: "b".into(),
-            base: None,
-        };
-        let path = crate::worktree::ensure(root.path(), &w).unwrap();
-        let dirs = crate::worktree::git_dirs(repo.path(), &path).unwrap();
-        let (head, subject) = worktree_head(path.to_str().unwrap(), Some(&dirs)).expect("a worktree has a HEAD");
-        assert_eq!((head.len(), subject.as_str()), (40, "first"));
-        assert_eq!(worktree_head(path.to_str().unwrap(), None), None, "without its checked directories, nothing is read");
-        assert!(crate::worktree::git_dirs(repo.path(), repo.path()).is_err(), "the clone itself is not a task's worktree");
-    }
-
-    #[test]
-    fn a_worktree_whose_git_files_a_run_rewrote_is_not_trusted() {
-        let repo = repo_with_commit();
-        let root = tempfile::tempdir().unwrap();
-        let w = |dir: &str, branch: &str| drover_protocol::device::Worktree {
-            repo_path: repo.path().display().to_string(),
-            dir: dir.into(),
-            branch: branch.into(),
-            base: None,
-        };
-        let (a, b) =
-            (crate::worktree::ensure(root.path(), &w("a", "ba")).unwrap(), crate::worktree::ensure(root.path(), &w("b", "bb")).unwrap());
-        let good = crate::worktree::git_dirs(repo.path(), &a).unwrap();
-        // A run points its .git at a repository of its own (whose config would name
-        // programs for the device's git to run), or at another worktree's directory.
-        let evil = a.join("evil");
-        git(&a, &["init", "-q", &evil.display().to_string()]);
-        std::fs::write(a.join(".git"), format!("gitdir: {}\n", evil.join(".git").display())).unwrap();
-        assert!(matches!(crate::worktree::git_dirs(repo.path(), &a), Err(crate::worktree::WorktreeError::Tampered(_))));
-        let other = crate::worktree::git_dirs(repo.path(), &b).unwrap();
-        std::fs::write(a.join(".git"), format!("gitdir: {}\n", other.git_dir.display())).unwrap();
-        assert!(matches!(crate::worktree::git_dirs(repo.path(), &a), Err(crate::worktree::WorktreeError::Tampered(_))));
-        // The device reads through what it checked before, whatever the files say now.
-        let (head, _) = worktree_head(a.to_str().unwrap(), Some(&good)).unwrap();
-        assert_eq!(head.len(), 40);
-        // And a reused worktree whose .git was rewritten is refused.
-        assert!(matches!(crate::worktree::ensure(root.path(), &w("a", "ba")), Err(crate::worktree::WorktreeError::Tampered(_))));
     }
 }
