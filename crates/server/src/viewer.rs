@@ -17,8 +17,11 @@ use crate::auth::Caller;
 use crate::hub::{Hub, Joined, NoResync, ViewerOut};
 use crate::{render, ApiError, AppState};
 
-/// Snapshot attempts before falling back to replaying the stored stream.
+/// Snapshot attempts before falling back to rebuilding the screen from stored output.
 const SNAPSHOT_TRIES: usize = 3;
+/// The most recent stored output the fallback screen is rebuilt from: never the whole
+/// stream (DESIGN.md), so its cost does not grow with the session's age.
+const FALLBACK_REPLAY_BYTES: u64 = 2 * 1024 * 1024;
 /// Most stored output sent to catch a re-synced viewer up before taking a new snapshot.
 const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
 
@@ -145,14 +148,7 @@ impl Viewer {
                 }
                 _ = lag.notified() => {
                     while rx.try_recv().is_ok() {}
-                    if !first {
-                        tracing::debug!(session = %self.session, viewer = id, "viewer fell behind; re-syncing from a snapshot");
-                        if send_event(&mut sink, &ViewerEvent::Resync).await.is_err() { break; }
-                    }
-                    first = false;
-                    let t0 = std::time::Instant::now();
-                    if self.resync(id, &mut sink).await.is_err() { break; }
-                    tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), "viewer synced");
+                    if self.catch_up(id, std::mem::take(&mut first), &mut sink).await.is_err() { break; }
                 }
                 out = rx.recv() => match out {
                     Some(ViewerOut::Bytes(b)) => {
@@ -169,38 +165,58 @@ impl Viewer {
                         break;
                     }
                 },
-                msg = stream.next() => match msg {
-                    Some(Ok(Message::Binary(b))) => {
-                        if self.interactive {
-                            let _ = self.state.devices.send_input(self.device, self.session, b.to_vec()).await;
-                        }
-                    }
-                    Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerCommand>(&t) {
-                        Ok(ViewerCommand::Resize { cols, rows }) if self.interactive => {
-                            if let Ok((c, r)) = drover_core::names::check_size(cols.into(), rows.into()) {
-                                self.resize(c, r, Some(id)).await;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            let _ = send_event(&mut sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
-                        }
-                    },
-                    Some(Err(e)) if e.to_string().contains("too long") => {
-                        // Said with the standard code, so the client knows why.
-                        let reason = format!("message too big: at most {VIEWER_MESSAGE_MAX} bytes per message");
-                        let frame = axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::SIZE, reason: reason.into() };
-                        let _ = sink.send(Message::Close(Some(frame))).await;
-                        break;
-                    }
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                    Some(Ok(_)) => {}
-                },
+                msg = stream.next() => if !self.on_message(id, msg, &mut sink).await { break },
             }
         }
         self.hub.leave(id);
         self.viewers_changed().await;
         let _ = sink.close().await;
+    }
+
+    /// Re-syncs the viewer from a fresh snapshot: on joining (`first`), or after it fell
+    /// behind, when it is told so first.
+    async fn catch_up(&self, id: u64, first: bool, sink: &mut Sink) -> Result<(), axum::Error> {
+        if !first {
+            tracing::debug!(session = %self.session, viewer = id, "viewer fell behind; re-syncing from a snapshot");
+            send_event(sink, &ViewerEvent::Resync).await?;
+        }
+        let t0 = std::time::Instant::now();
+        self.resync(id, sink).await?;
+        tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), "viewer synced");
+        Ok(())
+    }
+
+    /// Handles what the viewer sent: keystrokes, a resize, or the end. False when the
+    /// terminal closes.
+    async fn on_message(&self, id: u64, msg: Option<Result<Message, axum::Error>>, sink: &mut Sink) -> bool {
+        match msg {
+            Some(Ok(Message::Binary(b))) => {
+                if self.interactive {
+                    let _ = self.state.devices.send_input(self.device, self.session, b.to_vec()).await;
+                }
+            }
+            Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerCommand>(&t) {
+                Ok(ViewerCommand::Resize { cols, rows }) if self.interactive => {
+                    if let Ok((c, r)) = drover_core::names::check_size(cols.into(), rows.into()) {
+                        self.resize(c, r, Some(id)).await;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = send_event(sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
+                }
+            },
+            Some(Err(e)) if e.to_string().contains("too long") => {
+                // Said with the standard code, so the client knows why.
+                let reason = format!("message too big: at most {VIEWER_MESSAGE_MAX} bytes per message");
+                let frame = axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::SIZE, reason: reason.into() };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                return false;
+            }
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return false,
+            Some(Ok(_)) => {}
+        }
+        true
     }
 
     /// Sends a fresh snapshot and the bytes after it.
@@ -220,10 +236,11 @@ impl Viewer {
             }
         }
         // The device cannot answer (disconnected, too busy, or the session ended):
-        // rebuild the screen here.
-        tracing::debug!(session = %self.session, "no snapshot from the device; replaying the recording");
+        // rebuild the screen here, from the latest stored output only.
+        tracing::debug!(session = %self.session, "no snapshot from the device; rebuilding the screen from recent output");
         let (cols, rows) = self.hub.size();
-        match render::replay_snapshot(&self.state.store, self.session, cols, rows).await {
+        let from = self.hub.latest().saturating_sub(FALLBACK_REPLAY_BYTES);
+        match render::replay_snapshot_from(&self.state.store, self.session, from, cols, rows).await {
             Ok(snap) => {
                 sink.send(Message::Binary(snap.data.into())).await?;
                 self.follow_on(id, snap.offset, sink).await?;
