@@ -162,6 +162,8 @@ mod tests {
         let ring = ring_of(PLAIN, &[(0, "abc"), (10, "xyz")]);
         assert_eq!(&ring.range(1, 100).unwrap().1[..], b"bc");
         assert!(ring.range(5, 100).is_none());
+        let ring = ring_of(PLAIN, &[(0, "abc"), (3, "de"), (10, "xyz")]);
+        assert_eq!(&ring.range(1, 100).unwrap().1[..], b"bcde", "joined up to the gap, not across it");
     }
 
     #[test]
