@@ -10,9 +10,8 @@
 //! | 2 `SNAPSHOT` | device → server | `16-byte session uuid, u64 req, u64 offset, u16 cols, u16 rows, bytes` |
 //! | 3 `INPUT` | server → device | `16-byte session uuid, keystroke bytes` |
 //!
-//! The server acknowledges output by offset ([`ServerMessage::Ack`]) only after it is
-//! stored durably. On every (re)connection the server's [`ServerMessage::Welcome`] says,
-//! per live session, the offset it holds; the device resumes each stream from there.
+//! On every (re)connection the server's [`ServerMessage::Welcome`] says, per live
+//! session, the offset it holds durably; the device resumes each stream from there.
 
 use drover_core::{RunEnd, SandboxId, SessionId};
 use serde::{Deserialize, Serialize};
@@ -293,11 +292,13 @@ pub enum ServerMessage {
         /// Sessions the server no longer considers live: stop them and clean up.
         release: Vec<SessionId>,
     },
-    /// Output up to `offset` is stored durably.
+    /// Output up to `offset` is stored durably. No longer sent (the device resumes from
+    /// the [`ServerMessage::Welcome`]'s offsets); still decoded, so an older server's is
+    /// ignored rather than refused.
     Ack {
         /// The session whose output is stored.
         session: SessionId,
-        /// Bytes stored.
+        /// How far its output is stored: every byte before this offset.
         offset: u64,
     },
     /// The workspace's own prices (they win over the shipped table); sent after the

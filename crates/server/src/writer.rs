@@ -48,8 +48,6 @@ impl OutputStore for Store {
 
 /// Whom the writer tells what it stored: the devices' links and the other replicas.
 pub(crate) trait OutputNotices: Send + Sync + 'static {
-    /// Acknowledges `offset` of `session` on `device`'s link here, without waiting.
-    fn ack(&self, device: DeviceId, session: SessionId, offset: u64);
     /// Has `device` stop `session`, whose output was refused (without waiting).
     fn release(&self, device: DeviceId, session: SessionId);
     /// Wakes the replicas following any of `sessions`: more of their output is stored.
@@ -57,10 +55,6 @@ pub(crate) trait OutputNotices: Send + Sync + 'static {
 }
 
 impl OutputNotices for AppState {
-    fn ack(&self, device: DeviceId, session: SessionId, offset: u64) {
-        self.devices.post_local(device, &ServerMessage::Ack { session, offset });
-    }
-
     fn release(&self, device: DeviceId, session: SessionId) {
         let state = self.clone();
         tokio::spawn(async move {
@@ -403,8 +397,8 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
         }
     }
 
-    /// Stored parts: acknowledges their sessions on their links, stops the runs whose
-    /// output was refused, and answers whoever waited.
+    /// Stored parts: announces their sessions' output, stops the runs whose output was
+    /// refused, and answers whoever waited.
     fn settle(&mut self, parts: Parts, held: &HashMap<SessionId, u64>) {
         let mut announced = Vec::new();
         for (link, mut part) in parts {
@@ -412,10 +406,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
             let sessions: HashSet<SessionId> = part.chunks.iter().map(|c| c.session).collect();
             for session in sessions {
                 match held.get(&session) {
-                    Some(&offset) => {
-                        self.notices.ack(link.device, session, offset);
-                        announced.push(session);
-                    }
+                    Some(_) => announced.push(session),
                     // Output of a run that is no longer live (its lease is gone): refused,
                     // and the device is told to stop the run.
                     None => {

@@ -89,7 +89,6 @@ struct FakeNotices(Arc<Mutex<Vec<Notice>>>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Notice {
-    Ack(DeviceId, SessionId, u64),
     Release(DeviceId, SessionId),
     Announce(Vec<SessionId>),
 }
@@ -99,22 +98,19 @@ impl FakeNotices {
         self.0.lock().unwrap().clone()
     }
 
-    fn acks(&self) -> Vec<(SessionId, u64)> {
+    /// The sessions announced as having more output stored, in order.
+    fn announced(&self) -> Vec<SessionId> {
         self.all()
             .into_iter()
-            .filter_map(|n| match n {
-                Notice::Ack(_, s, o) => Some((s, o)),
-                _ => None,
+            .flat_map(|n| match n {
+                Notice::Announce(sessions) => sessions,
+                Notice::Release(..) => Vec::new(),
             })
             .collect()
     }
 }
 
 impl OutputNotices for FakeNotices {
-    fn ack(&self, device: DeviceId, session: SessionId, offset: u64) {
-        self.0.lock().unwrap().push(Notice::Ack(device, session, offset));
-    }
-
     fn release(&self, device: DeviceId, session: SessionId) {
         self.0.lock().unwrap().push(Notice::Release(device, session));
     }
@@ -152,9 +148,10 @@ async fn output_queued_together_is_stored_in_one_commit() {
     assert_eq!(tries.len(), 1, "one transaction for everything queued");
     assert_eq!(tries[0].0.len(), 3);
     assert_eq!(store.stored(sa), b"one three");
-    let mut acks = notices.acks();
-    acks.sort_by_key(|(s, _)| *s == sb);
-    assert_eq!(acks, vec![(sa, 9), (sb, 3)], "each session acknowledged once, at the offset held");
+    assert_eq!(store.stored(sb), b"two");
+    let mut announced = notices.announced();
+    announced.sort_by_key(|s| *s == sb);
+    assert_eq!(announced, vec![sa, sb], "each session announced once, after the commit");
 }
 
 #[tokio::test]
@@ -189,7 +186,7 @@ async fn a_failed_write_is_retried_in_order_with_growing_waits() {
     assert!(tries[1].2 - tries[0].2 >= FIRST_RETRY);
     assert!(tries[2].2 - tries[1].2 >= FIRST_RETRY * 2, "the wait doubles");
     assert_eq!(store.stored(s), b"first second", "kept output is stored before what came after it");
-    assert_eq!(notices.acks(), vec![(s, 12)], "nothing acknowledged before it is stored");
+    assert_eq!(notices.announced(), vec![s], "nothing announced before it is stored");
 }
 
 #[tokio::test]
@@ -219,7 +216,7 @@ async fn a_link_closed_with_unstored_output_answers_false_until_forgotten() {
     q.store(&a, chunk(s, 0, b"lost")).await.unwrap();
     q.closed(a.link()).await;
     assert!(!q.stored(a.link()).await, "its output was dropped, not stored");
-    assert!(notices.acks().is_empty());
+    assert!(notices.announced().is_empty());
     assert_eq!(a.budget.available_permits(), LINK_BUDGET, "the dropped output's budget is given back");
     q.forget(a.link()).await;
     // (A request taken with the forget is answered before it is handled.)
