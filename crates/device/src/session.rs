@@ -33,7 +33,7 @@ pub enum SessionCmd {
         /// Where to send.
         uplink: Uplink,
     },
-    /// Keystrokes.
+    /// Bytes for the program's terminal, as typed in a viewer.
     Input(Vec<u8>),
     /// A shim request (audited text, resize, stop, snapshot, viewers).
     Shim(ShimRequest),

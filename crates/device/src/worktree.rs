@@ -19,9 +19,9 @@ pub enum WorktreeError {
     /// The base branch is not in the clone.
     #[error("branch `{base}` does not exist in {repo} (create it there, or pick another with `drover task set TASK --base BRANCH` / `drover repo add NAME --base BRANCH`)")]
     NoBase {
-        /// The branch.
+        /// The base branch that was asked for.
         base: String,
-        /// The clone.
+        /// The clone's path on this device.
         repo: String,
     },
     /// A name could escape the worktree directory.
@@ -42,7 +42,7 @@ pub enum WorktreeError {
     /// The worktree's folder holds another branch than the task's.
     #[error("{path} has branch `{found}` checked out, not the task's `{wanted}`: move that folder away, and the task's branch is checked out again")]
     WrongBranch {
-        /// The folder.
+        /// The worktree's folder on this device.
         path: String,
         /// What it has.
         found: String,

@@ -83,16 +83,16 @@ pub enum ShimRequest {
     },
     /// Resize the terminal.
     Resize {
-        /// Columns.
+        /// The terminal's width, in columns.
         cols: u16,
-        /// Rows.
+        /// The terminal's height, in rows.
         rows: u16,
     },
     /// Audited text: encode (bracketed paste if enabled), write, press Enter, mark.
     SendText {
         /// Request id echoed in [`ShimEvent::Delivered`].
         req: u64,
-        /// The text.
+        /// What to type, as one line (Enter is pressed after it).
         text: String,
     },
     /// SIGTERM the process group, then SIGKILL after `grace_ms`.
@@ -126,7 +126,7 @@ pub enum ShimRequest {
 pub enum ShimEvent {
     /// First message on every connection: the shim's state.
     Hello {
-        /// The session this shim holds.
+        /// Which session this shim runs (a device checks it is the one it expected).
         session: SessionId,
         /// The program's process id (its process group id), if it started.
         pid: Option<u32>,
@@ -143,7 +143,7 @@ pub enum ShimEvent {
     },
     /// Audited text was written to the PTY.
     Delivered {
-        /// The request id.
+        /// The [`ShimRequest::SendText`] this answers.
         req: u64,
         /// Whether it went as a bracketed paste.
         bracketed_paste: bool,
@@ -154,18 +154,18 @@ pub enum ShimEvent {
     },
     /// Audited text could not be written.
     NotDelivered {
-        /// The request id.
+        /// The [`ShimRequest::SendText`] this answers.
         req: u64,
-        /// Why.
+        /// Why it could not be written, for a person.
         reason: String,
     },
     /// The terminal was resized.
     Resized {
         /// µs since start.
         t_micros: u64,
-        /// Columns.
+        /// The terminal's width, in columns.
         cols: u16,
-        /// Rows.
+        /// The terminal's height, in rows.
         rows: u16,
     },
     /// The program ended; all output up to `final_offset` has been sent before this.
@@ -192,10 +192,10 @@ pub enum ShimFrame {
         offset: u64,
         /// µs since start.
         t_micros: u64,
-        /// The bytes.
+        /// What the program wrote, as it wrote it.
         data: Vec<u8>,
     },
-    /// Keystrokes.
+    /// Bytes to write to the program's terminal as typed (not audited).
     Input(Vec<u8>),
     /// A request to the shim.
     Request(ShimRequest),
@@ -212,11 +212,11 @@ pub struct Snapshot {
     pub req: u64,
     /// Output offset the screen reflects.
     pub offset: u64,
-    /// Columns.
+    /// The screen's width, in columns.
     pub cols: u16,
-    /// Rows.
+    /// The screen's height, in rows.
     pub rows: u16,
-    /// The redraw sequence.
+    /// What redraws the screen on a terminal of this size.
     pub data: Vec<u8>,
 }
 

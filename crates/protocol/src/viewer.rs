@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub enum ViewerEvent {
     /// First message.
     Hello {
-        /// The session the viewer is joined to.
+        /// Which session the terminal shows.
         session: SessionId,
         /// Terminal size.
         cols: u16,
@@ -28,9 +28,9 @@ pub enum ViewerEvent {
     },
     /// The terminal was resized (by another viewer).
     Resize {
-        /// Columns.
+        /// The terminal's width, in columns.
         cols: u16,
-        /// Rows.
+        /// The terminal's height, in rows.
         rows: u16,
     },
     /// The viewer fell behind; a fresh snapshot follows.
@@ -57,9 +57,9 @@ pub enum ViewerEvent {
 pub enum ViewerCommand {
     /// The viewer's window changed size.
     Resize {
-        /// Columns.
+        /// The terminal's width, in columns.
         cols: u16,
-        /// Rows.
+        /// The terminal's height, in rows.
         rows: u16,
     },
 }

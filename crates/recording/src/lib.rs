@@ -85,7 +85,7 @@ pub struct Chunk {
     pub offset: u64,
     /// µs since the session started.
     pub t_micros: u64,
-    /// The bytes.
+    /// What the program wrote, from `offset` on.
     pub data: Vec<u8>,
 }
 

@@ -110,9 +110,9 @@ impl Stage {
 /// A start that failed: where, and the system's error.
 #[derive(Debug, Clone, Copy)]
 pub struct Failure {
-    /// Where.
+    /// Which step of the start failed.
     pub stage: Stage,
-    /// The errno.
+    /// The system's error number for it.
     pub errno: i32,
 }
 

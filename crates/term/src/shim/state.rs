@@ -19,7 +19,7 @@ pub const RING_BYTES: usize = 1024 * 1024;
 
 /// Bytes to write to the PTY, with an optional confirmation once written.
 pub struct InputItem {
-    /// The bytes.
+    /// What to write, as typed.
     pub bytes: Vec<u8>,
     /// Told the result once the bytes are written.
     pub done: Option<oneshot::Sender<std::io::Result<()>>>,
