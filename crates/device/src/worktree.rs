@@ -61,7 +61,7 @@ pub enum WorktreeError {
 /// rewrite every file in its worktree (`.git` included) and in the worktree's own git
 /// directory (`commondir`, `gitdir`), so the device never lets those files choose the
 /// repository its own git commands read: it names both directories itself
-/// ([`git_worktree`]), and grants the run only these (DESIGN.md, "Trust model").
+/// (`git_worktree`), and grants the run only these (DESIGN.md, "Trust model").
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GitDirs {
     /// The clone's git directory (objects, refs, config, hooks).
