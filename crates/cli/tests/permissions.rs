@@ -16,6 +16,7 @@
 //!
 //! A route added to the router without a row here fails
 //! [`every_route_in_the_router_has_a_matrix_row`].
+#![allow(clippy::too_many_lines)] // the matrix tables are long by nature
 
 mod support;
 

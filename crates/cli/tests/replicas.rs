@@ -6,6 +6,7 @@
 //! (the shim leaves terminal queries to them), and the background monitors
 //! move to the surviving replica within seconds. Runs in the PostgreSQL pass of the test
 //! command (`DROVER_TEST_DATABASE`, see scripts/postgres).
+#![allow(clippy::too_many_lines)] // an end-to-end test reads best as one scenario
 
 mod support;
 

@@ -54,19 +54,6 @@ impl Outcome {
             Outcome::Completed | Outcome::Released | Outcome::Incomplete | Outcome::Failed | Outcome::Lost => false,
         }
     }
-
-    /// The one-line explanation shown when hovering the badge.
-    pub fn explanation(self) -> &'static str {
-        match self {
-            Outcome::Starting => "The session is being set up.",
-            Outcome::Running => "The session is live right now.",
-            Outcome::Completed => "The work was handed off.",
-            Outcome::Released => "The session was deliberately stopped before finishing — not a failure.",
-            Outcome::Incomplete => "The agent's process ended on its own without handing the stage off.",
-            Outcome::Failed => "The process ended badly.",
-            Outcome::Lost => "Contact with the device or the process was lost.",
-        }
-    }
 }
 
 impl std::fmt::Display for Outcome {
@@ -377,7 +364,6 @@ mod tests {
     fn words_round_trip() {
         for o in Outcome::ALL {
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
-            assert!(!o.explanation().is_empty());
         }
         assert_eq!(Outcome::parse("Running"), None);
     }

@@ -77,3 +77,12 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
+
+/// Prints `value` as JSON with `--json`, else for a person as `text` does.
+pub fn print_as<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce(&T)) -> Result<()> {
+    if json {
+        return print_json(value);
+    }
+    text(value);
+    Ok(())
+}

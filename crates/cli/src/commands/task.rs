@@ -7,7 +7,7 @@ use drover_api::{
     TaskView, TextBody, UpdateTask, WorkflowView,
 };
 
-use super::print_json;
+use super::{print_as, print_json};
 use crate::args::{AgentCmd, RepoCmd, SandboxCmd, TaskCmd, WorkflowArgs, WorkflowCmd};
 use crate::client::{seg, Client};
 use crate::table;
@@ -111,34 +111,22 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             let workflow = workflow(&client, w, prepare_only).await?;
             let req = CreateTask { kind: Some(kind), title, body, repo, workflow, agent, spend_cap_usd: spend_cap };
             let t: TaskView = client.post("/api/v1/tasks", &req).await?;
-            if json {
-                return print_json(&t);
-            }
-            println!("{}", t.id);
+            return print_as(json, &t, |t| println!("{}", t.id));
         }
         TaskCmd::List => {
             let tasks: Vec<TaskView> = client.get("/api/v1/tasks").await?;
-            if json {
-                return print_json(&tasks);
-            }
-            print_tasks(&tasks);
+            return print_as(json, &tasks, |tasks| print_tasks(tasks));
         }
         TaskCmd::Show { id } => {
             let d: TaskDetail = client.get(&format!("/api/v1/tasks/{}", seg(&task_id(id)?))).await?;
-            if json {
-                return print_json(&d);
-            }
-            print_detail(&d);
+            return print_as(json, &d, print_detail);
         }
         TaskCmd::Advance { task, note } => {
             let t: TaskView = client.post(&format!("/api/v1/tasks/{}/advance", seg(&task_id(task)?)), &TextBody { text: note }).await?;
-            if json {
-                return print_json(&t);
-            }
-            match &t.stage {
+            return print_as(json, &t, |t| match &t.stage {
                 Some(s) => println!("handed off; the task moves to its {s} stage"),
                 None => println!("handed off; the task is {}", t.status),
-            }
+            });
         }
         TaskCmd::Comment { text, task } => {
             client.post_ok(&format!("/api/v1/tasks/{}/comments", seg(&task_id(task)?)), &TextBody { text }).await?;
@@ -148,38 +136,28 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
         }
         TaskCmd::Block { text, task } => {
             let n: NoteView = client.post(&format!("/api/v1/tasks/{}/blockers", seg(&task_id(task)?)), &TextBody { text }).await?;
-            if json {
-                return print_json(&n);
-            }
-            println!("{}", n.id);
+            return print_as(json, &n, |n| println!("{}", n.id));
         }
         TaskCmd::Unblock { note } => {
             let n: NoteView = client.post(&format!("/api/v1/notes/{}/resolve", seg(&note)), &serde_json::json!({})).await?;
-            if json {
-                return print_json(&n);
-            }
-            println!("blocker {} resolved", n.id);
+            return print_as(json, &n, |n| println!("blocker {} resolved", n.id));
         }
         TaskCmd::Ask { question, task, timeout } => {
             return ask(&client, question, task, timeout, json).await;
         }
         TaskCmd::Answer { note, text } => {
             let n: NoteView = client.post(&format!("/api/v1/notes/{}/answer", seg(&note)), &TextBody { text }).await?;
-            if json {
-                return print_json(&n);
-            }
-            println!("answered {}", n.id);
+            return print_as(json, &n, |n| println!("answered {}", n.id));
         }
         TaskCmd::Set { id, base } => {
             let id = task_id(id)?;
             let t: TaskView = client.patch(&format!("/api/v1/tasks/{}", seg(&id)), &UpdateTask { base: Some(base.clone()) }).await?;
-            if json {
-                return print_json(&t);
-            }
-            println!("task {id} now starts from `{base}`");
-            if t.flagged.is_some() && t.status == "open" {
-                println!("it is flagged for a person: `drover task launch {id}` starts a fresh run");
-            }
+            return print_as(json, &t, |t| {
+                println!("task {id} now starts from `{base}`");
+                if t.flagged.is_some() && t.status == "open" {
+                    println!("it is flagged for a person: `drover task launch {id}` starts a fresh run");
+                }
+            });
         }
         TaskCmd::Activate { id } => control(&client, &id, "activate", "activated: its run waits for a slot, then starts", json).await?,
         TaskCmd::Launch { id } => control(&client, &id, "launch", "a fresh run is queued for a slot", json).await?,
