@@ -315,7 +315,7 @@ impl FakeDevice {
 }
 
 fn output(session: drover_core::SessionId, offset: u64, data: &[u8]) -> Message {
-    Message::Binary(DeviceBinary::Output { session, offset, t_micros: 1, data: data.to_vec() }.encode().into())
+    Message::Binary(DeviceBinary::Output { session, offset, t_micros: 1, data: data.to_vec().into() }.encode().into())
 }
 
 #[test]

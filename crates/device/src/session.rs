@@ -336,7 +336,7 @@ impl SessionTask {
             let mut r = self.report.lock().expect("report lock");
             r.written = r.written.max(self.expected);
         }
-        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
+        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data: data.into() }).await;
         // An end held back for these bytes goes once they are all sent.
         if self.exit.as_ref().is_some_and(|e| self.expected >= e.final_offset) && !self.ended_sent {
             self.send_end().await;

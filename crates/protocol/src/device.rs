@@ -13,6 +13,7 @@
 //! On every (re)connection the server's [`ServerMessage::Welcome`] says, per live
 //! session, the offset it holds durably; the device resumes each stream from there.
 
+use bytes::Bytes;
 use drover_core::{RunEnd, SandboxId, SessionId};
 use serde::{Deserialize, Serialize};
 
@@ -419,8 +420,9 @@ pub enum DeviceBinary {
         offset: u64,
         /// µs since start.
         t_micros: u64,
-        /// Bytes.
-        data: Vec<u8>,
+        /// What the program wrote: shared with the frame it was decoded from, so
+        /// passing it on (to the live viewers' hub) copies nothing.
+        data: Bytes,
     },
     /// A snapshot answering a request.
     Snapshot {
@@ -470,13 +472,22 @@ impl DeviceBinary {
         }
     }
 
-    /// Decodes a binary frame.
+    /// Decodes a binary frame (its output copied out of `buf`).
     pub fn decode(buf: &[u8]) -> Result<DeviceBinary, FrameError> {
+        DeviceBinary::decode_shared(&Bytes::copy_from_slice(buf))
+    }
+
+    /// Decodes a binary frame as received; output is a slice of `buf`, not a copy.
+    pub fn decode_shared(buf: &Bytes) -> Result<DeviceBinary, FrameError> {
         let mut r = Reader::new(buf);
         let tag = r.u8().map_err(|_| FrameError::Empty)?;
         let session = SessionId::from_uuid(r.uuid()?);
         match tag {
-            OUTPUT => Ok(DeviceBinary::Output { session, offset: r.u64()?, t_micros: r.u64()?, data: r.rest().to_vec() }),
+            OUTPUT => {
+                let (offset, t_micros) = (r.u64()?, r.u64()?);
+                let data = buf.slice(buf.len() - r.rest().len()..);
+                Ok(DeviceBinary::Output { session, offset, t_micros, data })
+            }
             SNAPSHOT => Ok(DeviceBinary::Snapshot {
                 session,
                 snapshot: Snapshot { req: r.u64()?, offset: r.u64()?, cols: r.u16()?, rows: r.u16()?, data: r.rest().to_vec() },
@@ -495,13 +506,25 @@ mod tests {
     fn binary_round_trip() {
         let s = SessionId::new();
         let frames = [
-            DeviceBinary::Output { session: s, offset: 1, t_micros: 2, data: vec![0, 255] },
+            DeviceBinary::Output { session: s, offset: 1, t_micros: 2, data: Bytes::from_static(&[0, 255]) },
             DeviceBinary::Snapshot { session: s, snapshot: Snapshot { req: 1, offset: 2, cols: 80, rows: 24, data: b"x".to_vec() } },
             DeviceBinary::Input { session: s, data: b"ls\r".to_vec() },
         ];
         for f in frames {
             assert_eq!(DeviceBinary::decode(&f.encode()).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn output_decoded_as_received_shares_the_frame() {
+        let frame = Bytes::from(
+            DeviceBinary::Output { session: SessionId::new(), offset: 3, t_micros: 4, data: Bytes::from_static(b"hello") }.encode(),
+        );
+        let Ok(DeviceBinary::Output { data, offset: 3, t_micros: 4, .. }) = DeviceBinary::decode_shared(&frame) else {
+            panic!("not output")
+        };
+        assert_eq!(&data[..], b"hello");
+        assert_eq!(data.as_ptr(), frame[frame.len() - 5..].as_ptr(), "a slice of the frame, not a copy");
     }
 
     #[test]

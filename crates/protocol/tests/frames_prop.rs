@@ -40,7 +40,7 @@ proptest! {
     fn device_frames_round_trip(uuid in any::<u128>(), offset in any::<u64>(), t in any::<u64>(), data in proptest::collection::vec(any::<u8>(), 0..256)) {
         let session = SessionId::from_uuid(uuid::Uuid::from_u128(uuid));
         for frame in [
-            DeviceBinary::Output { session, offset, t_micros: t, data: data.clone() },
+            DeviceBinary::Output { session, offset, t_micros: t, data: data.clone().into() },
             DeviceBinary::Input { session, data: data.clone() },
             DeviceBinary::Snapshot { session, snapshot: Snapshot { req: t, offset, cols: 80, rows: 24, data: data.clone() } },
         ] {

@@ -11,7 +11,6 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{State, WebSocketUpgrade};
 use axum::response::Response;
-use bytes::Bytes;
 use drover_core::{DeviceId, RunEnd, SessionId, WorkspaceId};
 use drover_protocol::device::{DeviceBinary, DeviceMessage, ServerMessage};
 use drover_protocol::PROTOCOL_VERSION;
@@ -242,15 +241,16 @@ async fn read_loop(
     while let Some(msg) = stream.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
         match msg {
-            Message::Binary(b) => match DeviceBinary::decode(&b) {
+            Message::Binary(b) => match DeviceBinary::decode_shared(&b) {
                 Ok(DeviceBinary::Output { session, offset, t_micros, data }) => {
                     if gate.admit_output(state, session, offset, data.len() as u64).await? == Admit::Drop {
                         continue;
                     }
+                    // The store's copy is the one copy here: the hub shares the frame.
+                    let chunk = OutputChunk { session, offset, t_micros, data: data.to_vec() };
                     if let Some(hub) = state.hubs.get(session) {
-                        hub.publish(offset, Bytes::from(data.clone()));
+                        hub.publish(offset, data);
                     }
-                    let chunk = OutputChunk { session, offset, t_micros, data };
                     state.output.store(state, output, chunk).await.map_err(|_| "the output writer stopped")?;
                 }
                 Ok(DeviceBinary::Snapshot { session, snapshot }) => {

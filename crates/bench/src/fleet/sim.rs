@@ -148,8 +148,12 @@ pub(super) fn next_line(device: &str, slot: usize, s: &mut SimSession) -> Messag
         line.push('.');
     }
     line.push_str("\r\n");
-    let frame =
-        DeviceBinary::Output { session: s.id, offset: s.offset, t_micros: s.started.elapsed().as_micros() as u64, data: line.into_bytes() };
+    let frame = DeviceBinary::Output {
+        session: s.id,
+        offset: s.offset,
+        t_micros: s.started.elapsed().as_micros() as u64,
+        data: line.into_bytes().into(),
+    };
     s.offset += LINE_BYTES as u64;
     Message::Binary(frame.encode().into())
 }
