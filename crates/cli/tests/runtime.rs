@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{group_alive, secs, Drover};
+use support::{group_alive, http, secs, Drover};
 
 #[test]
 fn device_list_shows_the_local_device() {
@@ -47,6 +47,29 @@ fn outcomes_follow_how_the_process_ended() {
     let list = d.json(&["session", "list", "--all"]);
     assert_eq!(list.as_array().unwrap().len(), 3);
     assert!(d.json(&["session", "list"]).as_array().unwrap().is_empty(), "no live sessions remain");
+}
+
+#[test]
+fn each_session_says_what_its_outcome_means_in_the_words_the_server_serves() {
+    let d = Drover::up();
+    let (status, body) = http(&d.url, "GET", "/api/v1/outcomes", None, b"");
+    assert_eq!(status, 200, "{body}");
+    let guide: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let words = |outcome: &str| guide["outcomes"].as_array().unwrap().iter().find(|o| o["outcome"] == outcome).cloned().unwrap();
+    assert_eq!(guide["outcomes"].as_array().unwrap().len(), 7, "{guide}");
+
+    let live = d.start(&["sleep", "30"]);
+    let s = d.wait_for(&live, secs(20), |s| s["outcome"] == "running");
+    assert_eq!(s["live"], true);
+    assert_eq!(s["outcome_explanation"], words("running")["explanation"]);
+
+    let bad = d.start(&["sh", "-c", "exit 3"]);
+    let s = d.wait_ended(&bad, secs(20));
+    assert_eq!((&s["outcome"], &s["live"]), (&"failed".into(), &false.into()));
+    assert_eq!(s["outcome_explanation"], words("failed")["explanation"]);
+    assert_eq!(words("failed")["live"], false);
+    let shown = d.ok(&["session", "show", &bad]);
+    assert!(shown.contains(words("failed")["explanation"].as_str().unwrap()), "{shown}");
 }
 
 #[test]
