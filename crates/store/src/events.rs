@@ -24,6 +24,19 @@ pub struct NewEvent {
     pub detail: serde_json::Value,
 }
 
+impl NewEvent {
+    /// An event about `task` (and, when it concerns one of its runs, `session`).
+    pub fn for_task(
+        task: &crate::TaskRow,
+        session: Option<SessionId>,
+        kind: EventKind,
+        actor: impl Into<String>,
+        detail: serde_json::Value,
+    ) -> NewEvent {
+        NewEvent { workspace: task.workspace, session, task: Some(task.id), kind, actor: actor.into(), detail }
+    }
+}
+
 /// A recorded event.
 #[derive(Debug, Clone)]
 pub struct EventRow {

@@ -92,14 +92,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let ev = if kind == "blocker" { EventKind::BlockerFiled } else { EventKind::QuestionAsked };
-        let e = NewEvent {
-            workspace: task.workspace,
-            session,
-            task: Some(task.id),
-            kind: ev,
-            actor: actor.into(),
-            detail: serde_json::json!({ "note": id, "text": text }),
-        };
+        let e = NewEvent::for_task(task, session, ev, actor, serde_json::json!({ "note": id, "text": text }));
         self.commit_with_event(tx, &e).await?;
         Ok(id)
     }
@@ -119,14 +112,7 @@ impl Store {
         let kind: String = r.get("kind");
         let ev = if kind == "blocker" { EventKind::BlockerResolved } else { EventKind::QuestionAnswered };
         let session: Option<SessionId> = r.get::<Option<String>, _>("session_id").as_deref().map(parse_id).transpose()?;
-        let e = NewEvent {
-            workspace: task.workspace,
-            session,
-            task: Some(task.id),
-            kind: ev,
-            actor: actor.into(),
-            detail: serde_json::json!({ "note": note, "text": answer }),
-        };
+        let e = NewEvent::for_task(task, session, ev, actor, serde_json::json!({ "note": note, "text": answer }));
         self.commit_with_event(tx, &e).await?;
         Ok(true)
     }
@@ -185,14 +171,7 @@ impl Store {
 
     /// Records a comment on a task.
     pub async fn comment(&self, task: &TaskRow, session: Option<SessionId>, text: &str, actor: &str) -> Result<()> {
-        let e = NewEvent {
-            workspace: task.workspace,
-            session,
-            task: Some(task.id),
-            kind: EventKind::Comment,
-            actor: actor.into(),
-            detail: serde_json::json!({ "text": text }),
-        };
+        let e = NewEvent::for_task(task, session, EventKind::Comment, actor, serde_json::json!({ "text": text }));
         self.record_event(&e).await?;
         Ok(())
     }

@@ -204,14 +204,7 @@ impl Store {
                     .bind(task.id.to_string())
                     .execute(&mut *tx)
                     .await?;
-                let e = NewEvent {
-                    workspace: task.workspace,
-                    session: None,
-                    task: Some(task.id),
-                    kind: EventKind::TaskFlagged,
-                    actor: actor.into(),
-                    detail: serde_json::json!({ "reason": why }),
-                };
+                let e = NewEvent::for_task(&task, None, EventKind::TaskFlagged, actor, serde_json::json!({ "reason": why }));
                 self.commit_with_event(tx, &e).await?;
                 return Ok(None);
             }

@@ -444,14 +444,7 @@ impl Store {
             return Ok(false);
         }
         let stage = task.stage().map(|s| s.stage.clone()).unwrap_or_default();
-        let e = NewEvent {
-            workspace: task.workspace,
-            session: None,
-            task: Some(task.id),
-            kind: EventKind::Activated,
-            actor: actor.into(),
-            detail: serde_json::json!({ "stage": stage }),
-        };
+        let e = NewEvent::for_task(task, None, EventKind::Activated, actor, serde_json::json!({ "stage": stage }));
         self.commit_with_event(tx, &e).await?;
         Ok(true)
     }
@@ -492,14 +485,8 @@ impl Store {
         .bind(task.id.to_string())
         .execute(&mut *tx)
         .await?;
-        let e = NewEvent {
-            workspace: task.workspace,
-            session: None,
-            task: Some(task.id),
-            kind: EventKind::TaskBaseChanged,
-            actor: actor.into(),
-            detail: serde_json::json!({ "from": task.repo_base, "to": base }),
-        };
+        let e =
+            NewEvent::for_task(task, None, EventKind::TaskBaseChanged, actor, serde_json::json!({ "from": task.repo_base, "to": base }));
         self.commit_with_event(tx, &e).await?;
         Ok(Ok(()))
     }
