@@ -311,14 +311,6 @@ pub fn on_end(from: Outcome, end: &RunEnd) -> Result<Ending, TransitionError> {
     })
 }
 
-/// Ends a run whose work was handed off (its stage advanced) or retired with Mark done:
-/// whatever the process did on its way out, the outcome is `completed`, with `why`
-/// ([`decide_end`] with nothing else known).
-pub fn on_completed_end(from: Outcome, end: &RunEnd, why: &str) -> Result<Ending, TransitionError> {
-    let evidence = EndEvidence { outcome: from, handed_off: Some(why), stop_requested_by: None, stop_reason: None, reporter: "" };
-    decide_end(&evidence, end).map(|d| d.ending)
-}
-
 /// "exited with code 3" / "was killed by signal 9 (SIGKILL)".
 pub fn describe_exit(status: ExitStatus) -> String {
     match (status.code, status.signal) {
@@ -469,6 +461,12 @@ mod tests {
         assert_eq!((d.ending.outcome, d.ending.reason.as_str(), d.actor.as_str()), (Outcome::Completed, HANDED_OFF, "device box"));
         // A run that ended does not end again.
         assert!(decide_end(&EndEvidence { outcome: Outcome::Lost, ..row }, &exited).is_err());
+    }
+
+    /// [`decide_end`] for a run whose work was handed off with `why`, nothing else known.
+    fn on_completed_end(from: Outcome, end: &RunEnd, why: &str) -> Result<Ending, TransitionError> {
+        let evidence = EndEvidence { outcome: from, handed_off: Some(why), stop_requested_by: None, stop_reason: None, reporter: "" };
+        decide_end(&evidence, end).map(|d| d.ending)
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The seam between ingest and the store: exactly what ingest needs from it, so that its
-//! logic is tested against a fake (`ingest_tests.rs`) as well as end to end.
+//! logic is tested against a fake (`tests.rs`) as well as end to end.
 
 use std::future::Future;
 
