@@ -8,7 +8,7 @@
 //! The HTTP API's JSON bodies are not here: they are the contract in `drover-api`.
 //!
 //! Terminal bytes always travel in binary frames and carry their **offset** in the
-//! session's output stream, so every hop can resume from the last acknowledged offset.
+//! session's output stream, so every hop can resume from the last offset stored.
 //! Control messages are JSON. Everything a peer sends is untrusted: decoders return
 //! [`FrameError`], never panic.
 

@@ -12,7 +12,7 @@
 //! `offset` is the position of the first byte in the session's output stream and
 //! `t_micros` the time it was read, in microseconds since the session started. The shim
 //! appends output to its recording before it sends it, so a device that reconnects
-//! asks for everything from the offset the server last acknowledged.
+//! asks for everything from the offset the server says it holds.
 
 use drover_core::{ExitStatus, SessionId};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //!
 //! Hello → Welcome (with, per live session, the offset the server holds, so the device
 //! resumes each stream exactly there) → messages both ways. Output goes to the session's
-//! hub at once (live viewers) and to the output writer (durable, then acknowledged);
+//! hub at once (live viewers) and to the output writer (durable; a new link resumes from what is stored);
 //! events that must follow it (an end, a resize) go through the ingest task.
 
 use std::time::Duration;

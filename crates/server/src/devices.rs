@@ -320,8 +320,8 @@ impl Devices {
     }
 
     /// Sends `msg` to the device's link on this server if its queue has room, without
-    /// waiting: for acknowledgements, each of which a later one (or the next link's
-    /// welcome) supersedes, so the output writer never waits on one slow device. A
+    /// waiting: for messages each of which a later one (or the next link's welcome)
+    /// supersedes, such as viewer counts, so nobody waits on one slow device. A
     /// device not linked here is skipped. False if it was not sent.
     pub fn post_local(&self, id: DeviceId, msg: &ServerMessage) -> bool {
         match self.local(id) {

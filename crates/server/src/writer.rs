@@ -1,9 +1,9 @@
-//! One writer for every device link's output (group commit), which also acknowledges it.
+//! One writer for every device link's output (group commit).
 //!
 //! A link's read loop queues each piece of output here and goes on reading: nothing
 //! waits for a reply, so a line printed costs one queue push, not a round trip through
-//! other tasks. The writer stores whatever is queued in one transaction, then tells
-//! each link the offsets now held of its sessions. Groups of small writes are spaced
+//! other tasks. The writer stores whatever is queued in one transaction, then wakes the
+//! replicas following those sessions and stops runs whose output was refused. Groups of small writes are spaced
 //! [`COMMIT_SPACING`] apart (the writer sleeps until then, so the queue wakes nobody
 //! per line), and a lone link that writes now and then waits for nothing.
 //!
@@ -13,7 +13,7 @@
 //!
 //! Each link may have [`LINK_BUDGET`] bytes queued and not yet stored; its reader waits
 //! for more (and so does the device, through TCP). A write that fails is kept and
-//! retried, link by link, so nothing unacknowledged is lost, a link's output is never
+//! retried, link by link, so nothing not yet stored is lost, a link's output is never
 //! stored out of order (a gap would be filled with NUL bytes), and a link whose writes
 //! fail holds up only itself.
 
@@ -89,7 +89,7 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 /// One connection of a device: its output is stored in the order it was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Link {
-    /// Whose output it carries (and where acknowledgements go).
+    /// Whose output it carries (and whose runs are stopped if it is refused).
     pub device: DeviceId,
     /// Tells this connection from the device's earlier and later ones
     /// (`Devices::connect`).
@@ -155,8 +155,8 @@ impl OutputWriter {
         self.queue.get_or_init(|| Queue::start(state.store.clone(), state.clone()))
     }
 
-    /// Queues `chunk`, read from `out`'s link, to be stored and then acknowledged on the
-    /// link; waits while the link has its whole budget queued.
+    /// Queues `chunk`, read from `out`'s link, to be stored; waits while the link has
+    /// its whole budget queued.
     pub(crate) async fn store(&self, state: &AppState, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
         self.queue(state).store(out, chunk).await
     }
@@ -286,7 +286,7 @@ async fn run(store: impl OutputStore, notices: impl OutputNotices, mut rx: mpsc:
             Some(None) => return,
             None => {}
         }
-        // Small writes wait out the spacing since the last commit (acknowledgements
+        // Small writes wait out the spacing since the last commit (announcements
         // come that much later; viewers already have the bytes), then take what came.
         if group.bytes < SMALL_BYTES {
             if let Some(last) = w.last_commit {
@@ -381,7 +381,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
             }
         }
         // A link that ended with output the database refused: that output is dropped
-        // (unacknowledged: the device resends it on its next link).
+        // (not stored: the device resends it on its next link, from the welcome's offset).
         for link in closed {
             if let Some(mut s) = self.stalled.remove(&link) {
                 tracing::warn!(device = %link.device, "a link ended with output not yet stored; its device resends it");
@@ -423,7 +423,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
     }
 
     /// Keeps a part that failed to be stored for a later try (nothing of it is
-    /// acknowledged, so nothing is lost; its link's budget stays taken, so its reader
+    /// announced or answered as stored, so nothing is lost; its link's budget stays taken, so its reader
     /// waits once the budget is used up).
     fn stall(&mut self, link: Link, mut part: Part, e: &drover_store::StoreError) {
         tracing::error!(device = %link.device, "storing output failed, retrying: {e}");
