@@ -11,7 +11,7 @@ use drover_protocol::device::ServerMessage;
 use drover_store::{Principal, TaskRow};
 use serde::Deserialize;
 
-use super::tasks::{admin, load_task, member, task_view};
+use super::tasks::{load_task, member, task_view};
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
 
@@ -74,6 +74,16 @@ pub(super) async fn stop_live(state: &AppState, t: &TaskRow, completes: Option<&
     Ok(live.is_some())
 }
 
+/// The caller's name if they may retire a sandbox (Mark done, Abandon): the Retire
+/// rule of the permission matrix, before the task is even looked up.
+fn retirer(caller: &Caller) -> Result<String, ApiError> {
+    let (_, name, role) = member(caller)?;
+    if !allowed(PermCaller::Member { role, operates_agent: false, pinned_assignee: false }, Action::Retire) {
+        return Err(ApiError::Forbidden("only a workspace owner or admin can do this".into()));
+    }
+    Ok(name)
+}
+
 /// Which of the Sessions panel's controls the caller may use on `t`.
 pub(super) async fn controls(state: &AppState, caller: &Caller, t: &TaskRow) -> Result<TaskControls, ApiError> {
     let Principal::Member { id, name, role, .. } = &caller.0 else { return Ok(TaskControls::default()) };
@@ -112,7 +122,7 @@ pub async fn finish(State(state): State<AppState>, caller: Caller, Path(id): Pat
 /// (it ends `completed`), removes the worktree (keeping the branch); the task's stage is
 /// not touched.
 pub async fn mark_done(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Json<TaskView>, ApiError> {
-    let who = admin(&caller)?;
+    let who = retirer(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let Some(sandbox) = t.sandbox else { return Err(ApiError::Conflict("the task has no sandbox yet".into())) };
     state.store.sandbox_event(sandbox, SandboxEvent::MarkDone, Some(&who)).await?.map_err(|e| {
@@ -141,7 +151,7 @@ pub async fn abandon(
     Path(id): Path<String>,
     Query(q): Query<AbandonParams>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let who = admin(&caller)?;
+    let who = retirer(&caller)?;
     let t = load_task(&state, &caller, &id).await?;
     let sandbox_open = match t.sandbox {
         Some(sandbox) => state.store.sandbox_event(sandbox, SandboxEvent::Abandon, Some(&who)).await?.is_ok(),
