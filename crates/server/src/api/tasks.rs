@@ -175,6 +175,8 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let live = sessions.iter().rev().find(|s| s.outcome.is_live()).map(|s| (s.id, caller.may_drop_in(s)));
     let notes = state.store.task_notes(t.id).await?;
     let events = state.store.task_events(t.id, 1000).await?;
+    // Read again after its notes: a question listed as open is then also in the turn.
+    let t = state.store.task(t.id).await?.unwrap_or(t);
     Ok(Json(TaskDetail {
         task: task_view(&t, live),
         sessions: sessions.into_iter().map(|s| session_view(&state, &caller, s)).collect(),
