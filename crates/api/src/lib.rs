@@ -3,9 +3,11 @@
 
 pub mod catalog;
 pub mod devices;
+pub mod inbox;
 pub mod members;
 pub mod outcomes;
 pub mod overview;
+pub mod push;
 pub mod schema;
 pub mod sessions;
 pub mod spend;
@@ -14,9 +16,11 @@ pub mod webhooks;
 
 pub use catalog::*;
 pub use devices::*;
+pub use inbox::*;
 pub use members::*;
 pub use outcomes::*;
 pub use overview::*;
+pub use push::*;
 pub use sessions::*;
 pub use spend::*;
 pub use tasks::*;

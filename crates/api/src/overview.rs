@@ -70,6 +70,10 @@ pub struct SandboxView {
     pub task_cost_unknown: bool,
     /// A warning on the row (e.g. "task done").
     pub warning: Option<String>,
+    /// What its live run waits on a person for (`needs approval: Bash`, `waiting for
+    /// its next instruction`, `probably waiting (a guess…)`), newest; None when nothing.
+    #[serde(default)]
+    pub waiting: Option<String>,
     /// When it was created.
     pub created_at: String,
 }
@@ -121,6 +125,10 @@ pub struct Overview {
     /// Open tasks waiting on a person (the Tasks badge).
     #[serde(default)]
     pub tasks_needing_a_person: u32,
+    /// What waits on a person in the inbox: held calls, finished turns, guesses and
+    /// open questions (the Needs you badge).
+    #[serde(default)]
+    pub needs_you: u32,
     /// The flagged sessions.
     pub attention: Vec<AttentionRow>,
 }

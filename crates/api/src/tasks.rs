@@ -117,8 +117,8 @@ pub struct TaskView {
 /// Whose turn it is on a task (`drover_core::turn`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct TurnView {
-    /// `person`, `answer`, `blocked`, `flagged`, `stalled`, `queued`, `starting`,
-    /// `running` or `finished`.
+    /// `person`, `answer`, `blocked`, `waiting` (its run waits on a person), `flagged`,
+    /// `stalled`, `ready`, `queued`, `starting`, `running` or `finished`.
     pub kind: String,
     /// What a list says: `needs a person: review`, `waiting for an answer: …`.
     pub label: String,
@@ -159,6 +159,14 @@ pub struct TaskDetail {
     /// Which of the Sessions panel's controls the caller may use.
     #[serde(default)]
     pub controls: TaskControls,
+    /// Allow rules people kept for the task ("Approve always"): its runs start with
+    /// them.
+    #[serde(default)]
+    pub allow_rules: Vec<String>,
+    /// Why it is not moving, in one line, with the command that moves it on ("Why
+    /// isn't my task moving?").
+    #[serde(default)]
+    pub why: String,
 }
 
 /// Which task controls the caller may use (the UI shows only these).

@@ -86,11 +86,15 @@ pub enum EventKind {
     SandboxPrepared,
     /// A person activated a prepared stage: its run starts.
     Activated,
+    /// A run began waiting on a person (a held tool call, a finished turn, a guess).
+    AttentionRaised,
+    /// A person decided what a run waited on (approve, approve always, deny).
+    AttentionDecided,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 39] = [
+    pub const ALL: [EventKind; 41] = [
         EventKind::SessionStarted,
         EventKind::SessionEnded,
         EventKind::SessionKilled,
@@ -130,6 +134,8 @@ impl EventKind {
         EventKind::TaskBaseChanged,
         EventKind::SandboxPrepared,
         EventKind::Activated,
+        EventKind::AttentionRaised,
+        EventKind::AttentionDecided,
     ];
 
     /// The identifier used in the API and storage.
@@ -174,6 +180,8 @@ impl EventKind {
             EventKind::TaskBaseChanged => "task_base_changed",
             EventKind::SandboxPrepared => "sandbox_prepared",
             EventKind::Activated => "activated",
+            EventKind::AttentionRaised => "attention_raised",
+            EventKind::AttentionDecided => "attention_decided",
         }
     }
 
@@ -224,6 +232,8 @@ impl EventKind {
             EventKind::TaskBaseChanged => "base branch changed",
             EventKind::SandboxPrepared => "sandbox prepared",
             EventKind::Activated => "activated",
+            EventKind::AttentionRaised => "waiting on a person",
+            EventKind::AttentionDecided => "decided",
         }
     }
 }
@@ -284,11 +294,34 @@ pub mod need_to_know {
         CommandLine(&'static str),
     }
 
+    /// Conceals the private part of an event's detail (`kind` as stored) in place, and
+    /// marks it `concealed`: what members who may not drop in see, and what webhooks
+    /// carry.
+    pub fn conceal(kind: &str, detail: &mut serde_json::Value) {
+        let (Some(part), Some(obj)) = (EventKind::parse(kind).and_then(private), detail.as_object_mut()) else { return };
+        let concealed = match part {
+            Private::Text(field) => obj.remove(field).is_some(),
+            Private::CommandLine(field) => match obj.get(field).and_then(|c| c.as_array()) {
+                Some(argv) => {
+                    let argv: Vec<String> = argv.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+                    obj.insert(field.into(), serde_json::json!(command(&argv)));
+                    true
+                }
+                None => false,
+            },
+        };
+        if concealed {
+            obj.insert("concealed".into(), serde_json::Value::Bool(true));
+        }
+    }
+
     /// What of an event of `kind` is private, if anything.
     pub fn private(kind: EventKind) -> Option<Private> {
         match kind {
             EventKind::InputSent => Some(Private::Text("text")),
             EventKind::SessionStarted => Some(Private::CommandLine("command")),
+            EventKind::AttentionRaised => Some(Private::Text("subject")),
+            EventKind::AttentionDecided => Some(Private::Text("message")),
             _ => None,
         }
     }
@@ -304,6 +337,22 @@ pub mod need_to_know {
             assert_eq!(private(EventKind::Comment), None, "a task comment is for the workspace");
             assert_eq!(command(&["claude".into(), "-p".into(), "secret plan".into()]), vec!["claude".to_string(), "…".to_string()]);
             assert_eq!(command(&["bash".into()]), vec!["bash".to_string()]);
+        }
+
+        #[test]
+        fn concealing_removes_typed_text_and_cuts_command_lines() {
+            let mut typed = serde_json::json!({ "text": "secret", "by": "ann" });
+            conceal("input_sent", &mut typed);
+            assert_eq!(typed, serde_json::json!({ "by": "ann", "concealed": true }));
+            let mut started = serde_json::json!({ "command": ["claude", "--", "plan"] });
+            conceal("session_started", &mut started);
+            assert_eq!(started, serde_json::json!({ "command": ["claude", "…"], "concealed": true }));
+            let mut held = serde_json::json!({ "kind": "permission", "subject": "make deploy" });
+            conceal("attention_raised", &mut held);
+            assert_eq!(held, serde_json::json!({ "kind": "permission", "concealed": true }));
+            let mut comment = serde_json::json!({ "text": "public" });
+            conceal("comment", &mut comment);
+            assert_eq!(comment, serde_json::json!({ "text": "public" }));
         }
     }
 }

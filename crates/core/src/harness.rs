@@ -180,6 +180,23 @@ fn custom(template: &[String], prompt: &str) -> Result<Vec<String>, HarnessError
     Ok(template.iter().map(|a| a.replace("{prompt}", prompt)).collect())
 }
 
+/// A task run's command line with what Drover hands the harness besides, so that its
+/// waiting reaches people: for Claude Code, `--settings` holding Drover's hooks (a held
+/// tool call, a finished turn, a prompt) and the allow rules kept for the task; for
+/// Codex, its `notify` program (a finished turn). Other harnesses' command lines are
+/// returned as they are.
+pub fn with_settings(h: Harness, mut argv: Vec<String>, allow: &[String]) -> Vec<String> {
+    let added = match h {
+        Harness::Claude => ["--settings".to_string(), crate::attention::claude_settings(allow).to_string()],
+        Harness::Codex => ["-c".to_string(), crate::attention::CODEX_NOTIFY.to_string()],
+        Harness::Gemini | Harness::Aider | Harness::Opencode | Harness::Goose | Harness::Custom => return argv,
+    };
+    if !argv.is_empty() {
+        argv.splice(1..1, added);
+    }
+    argv
+}
+
 /// How a stage's new run begins.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Opening {

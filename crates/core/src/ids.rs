@@ -160,6 +160,10 @@ typed_id!(
     NoteId, "not", "note"
 );
 typed_id!(
+    /// Something a run waits on a person for: a held tool call, a finished turn, a guess.
+    AttentionId, "att", "attention item"
+);
+typed_id!(
     /// A webhook endpoint a workspace registered.
     WebhookId, "whk", "webhook"
 );
@@ -170,6 +174,14 @@ typed_id!(
 typed_id!(
     /// An invitation to join a workspace (its code is stored hashed).
     InviteId, "inv", "invite"
+);
+typed_id!(
+    /// A browser's Web Push subscription, registered by a member.
+    PushSubscriptionId, "psb", "push subscription"
+);
+typed_id!(
+    /// One Web Push message to one subscription.
+    PushMessageId, "psh", "push message"
 );
 
 #[cfg(test)]

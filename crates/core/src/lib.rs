@@ -6,6 +6,7 @@
 
 pub mod activity;
 pub mod argv;
+pub mod attention;
 pub mod backoff;
 pub mod branch;
 pub mod confinement;
@@ -16,6 +17,7 @@ pub mod ids;
 pub mod input;
 pub mod liveness;
 pub mod names;
+pub mod notify;
 pub mod outcome;
 mod outcome_words;
 pub mod permissions;
@@ -26,10 +28,11 @@ pub mod spend;
 pub mod task;
 pub mod turn;
 pub mod webhook;
+pub mod why;
 
 pub use ids::{
-    AgentId, DeviceId, EventId, IdError, InviteId, MemberId, MessageId, NoteId, RepoId, SandboxId, SessionId, TaskId, TokenId, WebhookId,
-    WorkspaceId,
+    AgentId, AttentionId, DeviceId, EventId, IdError, InviteId, MemberId, MessageId, NoteId, PushMessageId, PushSubscriptionId, RepoId,
+    SandboxId, SessionId, TaskId, TokenId, WebhookId, WorkspaceId,
 };
 pub use outcome::{ExitStatus, Outcome, RunEnd};
 pub use sandbox::SandboxState;

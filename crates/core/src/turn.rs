@@ -2,6 +2,7 @@
 //! blocker, a flag), the scheduler's (queued for a slot) or an agent's (a live run),
 //! decided from what is known about the task and shown in every task list.
 
+use crate::attention::{waiting_words, AttentionKind};
 use crate::task::TaskStatus;
 
 /// What is known about a task when deciding whose turn it is.
@@ -13,6 +14,9 @@ pub struct TurnFacts<'a> {
     pub flagged: Option<&'a str>,
     /// Its oldest open note: (`question` or `blocker`, its text).
     pub open_note: Option<(&'a str, &'a str)>,
+    /// What its live run waits on a person for, newest first: the kind, and a held
+    /// call's tool.
+    pub waiting: Option<(AttentionKind, Option<&'a str>)>,
     /// The current stage's name and whether an agent works it (None once finished).
     pub stage: Option<(&'a str, bool)>,
     /// Whether the stage waits for a slot.
@@ -34,6 +38,9 @@ pub enum Turn<'a> {
     Answer(&'a str),
     /// A blocker is open.
     Blocked(&'a str),
+    /// Its run waits on a person: a held tool call (with its tool), a finished turn, or
+    /// a guess from a still screen.
+    Waiting(AttentionKind, Option<&'a str>),
     /// The current stage is worked by people (kept for them, or no agent was put on it).
     Person(&'a str),
     /// Set up (or being set up) and waiting for a person to Activate it.
@@ -62,6 +69,9 @@ pub fn turn<'a>(f: &TurnFacts<'a>) -> Turn<'a> {
         Some((_, text)) => return Turn::Blocked(text),
         None => {}
     }
+    if let (Some((kind, tool)), Some(_)) = (f.waiting, f.live) {
+        return Turn::Waiting(kind, tool);
+    }
     match (f.live, f.queued, f.stage) {
         (Some(true), _, _) => Turn::Running,
         (Some(false), _, _) => Turn::Starting,
@@ -82,6 +92,7 @@ impl Turn<'_> {
             Turn::Flagged(_) => "flagged",
             Turn::Answer(_) => "answer",
             Turn::Blocked(_) => "blocked",
+            Turn::Waiting(..) => "waiting",
             Turn::Person(_) => "person",
             Turn::Ready(_) => "ready",
             Turn::Queued => "queued",
@@ -93,7 +104,10 @@ impl Turn<'_> {
 
     /// Whether a person must act before the task moves on.
     pub fn needs_person(&self) -> bool {
-        matches!(self, Turn::Flagged(_) | Turn::Answer(_) | Turn::Blocked(_) | Turn::Person(_) | Turn::Ready(_) | Turn::Stalled(_))
+        matches!(
+            self,
+            Turn::Flagged(_) | Turn::Answer(_) | Turn::Blocked(_) | Turn::Waiting(..) | Turn::Person(_) | Turn::Ready(_) | Turn::Stalled(_)
+        )
     }
 
     /// What a task list says: `needs a person: review`, `waiting for an answer: …`.
@@ -103,6 +117,7 @@ impl Turn<'_> {
             Turn::Flagged(why) => format!("needs a person: {why}"),
             Turn::Answer(q) => format!("waiting for an answer: {q}"),
             Turn::Blocked(b) => format!("blocked: {b}"),
+            Turn::Waiting(kind, tool) => waiting_words(*kind, *tool),
             Turn::Person(stage) => format!("needs a person: {stage}"),
             Turn::Ready(stage) => format!("ready to start: {stage} (Activate starts it)"),
             Turn::Queued => "queued for a slot".into(),
@@ -122,6 +137,7 @@ mod tests {
             status: TaskStatus::Open,
             flagged: None,
             open_note: None,
+            waiting: None,
             stage: Some(("code", true)),
             queued: false,
             live: None,
@@ -144,6 +160,20 @@ mod tests {
         let f = TurnFacts { open_note: Some(("blocker", "no creds")), live: Some(true), ..open() };
         assert_eq!(turn(&f).label(), "blocked: no creds");
         assert!(turn(&f).needs_person());
+    }
+
+    #[test]
+    fn a_run_waiting_on_a_person_says_for_what_while_it_lives() {
+        let held = TurnFacts { waiting: Some((AttentionKind::Permission, Some("Bash"))), live: Some(true), ..open() };
+        assert_eq!(turn(&held).label(), "needs approval: Bash");
+        assert!(turn(&held).needs_person());
+        let idle = TurnFacts { waiting: Some((AttentionKind::Idle, None)), ..held };
+        assert_eq!(turn(&idle).label(), "waiting for its next instruction");
+        let guess = TurnFacts { waiting: Some((AttentionKind::ProbablyWaiting, None)), ..held };
+        assert!(turn(&guess).label().contains("a guess"));
+        // A question comes first; without a live run nothing waits.
+        assert_eq!(turn(&TurnFacts { open_note: Some(("question", "q")), ..held }), Turn::Answer("q"));
+        assert_eq!(turn(&TurnFacts { live: None, ..held }), Turn::Stalled("code"));
     }
 
     #[test]

@@ -26,11 +26,14 @@ pub enum WebhookEvent {
     /// A task was flagged for a person: its stage could not be set up, or its runs
     /// keep ending without a hand-off.
     TaskNeedsPerson,
+    /// A run began waiting on a person: a held tool call, a finished turn, or a guess
+    /// from a still screen (with the kind).
+    SessionNeedsInput,
 }
 
 impl WebhookEvent {
     /// Every type.
-    pub const ALL: [WebhookEvent; 8] = [
+    pub const ALL: [WebhookEvent; 9] = [
         WebhookEvent::SessionStarted,
         WebhookEvent::SessionEnded,
         WebhookEvent::SessionLost,
@@ -39,6 +42,7 @@ impl WebhookEvent {
         WebhookEvent::TaskFinished,
         WebhookEvent::SpendCapReached,
         WebhookEvent::TaskNeedsPerson,
+        WebhookEvent::SessionNeedsInput,
     ];
 
     /// The type's name in payloads and subscriptions (`session.lost`).
@@ -52,6 +56,7 @@ impl WebhookEvent {
             WebhookEvent::TaskFinished => "task.finished",
             WebhookEvent::SpendCapReached => "spend.cap_reached",
             WebhookEvent::TaskNeedsPerson => "task.needs_person",
+            WebhookEvent::SessionNeedsInput => "session.needs_input",
         }
     }
 
@@ -70,6 +75,7 @@ impl WebhookEvent {
             EventKind::QuestionAsked => Some(WebhookEvent::TaskInputRequested),
             EventKind::TaskFinished => Some(WebhookEvent::TaskFinished),
             EventKind::TaskFlagged => Some(WebhookEvent::TaskNeedsPerson),
+            EventKind::AttentionRaised => Some(WebhookEvent::SessionNeedsInput),
             EventKind::InputSent
             | EventKind::RecordingError
             | EventKind::TaskCreated
@@ -99,7 +105,8 @@ impl WebhookEvent {
             | EventKind::UnconfinedStart
             | EventKind::TaskBaseChanged
             | EventKind::SandboxPrepared
-            | EventKind::Activated => None,
+            | EventKind::Activated
+            | EventKind::AttentionDecided => None,
             EventKind::SpendCapReached => Some(WebhookEvent::SpendCapReached),
         }
     }
