@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use drover_core::{RunEnd, SessionId};
 use drover_protocol::device::{DeviceBinary, DeviceMessage, SessionReport};
 use drover_protocol::frame::{read_frame, write_frame};
@@ -162,7 +163,7 @@ impl SessionTask {
                     }
                 }
                 frame = frame => match frame {
-                    Some(f) => self.on_shim_frame(&f).await,
+                    Some(f) => self.on_shim_frame(f.into()).await,
                     None => {
                         link = None;
                         self.collect_exit();
@@ -263,8 +264,8 @@ impl SessionTask {
         }
     }
 
-    async fn on_shim_frame(&mut self, frame: &[u8]) {
-        let Ok(frame) = ShimFrame::decode_from_shim(frame) else {
+    async fn on_shim_frame(&mut self, frame: Bytes) {
+        let Ok(frame) = ShimFrame::decode_shared_from_shim(&frame) else {
             tracing::warn!(session = %self.id, "undecodable frame from shim");
             return;
         };
@@ -311,7 +312,7 @@ impl SessionTask {
     }
 
     /// Forwards output, dropping what the server already has and trimming overlaps.
-    async fn output(&mut self, offset: u64, t_micros: u64, mut data: Vec<u8>) {
+    async fn output(&mut self, offset: u64, t_micros: u64, data: Bytes) {
         if self.resubscribing {
             if offset > self.expected {
                 // The old subscription's, ahead of where the server stands: the new one
@@ -325,18 +326,16 @@ impl SessionTask {
         if end <= self.expected {
             return;
         }
-        let offset = if offset < self.expected {
-            data.drain(..(self.expected - offset) as usize);
-            self.expected
-        } else {
-            offset
+        let (offset, data) = match offset < self.expected {
+            true => (self.expected, data.slice((self.expected - offset) as usize..)),
+            false => (offset, data),
         };
         self.expected = offset + data.len() as u64;
         {
             let mut r = self.report.lock().expect("report lock");
             r.written = r.written.max(self.expected);
         }
-        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data: data.into() }).await;
+        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
         // An end held back for these bytes goes once they are all sent.
         if self.exit.as_ref().is_some_and(|e| self.expected >= e.final_offset) && !self.ended_sent {
             self.send_end().await;
@@ -351,7 +350,7 @@ impl SessionTask {
         if let Ok(reader) = RecordingReader::open(&self.dir.output(), &self.dir.index()) {
             while let Ok(Some(chunk)) = reader.read_chunk(self.expected, FILE_CHUNK) {
                 let before = self.expected;
-                self.output(chunk.offset, chunk.t_micros, chunk.data).await;
+                self.output(chunk.offset, chunk.t_micros, chunk.data.into()).await;
                 if self.expected == before || self.uplink.is_none() {
                     break;
                 }

@@ -14,6 +14,7 @@
 //! appends output to its recording before it sends it, so a device that reconnects
 //! asks for everything from the offset the server says it holds.
 
+use bytes::Bytes;
 use drover_core::{ExitStatus, SessionId};
 use serde::{Deserialize, Serialize};
 
@@ -193,7 +194,7 @@ pub enum ShimFrame {
         /// µs since start.
         t_micros: u64,
         /// What the program wrote, as it wrote it.
-        data: Vec<u8>,
+        data: Bytes,
     },
     /// Bytes to write to the program's terminal as typed (not audited).
     Input(Vec<u8>),
@@ -257,11 +258,20 @@ impl ShimFrame {
         }
     }
 
-    /// Decodes a payload sent by the shim.
+    /// Decodes a payload sent by the shim (its output copied out of `buf`).
     pub fn decode_from_shim(buf: &[u8]) -> Result<ShimFrame, FrameError> {
+        ShimFrame::decode_shared_from_shim(&Bytes::copy_from_slice(buf))
+    }
+
+    /// Decodes a payload sent by the shim as read; output is a slice of `buf`, not a
+    /// copy.
+    pub fn decode_shared_from_shim(buf: &Bytes) -> Result<ShimFrame, FrameError> {
         let mut r = Reader::new(buf);
         match r.u8().map_err(|_| FrameError::Empty)? {
-            OUTPUT => Ok(ShimFrame::Output { offset: r.u64()?, t_micros: r.u64()?, data: r.rest().to_vec() }),
+            OUTPUT => {
+                let (offset, t_micros) = (r.u64()?, r.u64()?);
+                Ok(ShimFrame::Output { offset, t_micros, data: buf.slice(buf.len() - r.rest().len()..) })
+            }
             CONTROL => Ok(ShimFrame::Event(serde_json::from_slice(r.rest())?)),
             SNAPSHOT => Ok(ShimFrame::Snapshot(Snapshot {
                 req: r.u64()?,
@@ -298,13 +308,23 @@ mod tests {
     #[test]
     fn shim_frames_round_trip() {
         let frames = [
-            ShimFrame::Output { offset: 7, t_micros: 9, data: b"\x1b[31mhi\xff".to_vec() },
+            ShimFrame::Output { offset: 7, t_micros: 9, data: Bytes::from_static(b"\x1b[31mhi\xff") },
             ShimFrame::Event(ShimEvent::Resized { t_micros: 1, cols: 80, rows: 24 }),
             ShimFrame::Snapshot(Snapshot { req: 1, offset: 2, cols: 3, rows: 4, data: b"x".to_vec() }),
         ];
         for f in frames {
             assert_eq!(ShimFrame::decode_from_shim(&f.encode()).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn shared_output_is_a_slice_of_the_frame() {
+        let frame = Bytes::from(ShimFrame::Output { offset: 3, t_micros: 4, data: Bytes::from_static(b"hello") }.encode());
+        let Ok(ShimFrame::Output { data, offset: 3, t_micros: 4 }) = ShimFrame::decode_shared_from_shim(&frame) else {
+            panic!("not output")
+        };
+        assert_eq!(&data[..], b"hello");
+        assert_eq!(data.as_ptr(), frame[frame.len() - 5..].as_ptr(), "a slice of the frame, not a copy");
     }
 
     #[test]

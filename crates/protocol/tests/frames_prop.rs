@@ -50,7 +50,7 @@ proptest! {
 
     #[test]
     fn shim_output_frames_round_trip(offset in any::<u64>(), t in any::<u64>(), data in proptest::collection::vec(any::<u8>(), 0..256)) {
-        let frame = ShimFrame::Output { offset, t_micros: t, data };
+        let frame = ShimFrame::Output { offset, t_micros: t, data: data.into() };
         prop_assert_eq!(ShimFrame::decode_from_shim(&frame.encode()).unwrap(), frame);
     }
 }
