@@ -73,7 +73,8 @@ const EVENT_SELECT: &str = "SELECT seq, id, session_id, task_id, kind, actor, de
     FROM events";
 
 /// Inserts an event inside an open transaction; returns its id. The webhook deliveries
-/// it fires are written in the same transaction, before anything is sent.
+/// it fires and the push notices it makes are written in the same transaction, before
+/// anything is sent.
 pub(crate) async fn insert(conn: &mut AnyConnection, e: &NewEvent) -> Result<EventId> {
     let id = EventId::new();
     let at = now();
@@ -93,6 +94,10 @@ pub(crate) async fn insert(conn: &mut AnyConnection, e: &NewEvent) -> Result<Eve
     .fetch_one(&mut *conn)
     .await?;
     if let Some(hook) = WebhookEvent::for_event(e.kind) {
+        // A webhook carries what every member may see: typed text and held commands
+        // stay with those who may drop in.
+        let mut detail = e.detail.clone();
+        drover_core::activity::need_to_know::conceal(e.kind.as_str(), &mut detail);
         let payload = serde_json::json!({
             "type": hook.as_str(),
             "timestamp": at,
@@ -104,11 +109,12 @@ pub(crate) async fn insert(conn: &mut AnyConnection, e: &NewEvent) -> Result<Eve
                 "session": e.session.map(|s| s.to_string()),
                 "task": r.get::<Option<String>, _>("task_id"),
                 "actor": e.actor,
-                "detail": e.detail,
+                "detail": detail,
             }
         });
         crate::webhooks::enqueue(conn, e.workspace, hook, &payload.to_string(), &at).await?;
     }
+    crate::push::fan_out(conn, e, &at).await?;
     Ok(id)
 }
 

@@ -100,7 +100,7 @@ impl Store {
                         let mut data = c.data;
                         data.truncate(keep);
                         from = c.offset + keep as u64;
-                        rows.push(OutputChunk { session, offset: c.offset, t_micros: c.t_micros, data });
+                        rows.push(OutputChunk { session, offset: c.offset, t_micros: c.t_micros, data: data.into() });
                         if from >= committed {
                             break;
                         }

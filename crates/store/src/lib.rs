@@ -70,6 +70,7 @@ macro_rules! session_select {
 }
 
 mod agents;
+mod attention;
 mod cluster;
 mod credentials;
 mod devices;
@@ -84,6 +85,7 @@ mod members;
 mod notes;
 mod output;
 mod pages;
+mod push;
 mod repos;
 mod retention;
 mod sandboxes;
@@ -106,6 +108,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use agents::AgentRow;
+pub use attention::{AttentionRow, NewAttention};
 pub use cluster::{ClusterNote, SessionViewers, ViewerCount, MAIL_BATCH};
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;
@@ -116,6 +119,7 @@ pub use liveness::{LiveCheck, LiveGlance};
 pub use members::{InviteRow, MemberRefused, MemberRow, PendingInvite, TokenRow};
 pub use notes::{EarlierNote, NoteRow};
 pub use output::{Mark, OutputChunk};
+pub use push::{local_minute, valid_zone, DuePush, NotifyChoices, PushSubscriptionRow};
 pub use repos::RepoRow;
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};

@@ -46,6 +46,8 @@ pub struct NoteRow {
     pub id: NoteId,
     /// The task it holds up.
     pub task: TaskId,
+    /// The run that filed it, if a run did.
+    pub session: Option<SessionId>,
     /// `blocker` or `question`.
     pub kind: String,
     /// What the agent or person asks or is blocked on.
@@ -66,6 +68,7 @@ fn note_row(r: &sqlx::any::AnyRow) -> Result<NoteRow> {
     Ok(NoteRow {
         id: parse_id(r.get("id"))?,
         task: parse_id(r.get("task_id"))?,
+        session: r.get::<Option<String>, _>("session_id").as_deref().map(parse_id).transpose()?,
         kind: r.get("kind"),
         text: r.get("text"),
         answer: r.get("answer"),
@@ -123,6 +126,20 @@ impl Store {
         r.as_ref().map(note_row).transpose()
     }
 
+    /// The workspace's open questions, newest first (at most 200), each with its task's
+    /// title.
+    pub async fn open_questions(&self, workspace: drover_core::WorkspaceId) -> Result<Vec<(NoteRow, String)>> {
+        let rows = sqlx::query(
+            "SELECT n.*, t.title AS task_title FROM notes n JOIN tasks t ON t.id = n.task_id
+             WHERE t.workspace_id = $1 AND n.kind = 'question' AND n.closed_at IS NULL
+             ORDER BY n.created_at DESC, n.id DESC LIMIT 200",
+        )
+        .bind(workspace.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok((note_row(r)?, r.get("task_title")))).collect()
+    }
+
     /// A task's blockers and questions, oldest first.
     pub async fn task_notes(&self, task: TaskId) -> Result<Vec<NoteRow>> {
         let rows = sqlx::query("SELECT * FROM notes WHERE task_id = $1 ORDER BY created_at, id")
@@ -155,12 +172,16 @@ impl Store {
         Ok(out.into_iter().map(|(_, n)| n).collect())
     }
 
-    /// Whether the task has an open question or blocker (a run waiting on a person).
+    /// Whether the task waits on a person: an open question or blocker, or something one
+    /// of its runs waits on (a held call, a finished turn, a guess).
     pub async fn waiting_on_person(&self, task: TaskId) -> Result<bool> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM notes WHERE task_id = $1 AND closed_at IS NULL")
-            .bind(task.to_string())
-            .fetch_one(&self.pool)
-            .await?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM notes WHERE task_id = $1 AND closed_at IS NULL)
+                  + (SELECT COUNT(*) FROM attention WHERE task_id = $1 AND closed_at IS NULL)",
+        )
+        .bind(task.to_string())
+        .fetch_one(&self.pool)
+        .await?;
         Ok(n > 0)
     }
 

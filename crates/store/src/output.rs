@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
 use drover_core::SessionId;
 use sqlx::Row;
 
@@ -26,8 +27,22 @@ pub struct OutputChunk {
     pub offset: u64,
     /// µs since the session started.
     pub t_micros: u64,
-    /// The output bytes, as the program wrote them.
-    pub data: Vec<u8>,
+    /// The output bytes, as the program wrote them (shared with whoever else holds
+    /// the frame they came in, not copied).
+    pub data: Bytes,
+}
+
+impl OutputChunk {
+    /// The offset just past its last byte.
+    fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+
+    /// Whether `next` carries on from this chunk (same session, no gap) within the merge
+    /// window of `first`, the start of the run this chunk ends.
+    fn continued_by(&self, next: &OutputChunk, first: &OutputChunk) -> bool {
+        self.session == next.session && self.end() == next.offset && next.t_micros.saturating_sub(first.t_micros) <= MERGE_WINDOW_MICROS
+    }
 }
 
 /// A non-output recording event: `r` resize ("COLSxROWS"), `m` marker (label), `s` the
@@ -64,7 +79,7 @@ pub(crate) async fn insert_chunks(conn: &mut sqlx::AnyConnection, chunks: &[Outp
         let sql = format!("INSERT INTO output_chunks (session_id, start_offset, t_micros, data, stored_at) VALUES {}", rows.join(", "));
         let mut q = sqlx::query(&sql).bind(stored_at);
         for c in part {
-            q = q.bind(c.session.to_string()).bind(c.offset as i64).bind(c.t_micros as i64).bind(c.data.as_slice());
+            q = q.bind(c.session.to_string()).bind(c.offset as i64).bind(c.t_micros as i64).bind(&c.data[..]);
         }
         q.execute(&mut *conn).await?;
     }
@@ -72,22 +87,30 @@ pub(crate) async fn insert_chunks(conn: &mut sqlx::AnyConnection, chunks: &[Outp
 }
 
 /// Joins chunks that continue one another within the merge window (fewer rows for a
-/// chatty program; replay timing is kept to the window).
+/// chatty program; replay timing is kept to the window). Each joined run is copied
+/// once; a chunk that joins nothing is passed on as it is.
 fn join_chunks(chunks: Vec<OutputChunk>) -> Vec<OutputChunk> {
     let mut out: Vec<OutputChunk> = Vec::with_capacity(chunks.len());
+    let mut run: Vec<OutputChunk> = Vec::new();
     for c in chunks {
-        match out.last_mut() {
-            Some(last)
-                if last.session == c.session
-                    && last.offset + last.data.len() as u64 == c.offset
-                    && c.t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
-            {
-                last.data.extend_from_slice(&c.data)
-            }
-            _ => out.push(c),
+        if run.last().is_some_and(|last| !last.continued_by(&c, &run[0])) {
+            out.push(joined(std::mem::take(&mut run)));
         }
+        run.push(c);
+    }
+    if !run.is_empty() {
+        out.push(joined(run));
     }
     out
+}
+
+/// One chunk holding a non-empty run of chunks that continue one another.
+fn joined(mut run: Vec<OutputChunk>) -> OutputChunk {
+    if run.len() == 1 {
+        return run.pop().expect("one chunk");
+    }
+    let data: Vec<u8> = run.iter().flat_map(|c| c.data.iter().copied()).collect();
+    OutputChunk { data: Bytes::from(data), ..run.swap_remove(0) }
 }
 
 /// Per session, the offset held once stored; and per session, the chunks to store.
@@ -108,7 +131,7 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
             continue;
         }
         if c.offset < have {
-            c.data.drain(..(have - c.offset) as usize);
+            c.data = c.data.slice((have - c.offset) as usize..);
             c.offset = have;
         }
         let prev_end =
@@ -123,7 +146,7 @@ fn plan(batch: Vec<OutputChunk>, stored: &HashMap<SessionId, u64>) -> Plan {
             tracing::warn!(session = %c.session, "{fill} bytes of output were lost on the device; filling the gap");
             let mut data = vec![0u8; fill];
             data.extend_from_slice(&c.data);
-            c.data = data;
+            c.data = Bytes::from(data);
             c.offset = prev_end;
         }
         held.insert(c.session, end);
@@ -194,35 +217,26 @@ impl Store {
         .bind(TABLE_READ_ROWS)
         .fetch_all(&self.pool)
         .await?;
-        let mut out: Vec<OutputChunk> = Vec::new();
+        let mut pieces: Vec<OutputChunk> = Vec::new();
         let mut size = 0usize;
         for r in &rows {
             let offset = r.get::<i64, _>("start_offset") as u64;
             let t_micros = r.get::<i64, _>("t_micros") as u64;
-            let mut data: Vec<u8> = r.get("data");
+            let data = Bytes::from(r.get::<Vec<u8>, _>("data"));
             if offset + data.len() as u64 <= from {
                 continue;
             }
-            let offset = if offset < from {
-                data.drain(..(from - offset) as usize);
-                from
-            } else {
-                offset
+            let (offset, data) = match offset < from {
+                true => (from, data.slice((from - offset) as usize..)),
+                false => (offset, data),
             };
             if size >= max_bytes {
                 break;
             }
             size += data.len();
-            match out.last_mut() {
-                Some(last)
-                    if last.offset + last.data.len() as u64 == offset && t_micros.saturating_sub(last.t_micros) <= MERGE_WINDOW_MICROS =>
-                {
-                    last.data.extend_from_slice(&data)
-                }
-                _ => out.push(OutputChunk { session, offset, t_micros, data }),
-            }
+            pieces.push(OutputChunk { session, offset, t_micros, data });
         }
-        Ok(out)
+        Ok(join_chunks(pieces))
     }
 
     /// Deletes a session's stored output (retention), in `tx`.
@@ -269,7 +283,7 @@ mod tests {
     use super::*;
 
     fn chunk(session: SessionId, offset: u64, data: &[u8]) -> OutputChunk {
-        OutputChunk { session, offset, t_micros: 0, data: data.to_vec() }
+        OutputChunk { session, offset, t_micros: 0, data: Bytes::copy_from_slice(data) }
     }
 
     #[test]
@@ -281,7 +295,7 @@ mod tests {
         assert_eq!(held.get(&s), Some(&14));
         assert_eq!(todo.len(), 1);
         assert_eq!(todo[0].1.len(), 1);
-        assert_eq!(todo[0].1[0].data, b"real");
+        assert_eq!(&todo[0].1[0].data[..], b"real");
     }
 
     #[test]
@@ -292,8 +306,20 @@ mod tests {
         assert_eq!(held.get(&s), Some(&10));
         let chunks = &todo[0].1;
         assert_eq!(chunks[0].offset, 4);
-        assert_eq!(chunks[0].data, b"ef");
+        assert_eq!(&chunks[0].data[..], b"ef");
         assert_eq!(chunks[1].offset, 6);
-        assert_eq!(chunks[1].data, b"\0\0xy");
+        assert_eq!(&chunks[1].data[..], b"\0\0xy");
+    }
+
+    #[test]
+    fn runs_are_joined_once_and_a_lone_chunk_is_not_copied() {
+        let (s, t) = (SessionId::new(), SessionId::new());
+        let lone = chunk(t, 0, b"alone");
+        let lone_at = lone.data.as_ptr();
+        let late = OutputChunk { t_micros: 2 * MERGE_WINDOW_MICROS, ..chunk(s, 6, b"late") };
+        let joined = join_chunks(vec![chunk(s, 0, b"ab"), chunk(s, 2, b"cd"), chunk(s, 4, b"ef"), late, lone]);
+        let seen: Vec<(u64, &[u8])> = joined.iter().map(|c| (c.offset, &c.data[..])).collect();
+        assert_eq!(seen, vec![(0, &b"abcdef"[..]), (6, &b"late"[..]), (0, &b"alone"[..])]);
+        assert_eq!(joined[2].data.as_ptr(), lone_at, "passed on, not copied");
     }
 }

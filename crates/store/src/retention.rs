@@ -48,6 +48,7 @@ impl Store {
                 self.remove_output(&mut tx, session).await?;
                 out.events += sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
                 sqlx::query("DELETE FROM recording_marks WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM attention WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
                 sqlx::query("UPDATE sessions SET pruned_at = $1 WHERE id = $2").bind(now()).bind(id).execute(&mut *tx).await?;
                 tx.commit().await?;
                 out.sessions += 1;
@@ -91,7 +92,9 @@ mod tests {
         let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
         let (done, live) = (session(&s, ws).await, session(&s, ws).await);
         for id in [done, live] {
-            s.append_output(vec![OutputChunk { session: id, offset: 0, t_micros: 0, data: b"hello".to_vec() }]).await.unwrap();
+            s.append_output(vec![OutputChunk { session: id, offset: 0, t_micros: 0, data: bytes::Bytes::from_static(b"hello") }])
+                .await
+                .unwrap();
         }
         let ending = drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false };
         s.end_session(done, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 5, "device box").await.unwrap();
@@ -118,7 +121,7 @@ mod tests {
         assert_eq!((kept.output_bytes, running.output_bytes), (5, 5));
         assert!(kept.last_output_at.is_some() && running.last_output_at.is_some(), "{kept:?}");
         assert_eq!(s.pruned_at(live).await.unwrap(), None);
-        assert_eq!(s.read_output(live, 0, 1024).await.unwrap()[0].data, b"hello");
+        assert_eq!(s.read_output(live, 0, 1024).await.unwrap()[0].data[..], b"hello"[..]);
         assert!(!s.list_events(ws, Some(live), 0, 10).await.unwrap().is_empty(), "a live session keeps its events");
         assert_eq!(s.prune("9999-01-01T00:00:00.000000Z").await.unwrap().sessions, 0, "once");
     }

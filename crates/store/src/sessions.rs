@@ -383,6 +383,7 @@ impl Store {
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
         store_ending(&mut tx, id, &ending, times, final_offset).await?;
         release_sandbox(&mut tx, row.get("sandbox_id")).await?;
+        crate::attention::close_for_end(&mut tx, id).await?;
         let detail = serde_json::json!({ "outcome": ending.outcome, "exit_code": ending.exit_code, "reason": ending.reason });
         let kind = ending_kind(ending.outcome, ending.killed);
         insert(&mut tx, &NewEvent { workspace, session: Some(id), task: None, kind, actor, detail }).await?;
@@ -543,7 +544,7 @@ mod tests {
     async fn output_is_appended_by_offset_without_doubling() {
         let (s, _d) = store().await;
         let (_, id) = session(&s).await;
-        let c = |offset: u64, data: &[u8]| OutputChunk { session: id, offset, t_micros: offset, data: data.to_vec() };
+        let c = |offset: u64, data: &[u8]| OutputChunk { session: id, offset, t_micros: offset, data: bytes::Bytes::copy_from_slice(data) };
         let held = s.append_output(vec![c(0, b"hello "), c(6, b"world")]).await.unwrap();
         assert_eq!(held[&id], 11);
         // A resend overlapping what is held is trimmed, not stored twice.

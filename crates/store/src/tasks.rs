@@ -2,6 +2,7 @@
 //! flags, activation, base branch and end.
 
 use drover_core::activity::EventKind;
+use drover_core::attention::AttentionKind;
 use drover_core::task::{stage_agent, TaskStatus};
 use drover_core::turn::{turn, Turn, TurnFacts};
 use drover_core::{DeviceId, RepoId, SandboxId, SandboxState, TaskId, WorkspaceId};
@@ -107,6 +108,8 @@ pub struct TaskRow {
     pub open_note: Option<(String, String)>,
     /// Its live run's outcome (`starting` or `running`) while it has not handed off.
     pub live_outcome: Option<String>,
+    /// What its runs wait on a person for, newest: the kind, and a held call's tool.
+    pub waiting: Option<(String, Option<String>)>,
     /// The stage a person last activated, by index.
     pub activated_stage: Option<usize>,
 }
@@ -115,6 +118,7 @@ impl TaskRow {
     /// Whose turn it is on the task.
     pub fn turn(&self) -> Turn<'_> {
         let mut facts = turn_facts(self.status, self.stage(), &self.flagged, &self.open_note, self.queued_at.is_some(), &self.live_outcome);
+        facts.waiting = waiting_facts(&self.waiting);
         facts.awaiting_activation = self.awaits_activation();
         turn(&facts)
     }
@@ -141,6 +145,16 @@ fn awaits_activation(stage: Option<&StageSpec>, stage_index: usize, activated: O
     stage.is_some_and(|s| s.activate) && activated != Some(stage_index)
 }
 
+/// What a run waits on, as whose turn it is needs it.
+fn waiting_facts(w: &Option<(String, Option<String>)>) -> Option<(AttentionKind, Option<&str>)> {
+    let (kind, tool) = w.as_ref()?;
+    Some((AttentionKind::parse(kind)?, tool.as_deref()))
+}
+
+fn waiting(r: &sqlx::any::AnyRow) -> Option<(String, Option<String>)> {
+    Some((r.get::<Option<String>, _>("wait_kind")?, r.get("wait_tool")))
+}
+
 /// What deciding whose turn it is needs, from a task's stored columns.
 fn turn_facts<'a>(
     status: TaskStatus,
@@ -154,6 +168,7 @@ fn turn_facts<'a>(
         status,
         flagged: flagged.as_deref(),
         open_note: note.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
+        waiting: None,
         stage: stage.map(|s| (s.stage.as_str(), stage_agent(s.assignee.as_deref()).is_some())),
         queued,
         live: live.as_deref().map(|o| o == "running"),
@@ -168,6 +183,8 @@ macro_rules! turn_columns {
         concat!(
             "(SELECT n.kind FROM notes n WHERE n.task_id = t.id AND n.closed_at IS NULL ORDER BY n.created_at, n.id LIMIT 1) AS note_kind, ",
             "(SELECT n.text FROM notes n WHERE n.task_id = t.id AND n.closed_at IS NULL ORDER BY n.created_at, n.id LIMIT 1) AS note_text, ",
+            "(SELECT a.kind FROM attention a WHERE a.task_id = t.id AND a.closed_at IS NULL ORDER BY a.raised_at DESC, a.id DESC LIMIT 1) AS wait_kind, ",
+            "(SELECT a.tool FROM attention a WHERE a.task_id = t.id AND a.closed_at IS NULL ORDER BY a.raised_at DESC, a.id DESC LIMIT 1) AS wait_tool, ",
             "(SELECT s.outcome FROM sessions s WHERE s.task_id = t.id AND s.outcome IN ", live_outcomes!(), " AND s.handed_off IS NULL ORDER BY s.created_at DESC LIMIT 1) AS live_outcome"
         )
     };
@@ -209,6 +226,7 @@ pub(crate) fn task_row(r: &sqlx::any::AnyRow) -> Result<TaskRow> {
         spend_cap: r.get::<Option<i64>, _>("spend_cap").filter(|c| *c >= 0).map(|c| c as u64),
         open_note: open_note(r),
         live_outcome: r.get("live_outcome"),
+        waiting: waiting(r),
         activated_stage: r.get::<Option<i64>, _>("activated_stage").map(|i| i as usize),
     })
 }
@@ -294,6 +312,21 @@ impl Store {
         rows.iter().map(task_row).collect()
     }
 
+    /// How many of the workspace's queued tasks were queued before `task` (the queue's
+    /// order: queued time, then id).
+    pub async fn queued_ahead(&self, task: &TaskRow) -> Result<usize> {
+        let Some(at) = &task.queued_at else { return Ok(0) };
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM tasks WHERE workspace_id = $1 AND queued_at IS NOT NULL AND status = 'open' AND (queued_at, id) < ($2, $3)",
+        )
+        .bind(task.workspace.to_string())
+        .bind(at)
+        .bind(task.id.to_string())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n as usize)
+    }
+
     /// Counts for the Sessions page header: (queued for a slot, live sessions on finished tasks).
     pub async fn task_counts(&self, workspace: WorkspaceId) -> Result<(u32, u32)> {
         let q: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE workspace_id = $1 AND queued_at IS NOT NULL AND status = 'open'")
@@ -330,6 +363,8 @@ impl Store {
             let (flagged, note, live) = (r.get::<Option<String>, _>("flagged"), open_note(r), r.get::<Option<String>, _>("live_outcome"));
             let queued = r.get::<Option<String>, _>("queued_at").is_some();
             let mut facts = turn_facts(TaskStatus::Open, stage, &flagged, &note, queued, &live);
+            let wait = waiting(r);
+            facts.waiting = waiting_facts(&wait);
             let activated = r.get::<Option<i64>, _>("activated_stage").map(|i| i as usize);
             facts.awaiting_activation = awaits_activation(stage, r.get::<i64, _>("stage_index") as usize, activated);
             n += u32::from(turn(&facts).needs_person());

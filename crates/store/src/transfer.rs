@@ -41,6 +41,14 @@ const TABLES: &[&str] = &[
     "webhook_endpoints",
     "webhook_deliveries",
     "skills",
+    "attention",
+    "task_allow_rules",
+    "push_keys",
+    "push_subscriptions",
+    "notification_choices",
+    "push_batches",
+    "push_heard",
+    "push_deliveries",
 ];
 
 /// Export format version.
@@ -194,7 +202,7 @@ impl Store {
                 Line::Row { table, row } => insert_row(&mut tx, &table, &row).await?,
                 Line::Output { session, offset, t_micros, data } => {
                     let data = B64.decode(data).map_err(|e| bad(0, e))?;
-                    insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data }], None).await?;
+                    insert_chunks(&mut tx, &[OutputChunk { session, offset, t_micros, data: data.into() }], None).await?;
                 }
                 Line::Header { .. } | Line::End { .. } => {}
             }
@@ -289,7 +297,7 @@ mod tests {
         let id = session(&a, ws).await;
         a.mark_running(id, 42, "/").await.unwrap();
         let out: Vec<OutputChunk> = (0..3u64)
-            .map(|i| OutputChunk { session: id, offset: i * 6, t_micros: i * 1_000_000, data: format!("line{i}\n").into_bytes() })
+            .map(|i| OutputChunk { session: id, offset: i * 6, t_micros: i * 1_000_000, data: format!("line{i}\n").into_bytes().into() })
             .collect();
         a.append_output(out).await.unwrap();
         let mut file = Vec::new();

@@ -135,6 +135,16 @@ pub(crate) async fn enqueue(conn: &mut AnyConnection, workspace: WorkspaceId, ho
     Ok(())
 }
 
+/// The state an attempt leaves a delivery in (webhooks and pushes alike): delivered,
+/// pending its retry at a time, or failed for good.
+pub(crate) fn attempt_state(delivered: bool, retry_at: Option<&str>) -> &'static str {
+    match (delivered, retry_at) {
+        (true, _) => "delivered",
+        (false, Some(_)) => "pending",
+        (false, None) => "failed",
+    }
+}
+
 impl Store {
     /// Registers an endpoint with its first secret.
     pub async fn create_webhook(&self, workspace: WorkspaceId, url: &str, events: &[String], secret: &str, by: &str) -> Result<WebhookId> {
@@ -251,11 +261,7 @@ impl Store {
         error: Option<&str>,
         retry_at: Option<&str>,
     ) -> Result<()> {
-        let state = match (delivered, retry_at) {
-            (true, _) => "delivered",
-            (false, Some(_)) => "pending",
-            (false, None) => "failed",
-        };
+        let state = attempt_state(delivered, retry_at);
         let at = now();
         sqlx::query(
             "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, last_status = $3, last_error = $4,
