@@ -15,7 +15,9 @@ fn main() {
     let dist = match std::env::var_os("DROVER_WEB_DIST") {
         Some(dir) => PathBuf::from(dir),
         None => {
-            for p in ["src", "build.mjs", "index.html", "package.json", "package-lock.json", "tsconfig.json"] {
+            for p in
+                ["src", "build.mjs", "index.html", "manifest.webmanifest", "icon.svg", "package.json", "package-lock.json", "tsconfig.json"]
+            {
                 println!("cargo:rerun-if-changed={}", web.join(p).display());
             }
             let dist = out.join("web");

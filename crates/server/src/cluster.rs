@@ -4,7 +4,8 @@
 //! (`Relayed`), which PostgreSQL's NOTIFY wakes; answers come back the same way. A
 //! viewer on another replica follows the session's output from the database, woken by
 //! the link's replica after each commit, into a local hub: the same snapshot on join,
-//! the same bytes, input serialised by the one link. On SQLite none of this runs.
+//! the same bytes, input serialised by the one link. On SQLite none of this runs
+//! ([`crate::topology`]).
 //!
 //! The cluster sits above the device registry: it is the [`Relay`] that `Devices`
 //! reaches other replicas by, and it hands mail on to devices and viewers here. Neither
@@ -16,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use bytes::Bytes;
 use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::{MergeResult, ServerMessage, Worktree};
 use drover_protocol::shim::Snapshot;
@@ -176,12 +176,9 @@ impl Cluster {
     }
 }
 
-/// Starts this replica's part (PostgreSQL only): staying on the replica list, learning
-/// where devices are linked, and reading its mail.
-pub fn spawn(state: AppState) {
-    if !state.store.is_shared() {
-        return;
-    }
+/// Starts this replica's part: staying on the replica list, learning where devices are
+/// linked, and reading its mail.
+pub(crate) fn spawn(state: AppState) {
     let s = state.clone();
     tokio::spawn(async move {
         let every = (s.config.lease_ttl / 3).min(Duration::from_secs(1));
@@ -388,9 +385,6 @@ fn input_body(data: &[u8]) -> String {
 /// Tells the replicas following any of `sessions` that more of their output is stored
 /// (without waiting: the output writer calls this after each commit).
 pub(crate) fn announce_output(state: &AppState, sessions: Vec<SessionId>) {
-    if !state.store.is_shared() {
-        return;
-    }
     let wakes: Vec<(String, SessionId)> =
         sessions.into_iter().flat_map(|s| state.cluster.watchers(s).into_iter().map(move |r| (r, s))).collect();
     if wakes.is_empty() {
@@ -406,25 +400,10 @@ pub(crate) fn announce_output(state: &AppState, sessions: Vec<SessionId>) {
     });
 }
 
-/// The hub of a live session: this server's, or one following it from the replica its
-/// device is linked to (None when it has neither: not live, or its device is away).
-pub(crate) fn live_hub(state: &AppState, row: &drover_store::SessionRow) -> Option<Arc<Hub>> {
-    if let Some(hub) = state.hubs.get(row.id) {
-        follow(state, hub.clone(), row.id, row.device);
-        return Some(hub);
-    }
-    if !row.outcome.is_live() || state.devices.remote_replica(row.device).is_none() {
-        return None;
-    }
-    let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
-    follow(state, hub.clone(), row.id, row.device);
-    Some(hub)
-}
-
 /// Makes sure this replica follows `session` (its device linked to another replica)
 /// into `hub` for its viewers; also says it is still wanted.
 pub(crate) fn follow(state: &AppState, hub: Arc<Hub>, session: SessionId, device: DeviceId) {
-    if !state.store.is_shared() || state.devices.is_local(device) {
+    if state.devices.is_local(device) {
         return;
     }
     if state.cluster.mirrors.lock().expect("mirrors lock").insert(session, Instant::now()).is_some() {
@@ -493,7 +472,7 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
                 break;
             }
             for c in chunks {
-                hub.publish(c.offset, Bytes::from(c.data));
+                hub.publish(c.offset, c.data);
             }
         }
         if let Some(r) = &row {

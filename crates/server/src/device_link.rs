@@ -165,15 +165,10 @@ async fn open(
     // reach the device.
     if !resumed.is_empty() {
         let send = |m: &ServerMessage| down_tx.try_send(text(m)).is_ok();
-        crate::viewers::tell_via(state, device, resumed, false, send).await;
+        state.topology.tell_viewers(state, device, resumed, false, &send).await;
     }
     let epoch = state.devices.connect(device, down_tx);
-    if state.store.is_shared() {
-        // Other replicas reach this device through this one from now on.
-        if let Err(e) = state.store.link_device(device, &state.replica).await {
-            tracing::warn!(device = %name, "recording where this device is linked: {e}");
-        }
-    }
+    state.topology.linked(state, device, name).await;
     tracing::info!(device = %name, "device connected");
     // The workspace's own prices, for the usage the device reads.
     if let Ok(overrides) = state.store.workspace_prices(workspace).await {
@@ -220,10 +215,8 @@ async fn serve(state: &AppState, device: DeviceId, name: &str, epoch: u64, mut g
     let ingest = tokio::spawn(ingest::run(state.clone(), link, name.to_string(), ingest_rx));
     let result = read_loop(state, &output, &mut gate, &mut stream, &ingest_tx).await;
     state.output.closed(state, link).await;
-    if state.devices.disconnect(device, epoch) && state.store.is_shared() {
-        if let Err(e) = state.store.unlink_device(device, &state.replica).await {
-            tracing::warn!(device = %name, "forgetting the link of a device that left: {e}");
-        }
+    if state.devices.disconnect(device, epoch) {
+        state.topology.unlinked(state, device, name).await;
     }
     drop(ingest_tx);
     let _ = ingest.await;
@@ -246,8 +239,8 @@ async fn read_loop(
                     if gate.admit_output(state, session, offset, data.len() as u64).await? == Admit::Drop {
                         continue;
                     }
-                    // The store's copy is the one copy here: the hub shares the frame.
-                    let chunk = OutputChunk { session, offset, t_micros, data: data.to_vec() };
+                    // The frame is shared, not copied: by the hub and by the store's chunk.
+                    let chunk = OutputChunk { session, offset, t_micros, data: data.clone() };
                     if let Some(hub) = state.hubs.get(session) {
                         hub.publish(offset, data);
                     }
@@ -343,9 +336,9 @@ async fn started(state: &AppState, device: DeviceId, session: SessionId, pid: u3
     let hub = state.hubs.get_or_create(session, row.output_bytes, (row.cols, row.rows));
     // A viewer who came while the device was still preparing the run was counted
     // before its shim existed: the shim hears of them now.
-    if state.store.is_shared() || hub.interactive() > 0 {
+    if state.topology.may_have_viewers(&hub) {
         let state = state.clone();
-        tokio::spawn(async move { crate::viewers::tell(&state, device, &[session], false).await });
+        tokio::spawn(async move { crate::topology::tell_viewers(&state, device, &[session], false).await });
     }
 }
 

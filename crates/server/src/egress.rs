@@ -98,3 +98,22 @@ pub fn literal_refusal(rules: &EgressRules, url: &str) -> Option<String> {
     let ip: IpAddr = drover_core::egress::bare_host(host).parse().ok()?;
     rules.refusal(host, ip).map(|why| refused(host, ip, why))
 }
+
+/// How long one outbound attempt may take in all, and to connect.
+const ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The HTTP client of every delivery the server makes (webhooks, Web Push): only to
+/// addresses `rules` allow, straight there (a proxy from the environment would resolve
+/// the name itself, past the check), and a redirect is a failure (following it would
+/// turn the POST into a GET somewhere else and call that delivered).
+pub(crate) fn outbound_client(rules: Arc<EgressRules>) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(ATTEMPT_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(GuardedResolver::new(rules)))
+        .no_proxy()
+        .build()
+        .expect("an HTTP client")
+}

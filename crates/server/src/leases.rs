@@ -21,11 +21,13 @@ pub enum Monitor {
     Webhooks,
     /// The pruning job.
     Retention,
+    /// The Web Push sender.
+    Push,
 }
 
 impl Monitor {
     /// Every monitor.
-    pub const ALL: [Monitor; 4] = [Monitor::Stale, Monitor::Scheduler, Monitor::Webhooks, Monitor::Retention];
+    pub const ALL: [Monitor; 5] = [Monitor::Stale, Monitor::Scheduler, Monitor::Webhooks, Monitor::Retention, Monitor::Push];
 
     /// The lease's name.
     pub fn as_str(self) -> &'static str {
@@ -34,6 +36,7 @@ impl Monitor {
             Monitor::Scheduler => "scheduler",
             Monitor::Webhooks => "webhooks",
             Monitor::Retention => "retention",
+            Monitor::Push => "push",
         }
     }
 }

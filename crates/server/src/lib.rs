@@ -13,6 +13,7 @@ mod devices;
 pub mod egress;
 mod error;
 pub mod forwarded;
+mod guesses;
 mod hub;
 mod ingest;
 mod leases;
@@ -21,6 +22,7 @@ mod link_guard;
 mod monitor;
 pub mod parking;
 mod passwords;
+pub mod push;
 mod render;
 mod retention;
 pub mod scheduler;
@@ -28,6 +30,7 @@ mod spend;
 mod state;
 mod tasks;
 pub mod tls;
+mod topology;
 mod viewer;
 mod viewers;
 mod web;
@@ -79,11 +82,17 @@ pub struct ServerConfig {
     pub stall_after: Duration,
     /// How failed webhook deliveries are retried.
     pub webhook_retry: drover_core::webhook::RetryPolicy,
-    /// How often the webhook sender looks for due deliveries.
+    /// How often the webhook sender looks for due deliveries (the push sender too).
     pub webhook_poll: Duration,
+    /// How long a member's batch of notices collects after the first before it is
+    /// pushed as one.
+    pub push_coalesce: Duration,
     /// A task-free session with no output, input or viewer for this long is stopped
     /// and ends `released` ("idle-parked"); None: never.
     pub park_after: Option<Duration>,
+    /// A task run whose harness reports nothing through hooks, with a screen still this
+    /// long and showing a prompt, is guessed to wait on a person; None: never guess.
+    pub guess_after: Option<Duration>,
     /// How long finished sessions' recordings and events (and settled webhook
     /// deliveries) are kept.
     pub retention: Duration,
@@ -120,7 +129,9 @@ impl Default for ServerConfig {
             stall_after: Duration::from_secs(30 * 60),
             webhook_retry: drover_core::webhook::RetryPolicy::default(),
             webhook_poll: Duration::from_millis(500),
+            push_coalesce: drover_core::notify::COALESCE_WINDOW,
             park_after: Some(Duration::from_secs(24 * 3600)),
+            guess_after: Some(Duration::from_secs(20)),
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             lease_ttl: Duration::from_secs(6),
@@ -134,17 +145,14 @@ impl Default for ServerConfig {
 /// HTTP.
 pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
-    if state.store.is_shared() {
-        let mailboxes = cluster::Mailboxes { store: state.store.clone(), replica: state.replica.clone() };
-        state.devices.relay_through(Arc::new(mailboxes));
-        cluster::spawn(state.clone());
-        viewers::spawn(state.clone());
-    }
+    state.topology.start(&state);
     leases::spawn(state.clone());
     scheduler::spawn(state.clone());
     monitor::spawn(state.clone());
     parking::spawn(state.clone());
+    guesses::spawn(state.clone());
     webhooks::spawn(state.clone());
+    push::spawn(state.clone());
     retention::spawn(state.clone());
     let app = api::router(state);
     if let Some(config) = tls {

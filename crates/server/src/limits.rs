@@ -133,10 +133,7 @@ pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr,
     let mut keys = vec![(ip_key.clone(), state.logins.per_address())];
     if let Some(n) = member {
         let name_key = format!("name:{n}");
-        let tried = match state.store.is_shared() {
-            true => state.store.login_attempts(&name_key, state.logins.window()).await?,
-            false => state.logins.count(&name_key, Instant::now()),
-        };
+        let tried = state.topology.attempts(state, &name_key).await?;
         // A name tried from everywhere: each address may still try it once.
         let pair_limit = if tried >= state.logins.per_name() { 1 } else { state.logins.per_address() };
         keys.push((format!("pair:{ip}|{n}"), pair_limit));
@@ -144,11 +141,7 @@ pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr,
     }
     let keys: Vec<(&str, usize)> = keys.iter().map(|(k, l)| (k.as_str(), *l)).collect();
     let limited = |wait: Duration| crate::ApiError::TooManyRequests(wait.as_secs().max(1));
-    if state.store.is_shared() {
-        let ids = state.store.count_login_attempt(&keys, state.logins.window()).await?.map_err(limited)?;
-        return Ok(Counted::Shared(ids));
-    }
-    state.logins.attempt(&keys, Instant::now()).map(Counted::Here).map_err(limited)
+    state.topology.count_attempt(state, &keys).await?.map_err(limited)
 }
 
 /// Takes back an attempt that succeeded.

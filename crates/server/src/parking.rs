@@ -38,7 +38,7 @@ async fn park_idle(state: &AppState, after: Duration) -> Result<(), StoreError> 
             continue;
         }
         // Viewers on other replicas count too.
-        if state.store.is_shared() && crate::viewers::attached(state, g.session).await? > 0 {
+        if state.topology.attached(state, g.session).await? > 0 {
             continue;
         }
         park(state, g.session, after).await?;

@@ -140,7 +140,7 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
             emit(&mut w, mark_event(m));
         }
         last_t = last_t.max(c.t_micros);
-        emit(&mut w, Event::Output { t_micros: c.t_micros, data: c.data });
+        emit(&mut w, Event::Output { t_micros: c.t_micros, data: c.data.into() });
     }
     for m in marks {
         last_t = last_t.max(m.t_micros);

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use drover_core::harness::{opening, resume_message, stage_prompt, Harness, Opening, StagePlace};
+use drover_core::harness::{opening, resume_message, stage_prompt, with_settings, Harness, Opening, StagePlace};
 use drover_core::schedule::{pick, Candidate};
 use drover_core::{DeviceId, Outcome, RunEnd, SessionId, TaskId, WorkspaceId};
 use drover_protocol::device::ServerMessage;
@@ -152,7 +152,7 @@ fn runs_what_it_is_given(d: &DeviceRow) -> bool {
 /// Whether a device has not reported in for the Device-silent window (`silent_after`):
 /// it may still hold its link open (a stopped process, a hung machine) but would only
 /// lose a new run.
-fn is_silent(silent_after: std::time::Duration, now: chrono::DateTime<chrono::Utc>, d: &DeviceRow) -> bool {
+pub(crate) fn is_silent(silent_after: std::time::Duration, now: chrono::DateTime<chrono::Utc>, d: &DeviceRow) -> bool {
     let last = d.last_contact_at.as_deref().and_then(drover_store::parse_time);
     last.is_some_and(|at| (now - at).to_std().unwrap_or_default() >= silent_after)
 }
@@ -262,10 +262,15 @@ async fn launch(state: &AppState, task: &TaskRow, stage: &StageSpec, agent: &Age
             return Ok(None);
         }
     };
+    let allow = state.store.task_allow_rules(task.id).await?;
+    let settled = |argv: Vec<String>| match &harness {
+        Ok(h) => with_settings(*h, argv, &allow),
+        Err(_) => argv,
+    };
     Ok(Some(match opening {
-        Opening::Resume(argv) => Launch { command: argv, first_message: Some(resume_message(&stage.stage)), resumed: true },
+        Opening::Resume(argv) => Launch { command: settled(argv), first_message: Some(resume_message(&stage.stage)), resumed: true },
         Opening::Start(argv) => {
-            Launch { command: argv, first_message: harness.is_ok_and(Harness::prompt_as_input).then_some(prompt), resumed: false }
+            Launch { command: settled(argv), first_message: harness.is_ok_and(Harness::prompt_as_input).then_some(prompt), resumed: false }
         }
     }))
 }

@@ -23,9 +23,11 @@ pub struct AppState {
     /// This server's name among the replicas sharing the database (`rep_…`, new at
     /// every start).
     pub replica: String,
-    /// What this replica knows of the others (PostgreSQL).
+    /// Alone on the database, or one of several replicas: what differs between them.
+    pub(crate) topology: Arc<dyn crate::topology::Topology>,
+    /// What this replica knows of the others (replicas only).
     pub(crate) cluster: Arc<crate::cluster::Cluster>,
-    /// Viewer counts stored and told to devices.
+    /// Viewer counts stored and told to devices (replicas only).
     pub(crate) viewers: Arc<crate::viewers::ViewerCounts>,
     /// The one writer of every link's output.
     pub(crate) output: Arc<crate::writer::OutputWriter>,
@@ -52,6 +54,7 @@ impl AppState {
     /// New state over `store`.
     pub fn new(store: Store, workspace: WorkspaceId, config: ServerConfig) -> AppState {
         AppState {
+            topology: crate::topology::select(&store),
             store,
             devices: Arc::new(Devices::default()),
             hubs: Arc::new(Hubs::default()),

@@ -63,7 +63,7 @@ pub async fn terminal(
     };
     let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
     // Its device linked to another replica: follow its output here.
-    crate::cluster::follow(&state, hub.clone(), row.id, row.device);
+    state.topology.follow(&state, hub.clone(), row.id, row.device);
     let device = row.device;
     let credential = caller.1.clone();
     let operator = row.operator;
@@ -132,12 +132,11 @@ impl Viewer {
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
-        let shared = self.state.store.is_shared();
         let mut refollow = tokio::time::interval(FOLLOW_EVERY);
         loop {
             tokio::select! {
-                _ = refollow.tick(), if shared => {
-                    crate::cluster::follow(&self.state, self.hub.clone(), self.session, self.device);
+                _ = refollow.tick() => {
+                    self.state.topology.follow(&self.state, self.hub.clone(), self.session, self.device);
                 }
                 // Every RECHECK, and at once when access changes anywhere.
                 _ = async { tokio::select! { _ = recheck.tick() => {}, _ = self.state.access_changed.notified() => {} } } => {
@@ -288,7 +287,7 @@ impl Viewer {
             for c in chunks {
                 offset = c.offset + c.data.len() as u64;
                 replayed += c.data.len();
-                sink.send(Message::Binary(c.data.into())).await?;
+                sink.send(Message::Binary(c.data)).await?;
             }
         }
     }
@@ -299,7 +298,7 @@ impl Viewer {
     }
 
     async fn viewers_changed(&self) {
-        crate::viewers::changed(&self.state, &self.hub, self.session, self.device).await;
+        self.state.topology.viewers_changed(&self.state, &self.hub, self.session, self.device).await;
     }
 }
 

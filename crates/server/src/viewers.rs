@@ -1,8 +1,9 @@
-//! How many viewers a session has, and telling its device's shim how many can type (it
-//! answers terminal queries itself only when none can). On one server that is the
-//! hub's count. With replicas each stores its own (`replica_viewers`), and the replica
-//! the device is linked to tells it the sum over live replicas: a read-only viewer on
-//! one replica must not make the shim answer while someone types on another.
+//! How many viewers a session has among replicas, and telling its device's shim how
+//! many can type (it answers terminal queries itself only when none can). Each replica
+//! stores its own (`replica_viewers`), and the replica the device is linked to tells it
+//! the sum over live replicas: a read-only viewer on one replica must not make the shim
+//! answer while someone types on another. (Alone, the hub's count is all there is:
+//! [`crate::topology`].)
 //!
 //! Counts cross on the way (two replicas, two viewers leaving and joining), so each is
 //! ordered: a replica's stored counts by the hub's reading number, what a device is
@@ -36,8 +37,6 @@ pub(crate) struct ViewerCounts {
     unsaved: Mutex<HashMap<SessionId, DeviceId>>,
     /// Numbers database reads: one that started later saw at least as much.
     tickets: AtomicU64,
-    /// One server: a count read and sent at a time.
-    local: Mutex<()>,
 }
 
 /// What a device was told of one session's viewers.
@@ -58,13 +57,9 @@ impl Told {
     }
 }
 
-/// After a viewer joined or left `hub` here: stores this replica's count (replicas)
-/// and has the device told how many viewers can type.
+/// After a viewer joined or left `hub` here: stores this replica's count and has the
+/// device told how many viewers can type.
 pub(crate) async fn changed(state: &AppState, hub: &Hub, session: SessionId, device: DeviceId) {
-    if !state.store.is_shared() {
-        tell(state, device, &[session], false).await;
-        return;
-    }
     let (count, reading) = hub.viewers();
     match state.store.set_viewers(&state.replica, session, count, reading).await {
         Ok(()) => {
@@ -100,10 +95,11 @@ pub(crate) async fn attached(state: &AppState, session: SessionId) -> Result<u32
     Ok(seen.get(&session).map_or(0, |v| v.total.attached))
 }
 
-/// Tells `device` (linked here) how many viewers of each of `sessions` can type.
-/// Never waits on the device: a count its queue has no room for is tried again shortly.
+/// Tells `device` (linked here) how many viewers of each of `sessions` can type, on
+/// every replica. Never waits on the device: a count its queue has no room for is tried
+/// again shortly.
 pub(crate) async fn tell(state: &AppState, device: DeviceId, sessions: &[SessionId], changed_only: bool) {
-    tell_via(state, device, sessions, changed_only, |m| state.devices.post_local(device, m)).await;
+    tell_via(state, device, sessions, changed_only, &|m| state.devices.post_local(device, m)).await;
 }
 
 /// [`tell`] through `send` (false: not sent), which a link about to open uses before
@@ -114,17 +110,8 @@ pub(crate) async fn tell_via(
     device: DeviceId,
     sessions: &[SessionId],
     changed_only: bool,
-    send: impl Fn(&ServerMessage) -> bool,
+    send: crate::topology::SendToDevice<'_>,
 ) {
-    let here = |s| state.hubs.get(s).map_or(0, |h| h.interactive());
-    if !state.store.is_shared() {
-        // Read and sent under one lock, so two viewers' changes do not cross.
-        let _one = state.viewers.local.lock().expect("local lock");
-        for &session in sessions {
-            send(&ServerMessage::Viewers { session, interactive: here(session) });
-        }
-        return;
-    }
     let ticket = state.viewers.tickets.fetch_add(1, Ordering::SeqCst);
     let counts = match state.store.viewers(sessions, alive(state), &state.replica).await {
         Ok(counts) => counts,
@@ -152,12 +139,9 @@ pub(crate) async fn tell_via(
     }
 }
 
-/// Starts the second looks (PostgreSQL only): counts that include other replicas'
-/// viewers, or that could not be stored or told.
-pub fn spawn(state: AppState) {
-    if !state.store.is_shared() {
-        return;
-    }
+/// Starts the second looks: counts that include other replicas' viewers, or that could
+/// not be stored or told.
+pub(crate) fn spawn(state: AppState) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(RECOUNT_EVERY).await;

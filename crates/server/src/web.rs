@@ -25,6 +25,7 @@ fn content_type(path: &str) -> &'static str {
         Some("js") => "text/javascript; charset=utf-8",
         Some("css") => "text/css; charset=utf-8",
         Some("svg") => "image/svg+xml",
+        Some("webmanifest") => "application/manifest+json",
         Some("png") => "image/png",
         Some("woff2") => "font/woff2",
         _ => "application/octet-stream",
@@ -121,5 +122,11 @@ mod tests {
         assert!(asset("/app.js").is_some());
         assert!(asset("/app.css").is_some());
         assert_eq!(content_type("/app.js"), "text/javascript; charset=utf-8");
+        // The service worker, at the root so its scope is the whole site, and the app's
+        // manifest with its icon.
+        assert!(asset("/sw.js").is_some());
+        assert!(asset("/manifest.webmanifest").is_some_and(|b| std::str::from_utf8(b).unwrap().contains("\"start_url\": \"/inbox\"")));
+        assert!(asset("/icon.svg").is_some());
+        assert_eq!(content_type("/manifest.webmanifest"), "application/manifest+json");
     }
 }

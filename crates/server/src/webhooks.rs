@@ -21,9 +21,6 @@ use crate::AppState;
 pub const SECRET_PREFIX: &str = "whsec_";
 /// Deliveries taken per pass.
 const BATCH: i64 = 200;
-/// How long one attempt may take in all, and to connect.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Endpoints sent to at once.
 const PARALLEL_ENDPOINTS: usize = 16;
 
@@ -53,18 +50,7 @@ pub fn signature(secrets: &[String], id: &str, timestamp: i64, body: &str) -> St
 /// Runs the sender until the process ends (while this server holds its lease).
 pub fn spawn(state: AppState) {
     tokio::spawn(async move {
-        // A redirect is a failure (Standard Webhooks): following it would turn the POST
-        // into a GET somewhere else and call that delivered.
-        // Only to addresses outside (crate::egress), straight there: a proxy from the
-        // environment would resolve the name itself, past the check.
-        let client = reqwest::Client::builder()
-            .timeout(ATTEMPT_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(std::sync::Arc::new(crate::egress::GuardedResolver::new(state.config.egress.clone())))
-            .no_proxy()
-            .build()
-            .expect("an HTTP client");
+        let client = crate::egress::outbound_client(state.config.egress.clone());
         loop {
             if state.leases.holds(Monitor::Webhooks) {
                 if let Err(e) = send_due(&state, &client).await {
@@ -113,7 +99,7 @@ async fn send_due(state: &AppState, client: &reqwest::Client) -> Result<(), Stor
 }
 
 /// Seconds in a Retry-After header (the HTTP-date form counts from now).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -123,7 +109,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 /// An error and its causes, on one line (the refusal of a target is a cause).
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut at = e.source();
     while let Some(c) = at {

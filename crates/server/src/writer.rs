@@ -63,7 +63,7 @@ impl OutputNotices for AppState {
     }
 
     fn announce(&self, sessions: Vec<SessionId>) {
-        crate::cluster::announce_output(self, sessions);
+        self.topology.output_stored(self, sessions);
     }
 }
 

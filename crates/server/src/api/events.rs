@@ -35,30 +35,10 @@ pub fn view_for(caller: &Caller, mut e: EventRow) -> EventView {
     if e.session.is_some() {
         let operator = e.session_operator.as_deref().and_then(|o| o.parse().ok());
         if !caller.may_drop_in_run(operator) {
-            conceal(&e.kind, &mut e.detail);
+            drover_core::activity::need_to_know::conceal(&e.kind, &mut e.detail);
         }
     }
     view(e)
-}
-
-/// Conceals the private part of an event's detail (`kind` as stored) in place.
-fn conceal(kind: &str, detail: &mut serde_json::Value) {
-    use drover_core::activity::need_to_know::{command, private, Private};
-    let (Some(part), Some(obj)) = (EventKind::parse(kind).and_then(private), detail.as_object_mut()) else { return };
-    let concealed = match part {
-        Private::Text(field) => obj.remove(field).is_some(),
-        Private::CommandLine(field) => match obj.get(field).and_then(|c| c.as_array()) {
-            Some(argv) => {
-                let argv: Vec<String> = argv.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
-                obj.insert(field.into(), serde_json::json!(command(&argv)));
-                true
-            }
-            None => false,
-        },
-    };
-    if concealed {
-        obj.insert("concealed".into(), serde_json::Value::Bool(true));
-    }
 }
 
 /// The API's view of a stored event, whole (the audit export, for owners and admins).

@@ -1,6 +1,7 @@
 //! The HTTP API under `/api/v1`: routes, and a JSON extractor whose rejections are
 //! [`ApiError`]s (so a malformed body gets a JSON error that says what was wrong).
 
+pub mod attention;
 pub mod devices;
 pub mod events;
 pub mod handoff;
@@ -9,6 +10,7 @@ pub mod notes;
 pub mod openapi;
 pub mod pages;
 pub mod prices;
+pub mod push;
 pub mod session_start;
 pub mod sessions;
 pub mod skills;
@@ -18,6 +20,7 @@ pub mod task_controls;
 pub mod tasks;
 pub mod web;
 pub mod webhooks;
+mod why;
 pub mod workflow;
 
 use axum::extract::rejection::JsonRejection;
@@ -118,10 +121,31 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/sessions/{id}/terminal", get(viewer::terminal))
         .route("/api/v1/events", get(events::list))
         .route("/api/v1/audit/export", get(events::export))
+        .merge(needs_you().merge(get_told()))
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// The routes of "Getting told": each member's browsers and notification choices.
+fn get_told() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/me/notifications", get(push::choices).put(push::set_choices))
+        .route("/api/v1/push/key", get(push::key))
+        .route("/api/v1/push/subscriptions", get(push::list).post(push::subscribe).delete(push::unsubscribe))
+        .route("/api/v1/push/test", post(push::test))
+}
+
+/// The routes of "Needs you": the inbox, decisions, and what a run's hook reports.
+fn needs_you() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/inbox", get(attention::inbox))
+        .route("/api/v1/attention/{id}", get(attention::show))
+        .route("/api/v1/attention/{id}/decide", post(attention::decide))
+        .route("/api/v1/attention/{id}/decision", get(attention::decision))
+        .route("/api/v1/hooks/claude", post(attention::claude_hook))
+        .route("/api/v1/hooks/codex", post(attention::codex_hook))
 }
 
 /// Longest error text kept when a plain-text rejection is turned into JSON.

@@ -153,10 +153,8 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let row = load_session(&state, &caller, &id).await?;
     let progress = state.store.last_progress(row.id).await?;
     let mut v = view(&state, &caller, row);
-    if state.store.is_shared() {
-        // Viewers on every replica, not only this one's.
-        v.attached = crate::viewers::attached(&state, v.id).await?;
-    }
+    // Viewers on every replica, not only this one's.
+    v.attached = state.topology.attached(&state, v.id).await?;
     v.last_progress = progress
         .map(|(kind, at)| drover_api::Progress { label: EventKind::parse(&kind).map(|k| k.label().to_string()).unwrap_or(kind), at });
     Ok(Json(v))
@@ -230,7 +228,8 @@ const PROMPT_QUIET: Duration = Duration::from_millis(200);
 
 /// `POST /api/v1/sessions/{id}/ask`: input, then wait for the reply to settle and return
 /// what the program printed. Settled means, in order of trust: the session ended; the
-/// program showed its prompt again (its own signal, see [`drover_render::prompt`]); or,
+/// harness said its turn is over or it waits on a person (its hooks); the program
+/// showed its prompt again (its own signal, see [`drover_render::prompt`]); or,
 /// for a program that gives no such signal, the screen went still. A program busy with
 /// the line it was sent (it accepted it and has not prompted again) is not settled
 /// however still its screen is.
@@ -246,12 +245,14 @@ pub async fn ask(
         None => state.config.ask_timeout,
     };
     let still = req.still_ms.map(Duration::from_millis).unwrap_or(state.config.ask_still).min(timeout);
+    let asked_at = drover_store::now();
     let (row, receipt) = deliver(&state, &caller, &id, &req.text).await?;
-    let hub = crate::cluster::live_hub(&state, &row);
+    let hub = crate::topology::live_hub(&state, &row);
     let mut settled_by = None;
     let mut pending = "the session's output could not be followed".to_string();
     if let Some(hub) = &hub {
-        (settled_by, pending) = await_reply(&state, hub, &row, receipt.offset, still, timeout).await;
+        let wait = Wait { from: receipt.offset, asked_at: &asked_at, still, timeout };
+        (settled_by, pending) = await_reply(&state, hub, &row, wait).await;
     }
     // Let the store catch up with what the hub has seen.
     let want = hub.as_ref().map(|h| h.latest()).unwrap_or(0);
@@ -277,26 +278,52 @@ pub async fn ask(
     Ok(Json(AskReply { receipt, reply: lines.join("\n"), settled, outcome, settled_by: settled_by.map(str::to_string), pending }))
 }
 
-/// Waits for the reply to input sent at `from`: what settled it (`ended`, `prompt`,
-/// `still`), or None at the timeout with what it was still waiting for.
+/// What an ask waits for.
+struct Wait<'a> {
+    /// The output offset the input was sent at.
+    from: u64,
+    /// When it was asked (stored time format): the harness's word counts from then.
+    asked_at: &'a str,
+    /// How long a still screen settles it, for a program with no prompt signal.
+    still: Duration,
+    /// How long to wait at most.
+    timeout: Duration,
+}
+
+/// Whether the run's harness said, since `asked_at`, that its turn is over or that it
+/// waits on a person.
+async fn harness_waits(state: &AppState, session: drover_core::SessionId, asked_at: &str) -> bool {
+    use drover_core::attention::AttentionKind;
+    let items = state.store.session_attention(session).await.unwrap_or_default();
+    items.iter().any(|i| i.raised_at.as_str() >= asked_at && matches!(i.kind, AttentionKind::Idle | AttentionKind::Permission))
+}
+
+/// Waits for the reply to input sent at `w.from`: what settled it (`ended`,
+/// `harness`, `prompt`, `still`), or None at the timeout with what it was still
+/// waiting for.
 async fn await_reply(
     state: &AppState,
     hub: &std::sync::Arc<crate::hub::Hub>,
     row: &drover_store::SessionRow,
-    from: u64,
-    still: Duration,
-    timeout: Duration,
+    w: Wait<'_>,
 ) -> (Option<&'static str>, String) {
     use drover_render::prompt::{PromptWatch, Turn};
+    let (from, still, timeout) = (w.from, w.still, w.timeout);
     let deadline = Instant::now() + timeout;
     let (mut watch, mut read) = (PromptWatch::default(), from);
     hub.touch();
     let mut changed = hub.changed.subscribe();
+    // The harness's hooks are looked at only when the store says this run changed.
+    let mut stored = state.store.subscribe();
+    let mut look = true;
     loop {
         if hub.ended().is_some() {
             return (Some("ended"), String::new());
         }
-        crate::cluster::follow(state, hub.clone(), row.id, row.device);
+        if std::mem::take(&mut look) && harness_waits(state, row.id, w.asked_at).await {
+            return (Some("harness"), String::new());
+        }
+        state.topology.follow(state, hub.clone(), row.id, row.device);
         match hub.since(read) {
             Ok(pieces) => pieces.iter().for_each(|p| {
                 watch.feed(p);
@@ -325,7 +352,13 @@ async fn await_reply(
             return (None, pending.to_string());
         }
         let wait = quiet.map(|q| q.saturating_sub(since)).unwrap_or(deadline - now).min(deadline - now);
-        let _ = tokio::time::timeout(wait, changed.changed()).await;
+        tokio::select! {
+            _ = tokio::time::timeout(wait, changed.changed()) => {}
+            c = stored.recv() => match c {
+                Ok(c) => look = c.session == Some(row.id),
+                Err(_) => (stored, look) = (state.store.subscribe(), true),
+            },
+        }
     }
 }
 

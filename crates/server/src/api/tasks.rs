@@ -177,12 +177,16 @@ pub async fn show(State(state): State<AppState>, caller: Caller, Path(id): Path<
     let events = state.store.task_events(t.id, 1000).await?;
     // Read again after its notes: a question listed as open is then also in the turn.
     let t = state.store.task(t.id).await?.unwrap_or(t);
+    let allow_rules = state.store.task_allow_rules(t.id).await?;
+    let why = super::why::why_line(&state, &t, &sessions, &notes).await?;
     Ok(Json(TaskDetail {
         task: task_view(&t, live),
         sessions: sessions.into_iter().map(|s| session_view(&state, &caller, s)).collect(),
         notes: notes.into_iter().map(note_view).collect(),
-        events: events.into_iter().map(super::events::view).collect(),
+        events: events.into_iter().map(|e| super::events::view_for(&caller, e)).collect(),
         controls: controls(&state, &caller, &t).await?,
+        allow_rules,
+        why,
     }))
 }
 

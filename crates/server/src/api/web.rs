@@ -76,7 +76,8 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<J
         })
         .collect();
     let tasks_needing_a_person = state.store.tasks_needing_a_person(ws).await?;
-    Ok(Json(Overview { running, queued, on_finished_tasks, stale: attention.len() as u32, tasks_needing_a_person, attention }))
+    let needs_you = state.store.needs_you(ws).await?;
+    Ok(Json(Overview { running, queued, on_finished_tasks, stale: attention.len() as u32, tasks_needing_a_person, needs_you, attention }))
 }
 
 /// Query of the sandbox list.
@@ -105,7 +106,11 @@ fn parse_cursor(c: &str) -> Result<SandboxCursor, ApiError> {
     Ok(SandboxCursor { created_at, id })
 }
 
-fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
+/// Per run, the words of the newest thing it waits on a person for.
+type Waiting = std::collections::HashMap<drover_core::SessionId, String>;
+
+fn sandbox_view(caller: &Caller, b: SandboxItem, waiting: &Waiting) -> SandboxView {
+    let waits = b.last_run.as_ref().filter(|_| b.live).and_then(|r| waiting.get(&r.id).cloned());
     let working_on = match &b.task {
         Some(t) => match &t.stage {
             Some(stage) => format!("{} - {}", drover_core::task::stage_label(stage), t.title),
@@ -140,6 +145,7 @@ fn sandbox_view(caller: &Caller, b: SandboxItem) -> SandboxView {
         task_cost_usd: b.task_cost.flatten().map(drover_core::spend::usd),
         task_cost_unknown: matches!(b.task_cost, Some(None)),
         warning,
+        waiting: waits,
         created_at: b.created_at,
     }
 }
@@ -164,7 +170,13 @@ pub async fn sandboxes(
     let limit = p.limit.unwrap_or(50).clamp(1, 200);
     let rows = state.store.list_sandboxes(caller.0.workspace(), filter, p.q.as_deref(), cursor.as_ref(), limit).await?;
     let next_cursor = (rows.len() as i64 == limit).then(|| rows.last().map(|b| format!("{}|{}", b.created_at, b.id))).flatten();
-    Ok(Json(SandboxList { sandboxes: rows.into_iter().map(|b| sandbox_view(&caller, b)).collect(), next_cursor }))
+    // Newest first: the first item seen for a run is the one its row shows.
+    let mut waiting = Waiting::new();
+    for item in state.store.open_attention(caller.0.workspace()).await? {
+        waiting.entry(item.session).or_insert_with(|| drover_core::attention::waiting_words(item.kind, item.tool.as_deref()));
+    }
+    let sandboxes = rows.into_iter().map(|b| sandbox_view(&caller, b, &waiting)).collect();
+    Ok(Json(SandboxList { sandboxes, next_cursor }))
 }
 
 /// Paging of a device's sessions.

@@ -125,7 +125,7 @@ fn link() -> LinkOutput {
 }
 
 fn chunk(session: SessionId, offset: u64, data: &[u8]) -> OutputChunk {
-    OutputChunk { session, offset, t_micros: 0, data: data.to_vec() }
+    OutputChunk { session, offset, t_micros: 0, data: bytes::Bytes::copy_from_slice(data) }
 }
 
 fn start(store: &FakeStore, notices: &FakeNotices) -> Queue {
