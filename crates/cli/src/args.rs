@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 mod daemons;
+mod inbox;
 mod session;
 mod task;
 mod workspace;
 
 pub use daemons::*;
+pub use inbox::*;
 pub use session::*;
 pub use task::*;
 pub use workspace::*;
@@ -93,6 +95,18 @@ pub enum Command {
     /// List sandboxes (the Sessions page's list).
     #[command(subcommand)]
     Sandbox(SandboxCmd),
+    /// What waits on a person: held tool calls, finished turns, questions (newest first).
+    Inbox(InboxArgs),
+    /// Approve a held tool call (only those who may drop in to its run).
+    Approve(ApproveArgs),
+    /// Deny a held tool call, with a message to the agent.
+    Deny(DenyArgs),
+    /// What you are told of in your browsers (Web Push): show, set, test.
+    #[command(subcommand)]
+    Notify(NotifyCmd),
+    /// The hooks a harness runs inside a Drover run (not for direct use).
+    #[command(subcommand, hide = true)]
+    Hook(HookCmd),
     /// Serve an agent's task tools (advance, comment, block, unblock, ask) over MCP on stdio.
     Mcp,
     /// The per-session shim (started by the device daemon; not for direct use).

@@ -20,9 +20,15 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// Replaces control characters so printed text cannot drive the terminal.
+/// Replaces control characters so printed text cannot drive the terminal, and
+/// bidirectional overrides so it cannot read other than it is.
 pub fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { '·' } else { c }).collect()
+    s.chars().map(|c| if c.is_control() || is_bidi_control(c) { '·' } else { c }).collect()
+}
+
+/// The Unicode controls that reorder text on screen (embeddings, overrides, isolates).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
 }
 
 /// A time as "12s ago" / "3m ago" / "2h ago" / the date.
@@ -39,7 +45,7 @@ pub fn ago(rfc3339: Option<&str>) -> String {
 
 /// Like [`sanitize`], but keeps newlines and tabs (for multi-line text).
 pub fn sanitize_lines(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '·' } else { c }).collect()
+    s.chars().map(|c| if (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c) { '·' } else { c }).collect()
 }
 
 /// At most `max` characters of `s` on one line, with `…` where it was cut.

@@ -84,6 +84,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
         monitor_every: seconds("--monitor-secs", args.monitor_secs)?,
         stall_after: seconds("--stall-secs", args.stall_secs)?,
         park_after: if args.park_after == 0.0 { None } else { Some(seconds("--park-after", args.park_after)?) },
+        guess_after: if args.guess_after_secs == 0.0 { None } else { Some(seconds("--guess-after-secs", args.guess_after_secs)?) },
         max_attempts: match args.stage_runs {
             1..=100 => args.stage_runs,
             _ => bail!("--stage-runs must be between 1 and 100"),
@@ -96,6 +97,7 @@ async fn start_server(home: &Path, args: &ServerArgs) -> Result<Started> {
             },
             ..Default::default()
         },
+        push_coalesce: seconds("--push-coalesce-secs", args.push_coalesce_secs)?,
         retention: seconds("--retention-secs", args.retention_secs)?,
         prune_every: seconds("--prune-secs", args.prune_secs)?,
         lease_ttl: seconds("--lease-secs", args.lease_secs)?,

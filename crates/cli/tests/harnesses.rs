@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use drover_core::harness::{Harness, Route};
+use drover_core::harness::{with_settings, Harness, Route};
 use support::{secs, Drover};
 
 fn installed() -> PathBuf {
@@ -89,6 +89,8 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
             || t.contains("Unknown argument")
             || t.contains("Invalid model format")
             || t.contains("unrecognized arguments")
+            || t.contains("Settings file not found")
+            || t.contains("Invalid settings")
     };
     let cases: [(Harness, &[&str]); 5] = [
         (Harness::Claude, &["Claude Code"]),
@@ -109,6 +111,21 @@ fn every_preset_command_line_is_accepted_by_the_real_cli() {
         let text = first_screen(&d, work.path(), &resume, shown);
         assert!(!rejected(&text) && markers.iter().any(|m| text.contains(m)), "{h:?} resume {resume:?}:\n{text}");
     }
+    // A task run's command line also carries what reports its waiting: Claude Code's
+    // settings with Drover's hooks and kept rules, Codex's notify program.
+    for (h, marker) in [(Harness::Claude, "Claude Code"), (Harness::Codex, "Codex")] {
+        let exe = executable(&modules, h);
+        let shown = |t: &str| rejected(t) || t.contains(marker);
+        for argv in [h.start("say hello", &route, &[]).unwrap(), h.resume(&route).unwrap()] {
+            let argv = with_binary(with_settings(h, argv, &["Bash(npm test)".into()]), &exe);
+            let text = first_screen(&d, work.path(), &argv, shown);
+            assert!(!rejected(&text) && text.contains(marker), "{h:?} with settings {argv:?}:\n{text}");
+        }
+    }
+    // The control: settings that are not JSON are refused, and the check sees it.
+    let bogus = vec![executable(&modules, Harness::Claude).display().to_string(), "--settings".into(), "{not json".into()];
+    let text = first_screen(&d, work.path(), &bogus, rejected);
+    assert!(rejected(&text), "bad settings were not refused:\n{text}");
     // The control: a flag the CLI does not know is refused, and the check sees it.
     for h in [Harness::Claude, Harness::Aider] {
         let bogus = vec![executable(&modules, h).display().to_string(), "--no-such-flag-for-drover".to_string()];

@@ -128,6 +128,14 @@ const MATRIX: &[Row] = &[
     r("POST",   "/api/v1/logout",                                  "", [A, A, A, A, D, U, U]),
     r("PUT",    "/api/v1/me/password",                             r#"{"current":"{password}","password":"{password}"}"#, [A, A, A, A, D, U, U]),
     r("GET",    "/api/v1/tokens",                                  "", [A, A, A, A, D, U, U]),
+    // Getting told: each member their own browsers and choices; agents and devices never.
+    r("GET",    "/api/v1/me/notifications",                        "", [A, A, A, A, D, U, U]),
+    r("PUT",    "/api/v1/me/notifications",                        r#"{"events":["permission","failed"],"quiet":"22:00-07:00","zone":"Europe/Paris","cooldown_secs":300}"#, [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/push/key",                                "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/push/subscriptions",                      "", [A, A, A, A, D, U, U]),
+    r("POST",   "/api/v1/push/subscriptions",                      r#"{"endpoint":"http://192.0.2.1:1/push/matrix","p256dh":"BEtn-YOvM4yotTMTnHLfT6qYaf7457RhBdfNvnOrlXJi4HrI6AGsZa8RYAku0bJP5zXWBvmsGqpv_Ig9WvLNmEU","auth":"AAAAAAAAAAAAAAAAAAAAAA"}"#, [A, A, A, A, D, U, U]),
+    r("POST",   "/api/v1/push/test",                               "", [A, A, A, A, D, U, U]),
+    r("DELETE", "/api/v1/push/subscriptions",                      r#"{"subscription":"http://192.0.2.1:1/push/nobody"}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tokens",                                  r#"{"label":"matrix"}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tokens/{own_token}/revoke",               "", [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/tokens/{operator_token}/revoke",          "", [A, N, A, N, D, U, U]),
@@ -201,6 +209,16 @@ const MATRIX: &[Row] = &[
     r("POST",   "/api/v1/notes/{fresh_question}/answer",           r#"{"text":"blue"}"#, [A, A, A, A, D, U, U]),
     r("POST",   "/api/v1/notes/{own_blocker}/resolve",             "", [A, A, A, A, A, U, U]),
     r("POST",   "/api/v1/notes/{foreign_blocker}/resolve",         "", [A, A, A, A, D, U, U]),
+
+    // What waits on a person: members read it (what a held call would run only where
+    // they may drop in); only those who may drop in decide; only the run's own hook
+    // reports and waits for the decision.
+    r("GET",    "/api/v1/inbox",                                   "", [A, A, A, A, D, U, U]),
+    r("GET",    "/api/v1/attention/{agent_held}",                  "", [A, A, A, A, D, U, U]),
+    r("POST",   "/api/v1/attention/{fresh_held}/decide",           r#"{"decision":"deny","message":"no"}"#, [A, A, A, D, D, U, U]),
+    r("GET",    "/api/v1/attention/{agent_held}/decision",         "", [D, D, D, D, A, U, U]),
+    r("POST",   "/api/v1/hooks/claude",                            r#"{"hook_event_name":"PreCompact"}"#, [D, D, D, D, A, U, U]),
+    r("POST",   "/api/v1/hooks/codex",                             r#"{"type":"something-else"}"#, [D, D, D, D, A, U, U]),
 
     // Administering the workspace: owners and admins.
     r("GET",    "/api/v1/audit/export?since=2000-01-01",           "", [A, A, D, D, D, U, U]),
@@ -481,6 +499,18 @@ impl World {
         id
     }
 
+    /// A tool call the agent's run holds for a decision (as its Claude Code hook reports one).
+    fn held_call(&self) -> String {
+        let event = json!({
+            "hook_event_name": "PermissionRequest",
+            "tool_name": "Bash",
+            "tool_input": {"command": format!("make deploy-{}", self.next())},
+        });
+        let id = &self.must(Who::Agent, "POST", "/api/v1/hooks/claude", event)["attention"];
+        assert!(id.is_string(), "no held call raised: {id}");
+        text(id)
+    }
+
     /// A note of `kind` (`blockers`, `questions`) on `task`, filed by `who`.
     fn note(&self, who: Who, task: &str, kind: &str) -> String {
         let body = json!({"text": format!("note {}", self.next())});
@@ -526,6 +556,7 @@ impl World {
                 name
             }
             "fresh_task" => self.human_task(),
+            "fresh_held" => self.held_call(),
             "fresh_session" => self.task_free_session(),
             // A token of the caller's own (for callers that have none, one of the owner's).
             "own_token" => {
@@ -672,6 +703,7 @@ fn setup() -> World {
     w.tokens.insert("agent", agent_token);
 
     let agent_note = w.note(Who::Agent, &agent_task, "questions");
+    let agent_held = w.held_call();
     let other_note = w.note(Who::Owner, &other_task, "questions");
     let invite_code = text(&w.must(Who::Owner, "POST", "/api/v1/invites", json!({"role": "member"}))["code"]);
     let operator_token = text(&w.must(Who::Operator, "POST", "/api/v1/tokens", json!({"label": "spare"}))["info"]["id"]);
@@ -689,6 +721,7 @@ fn setup() -> World {
         ("agent_task", agent_task),
         ("other_task", other_task),
         ("agent_note", agent_note),
+        ("agent_held", agent_held),
         ("other_note", other_note),
         ("invite_code", invite_code),
         ("webhook", webhook),

@@ -67,6 +67,11 @@ pub struct ServerArgs {
     /// on a person) before it is replaced with a fresh one.
     #[arg(long, default_value_t = 30.0 * 60.0)]
     pub stall_secs: f64,
+    /// Seconds a task run whose harness reports nothing through hooks may show a still
+    /// screen with a prompt before it is guessed to wait on a person (shown as a guess
+    /// in the inbox and the task list); 0: never guess.
+    #[arg(long, default_value_t = 20.0)]
+    pub guess_after_secs: f64,
     /// Runs a task's stage gets without a hand-off (the first and its replacements)
     /// before the task is flagged for a person. Runs lost with their device do not count.
     #[arg(long, default_value_t = 3)]
@@ -75,6 +80,10 @@ pub struct ServerArgs {
     /// it is stopped and ends `released` ("idle-parked"); 0: never.
     #[arg(long, default_value_t = 24.0 * 3600.0)]
     pub park_after: f64,
+    /// Seconds a member's batch of notices collects after the first before it is
+    /// pushed to their browsers as one notification ("3 runs need you").
+    #[arg(long, default_value_t = 10.0)]
+    pub push_coalesce_secs: f64,
     /// Seconds before the first retry of a failed webhook delivery (doubling after).
     #[arg(long, default_value_t = 5.0)]
     pub webhook_retry_secs: f64,

@@ -100,6 +100,11 @@ pub enum TaskCmd {
         #[arg(long)]
         task: Option<String>,
     },
+    /// Why the task is not moving, in one line, with the command that moves it on.
+    Why {
+        /// The task id.
+        id: String,
+    },
     /// Resolve a blocker.
     Unblock {
         /// The blocker's id.

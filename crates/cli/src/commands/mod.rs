@@ -3,7 +3,9 @@
 mod audit;
 mod database;
 mod device;
+mod inbox;
 mod member;
+mod notify;
 mod pages;
 mod session;
 mod session_show;
@@ -55,6 +57,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Token(cmd) => member::token(cmd, cli.json).await?,
         Command::Member(cmd) => member::member(cmd, cli.json).await?,
         Command::Sandbox(cmd) => task::sandbox(cmd, cli.json).await?,
+        Command::Inbox(args) => inbox::inbox(args, cli.json).await?,
+        Command::Notify(cmd) => notify::notify(cmd, cli.json).await?,
+        Command::Approve(args) => inbox::approve(args, cli.json).await?,
+        Command::Deny(args) => inbox::deny(args, cli.json).await?,
+        Command::Hook(cmd) => inbox::hook(cmd).await,
         Command::Mcp => crate::mcp::serve().await?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;

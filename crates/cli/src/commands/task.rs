@@ -121,6 +121,11 @@ pub async fn task(cmd: TaskCmd, json: bool) -> Result<()> {
             let d: TaskDetail = client.get(&format!("/api/v1/tasks/{}", seg(&task_id(id)?))).await?;
             return print_as(json, &d, print_detail);
         }
+        TaskCmd::Why { id } => {
+            let d: TaskDetail = client.get(&format!("/api/v1/tasks/{}", seg(&task_id(Some(id))?))).await?;
+            let why = serde_json::json!({ "task": d.task.id, "why": d.why });
+            return print_as(json, &why, |_| println!("{}", table::sanitize(&d.why)));
+        }
         TaskCmd::Advance { task, note } => {
             let t: TaskView = client.post(&format!("/api/v1/tasks/{}/advance", seg(&task_id(task)?)), &TextBody { text: note }).await?;
             return print_as(json, &t, |t| match &t.stage {
@@ -190,6 +195,7 @@ fn print_tasks(tasks: &[TaskView]) {
 /// Prints `task show`: the task, its runs, hand-off notes, notes and activity.
 fn print_detail(d: &TaskDetail) {
     print_task(&d.task);
+    println!("  why:      {}", table::sanitize(&d.why));
     println!("\nRuns:");
     for s in &d.sessions {
         println!(
@@ -217,6 +223,12 @@ fn print_detail(d: &TaskDetail) {
             let state = if n.closed_at.is_some() { "closed" } else { "open" };
             let answer = n.answer.as_deref().map(|a| format!(" → {}", table::sanitize(a))).unwrap_or_default();
             println!("  {} {} ({state}): {}{answer}", n.id, n.kind, table::sanitize(&n.text));
+        }
+    }
+    if !d.allow_rules.is_empty() {
+        println!("\nAllowed for its runs (kept by Approve always):");
+        for rule in &d.allow_rules {
+            println!("  {}", table::sanitize(rule));
         }
     }
     println!("\nActivity:");
