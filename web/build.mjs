@@ -1,4 +1,5 @@
-// Bundles the UI into --outdir (default dist/): index.html, app.js, app.css.
+// Bundles the UI into --outdir (default dist/): index.html, app.js, app.css, the service
+// worker sw.js, and the web app manifest with its icon.
 import * as esbuild from "esbuild";
 import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -20,8 +21,20 @@ const result = await esbuild.build({
   logLevel: "warning",
   loader: { ".css": "css" },
 });
-if (result.warnings.length > 0) {
-  console.error(`esbuild: ${result.warnings.length} warning(s)`);
+// The service worker: a classic script of its own, served at /sw.js (scope: the site).
+const worker = await esbuild.build({
+  entryPoints: { sw: "src/sw.ts" },
+  bundle: true,
+  minify: true,
+  sourcemap: false,
+  target: ["es2022"],
+  format: "iife",
+  outdir,
+  logLevel: "warning",
+});
+const warnings = result.warnings.length + worker.warnings.length;
+if (warnings > 0) {
+  console.error(`esbuild: ${warnings} warning(s)`);
   process.exit(1);
 }
-copyFileSync("index.html", join(outdir, "index.html"));
+for (const f of ["index.html", "manifest.webmanifest", "icon.svg"]) copyFileSync(f, join(outdir, f));

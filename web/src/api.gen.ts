@@ -39,6 +39,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/attention/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One thing a run waits (or waited) on a person for. */
+        get: operations["get_attention_id"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/attention/{id}/decide": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approves or denies a held tool call. */
+        post: operations["post_attention_id_decide"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/attention/{id}/decision": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** For a run's hook: the decision on its held call; with `wait`, once one is taken. */
+        get: operations["get_attention_id_decision"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/audit/export": {
         parameters: {
             query?: never;
@@ -168,6 +219,57 @@ export interface paths {
         };
         /** Whether the server answers (`ok`). */
         get: operations["get_health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/hooks/claude": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** For a run's hook: a Claude Code hook event. */
+        post: operations["post_hooks_claude"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/hooks/codex": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** For a run's hook: what Codex handed its `notify` program. */
+        post: operations["post_hooks_codex"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/inbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What waits on a person in the workspace, newest first. */
+        get: operations["get_inbox"];
         put?: never;
         post?: never;
         delete?: never;
@@ -340,6 +442,24 @@ export interface paths {
         /** Who is signed in. */
         get: operations["get_me"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the caller is told of, and when. */
+        get: operations["get_me_notifications"];
+        /** Sets what the caller is told of: events, quiet hours, cool-down. */
+        put: operations["put_me_notifications"];
         post?: never;
         delete?: never;
         options?: never;
@@ -546,6 +666,59 @@ export interface paths {
         /** Sets the workspace's own prices. */
         put: operations["put_prices"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/push/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The server's VAPID public key, for subscribing a browser. */
+        get: operations["get_push_key"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/push/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's browsers registered for Web Push. */
+        get: operations["get_push_subscriptions"];
+        put?: never;
+        /** Registers the caller's browser for Web Push. */
+        post: operations["post_push_subscriptions"];
+        /** Forgets one of the caller's browsers. */
+        delete: operations["delete_push_subscriptions"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/push/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sends a test push to each of the caller's browsers. */
+        post: operations["post_push_test"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1440,6 +1613,13 @@ export interface components {
             /** @description Where deliveries go (http or https). */
             url: string;
         };
+        /** @description `POST /api/v1/attention/{id}/decide`: a person's decision on a held tool call. */
+        DecideBody: {
+            /** @description `approve`, `approve_always` or `deny`. */
+            decision: string;
+            /** @description With `deny`: what the agent is told. */
+            message?: string | null;
+        };
         /** @description One delivery in an endpoint's log. */
         DeliveryView: {
             /**
@@ -1555,6 +1735,81 @@ export interface components {
             task: string | null;
             /** @description The title of the task it concerns. */
             task_title: string | null;
+        };
+        /** @description `GET /api/v1/attention/{id}/decision`: what a run's hook hears back. */
+        HookDecision: {
+            /** @description The item closed without a decision (the run moved on or ended): stop waiting. */
+            closed: boolean;
+            /**
+             * @description A decision was taken (false: still waiting when the wait ended, or closed
+             *     without one: the harness asks in its own terminal then).
+             */
+            decided: boolean;
+            /** @description The JSON the hook prints for the harness, when decided. */
+            output: Record<string, never> | null;
+        };
+        /**
+         * @description `POST /api/v1/hooks/claude`: a Claude Code hook event, as the harness handed it to
+         *     its hook (`hook_event_name`, `tool_name`, `tool_input`, …).
+         */
+        HookEvent: Record<string, never>;
+        /** @description `POST /api/v1/hooks/claude`: what became of a hook event. */
+        HookReceipt: {
+            /** @description The item raised for a held call: the hook waits on its decision. */
+            attention: string | null;
+        };
+        /** @description `GET /api/v1/inbox`: everything waiting on a person in the workspace, newest first. */
+        Inbox: {
+            /** @description The items, newest first. */
+            items: components["schemas"]["InboxItem"][];
+        };
+        /** @description One thing a run waits on a person for (`GET /api/v1/inbox`, `GET /api/v1/attention/{id}`). */
+        InboxItem: {
+            /** @description The rules "Approve always" keeps on the task, for those who may drop in. */
+            always_rules: string[];
+            /** @description The caller may open the run's terminal. */
+            can_drop_in: boolean;
+            /** @description The subject or diff was cut to fit: it cannot be approved here. */
+            clipped: boolean;
+            /** @description Why it closed (`decided`, `moved_on`, `replaced`, `ended`); None while it waits. */
+            closed: string | null;
+            /** @description Who decided it. */
+            decided_by: string | null;
+            /** @description How it was decided, once it was. */
+            decision: string | null;
+            /**
+             * @description The decisions the caller may take now (`approve`, `approve_always`, `deny`);
+             *     `answer` for a question; empty when it is answered in the terminal or by input.
+             */
+            decisions: string[];
+            /** @description An edit's change (`-`/`+` lines), for those who may drop in. */
+            diff: string | null;
+            /** @description It is a guess from a still screen, not a fact the harness reported. */
+            guess: boolean;
+            /** @description Its id (`att_…`), to decide it. */
+            id: string;
+            /** @description `permission`, `idle`, `probably_waiting` or `question` (a task's open question). */
+            kind: string;
+            /** @description When it began waiting (RFC 3339). */
+            raised_at: string;
+            /** @description The run that waits (`ses_…`), if one does. */
+            session: string | null;
+            /**
+             * @description The command, file or input it would run or touch, the prompt or the question:
+             *     only for those who may drop in to the run (questions: every member).
+             */
+            subject: string | null;
+            /** @description The task, if the run works one (`tsk_…`). */
+            task: string | null;
+            /** @description The run's title, as lists show it. */
+            title: string;
+            /** @description A held call's tool, when it is a name. */
+            tool: string | null;
+            /**
+             * @description What a list shows for it: `needs approval: Bash`, `waiting for its next
+             *     instruction`, `probably waiting (a guess…)`, `waiting for an answer: …`.
+             */
+            words: string;
         };
         /** @description Reply to input: what was recorded. */
         InputReceipt: {
@@ -1678,6 +1933,18 @@ export interface components {
              */
             unpriced_turns: number;
         };
+        /**
+         * @description `POST /api/v1/push/subscriptions`: a browser's push subscription (as
+         *     `PushSubscription.toJSON()` gives it, flattened).
+         */
+        NewPushSubscription: {
+            /** @description The browser's 16-byte authentication secret, base64url. */
+            auth: string;
+            /** @description The push service's URL for this browser. */
+            endpoint: string;
+            /** @description The browser's P-256 public key, base64url. */
+            p256dh: string;
+        };
         /** @description A blocker or a question. */
         NoteView: {
             /** @description The answer (questions). */
@@ -1694,6 +1961,23 @@ export interface components {
             kind: string;
             /** @description What it says. */
             text: string;
+        };
+        /** @description A member's notification choices (`GET`/`PUT /api/v1/me/notifications`). */
+        NotificationChoices: {
+            /**
+             * Format: int64
+             * @description Seconds after a notice about a run before another about it is pushed.
+             */
+            cooldown_secs: number;
+            /**
+             * @description What they are told of: `permission`, `question`, `idle`, `finished`, `failed`,
+             *     `lost`, `spend_cap`.
+             */
+            events: string[];
+            /** @description A daily window when nothing is pushed (`22:00-07:00`), or none. */
+            quiet?: string | null;
+            /** @description The zone the window is in: a name (`Europe/Paris`), `UTC` or an offset (`+02:00`). */
+            zone: string;
         };
         /**
          * @description A run's outcome: Drover's answer to "did this run finish its work?" (`GET /api/v1/outcomes` explains each).
@@ -1718,6 +2002,12 @@ export interface components {
         Overview: {
             /** @description The flagged sessions. */
             attention: components["schemas"]["AttentionRow"][];
+            /**
+             * Format: int32
+             * @description What waits on a person in the inbox: held calls, finished turns, guesses and
+             *     open questions (the Needs you badge).
+             */
+            needs_you: number;
             /**
              * Format: int32
              * @description Sessions still open on tasks that already finished.
@@ -1818,6 +2108,28 @@ export interface components {
             /** @description What it was, in the feed's words. */
             label: string;
         };
+        /** @description `GET /api/v1/push/key`: the server's VAPID public key, for `pushManager.subscribe`. */
+        PushKey: {
+            /** @description The uncompressed P-256 point, base64url without padding (`applicationServerKey`). */
+            public_key: string;
+        };
+        /** @description A registered browser (its keys are not shown back). */
+        PushSubscriptionView: {
+            /** @description When it was registered. */
+            created_at: string;
+            /** @description The push service's URL for this browser. */
+            endpoint: string;
+            /** @description Its id, to remove it. */
+            id: string;
+        };
+        /** @description `POST /api/v1/push/test`: what a test push reached. */
+        PushTestResult: {
+            /**
+             * Format: int64
+             * @description Browsers it was queued for.
+             */
+            queued: number;
+        };
         /** @description `PUT /api/v1/skills/{name}`: a skill's files. */
         PutSkill: {
             /** @description Its files; one is `SKILL.md`. */
@@ -1830,6 +2142,11 @@ export interface components {
         RedeemLoginLink: {
             /** @description The code (`drl_…`). */
             code: string;
+        };
+        /** @description `DELETE /api/v1/push/subscriptions`: which of the caller's browsers to forget. */
+        RemovePushSubscription: {
+            /** @description The subscription's id or its endpoint. */
+            subscription: string;
         };
         /** @description The answer to `POST /api/v1/repos`. */
         RepoAdded: {
@@ -1937,6 +2254,11 @@ export interface components {
             task_cost_usd: number | null;
             /** @description The task's type (`story`, `bug`, …) for a task sandbox. */
             task_type: string | null;
+            /**
+             * @description What its live run waits on a person for (`needs approval: Bash`, `waiting for
+             *     its next instruction`, `probably waiting (a guess…)`), newest; None when nothing.
+             */
+            waiting: string | null;
             /** @description A warning on the row (e.g. "task done"). */
             warning: string | null;
             /** @description What it works on: `<Stage> - <task title>`, or its own title. */
@@ -2295,6 +2617,11 @@ export interface components {
         };
         /** @description `GET /api/v1/tasks/{id}`: a task with its runs, notes and activity. */
         TaskDetail: {
+            /**
+             * @description Allow rules people kept for the task ("Approve always"): its runs start with
+             *     them.
+             */
+            allow_rules: string[];
             /** @description Which of the Sessions panel's controls the caller may use. */
             controls: components["schemas"]["TaskControls"];
             /** @description Its Activity timeline. */
@@ -2305,6 +2632,11 @@ export interface components {
             sessions: components["schemas"]["SessionView"][];
             /** @description The task's own row, as the list shows it. */
             task: components["schemas"]["TaskView"];
+            /**
+             * @description Why it is not moving, in one line, with the command that moves it on ("Why
+             *     isn't my task moving?").
+             */
+            why: string;
         };
         TaskId: string;
         /** @description A task as shown. */
@@ -2411,8 +2743,8 @@ export interface components {
         /** @description Whose turn it is on a task (`drover_core::turn`). */
         TurnView: {
             /**
-             * @description `person`, `answer`, `blocked`, `flagged`, `stalled`, `queued`, `starting`,
-             *     `running` or `finished`.
+             * @description `person`, `answer`, `blocked`, `waiting` (its run waits on a person), `flagged`,
+             *     `stalled`, `ready`, `queued`, `starting`, `running` or `finished`.
              */
             kind: string;
             /** @description What a list says: `needs a person: review`, `waiting for an answer: …`. */
@@ -2603,6 +2935,106 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AgentPage"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_attention_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxItem"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_attention_id_decide: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DecideBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboxItem"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_attention_id_decision: {
+        parameters: {
+            query?: {
+                /** @description Seconds to wait for a decision (at most 3600). */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HookDecision"];
                 };
             };
             /** @description An error: what was wrong and what to do. */
@@ -2893,6 +3325,101 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_hooks_claude: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HookEvent"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HookReceipt"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_hooks_codex: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HookEvent"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HookReceipt"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_inbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Inbox"];
                 };
             };
             /** @description An error: what was wrong and what to do. */
@@ -3232,6 +3759,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MeView"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_me_notifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationChoices"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_me_notifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NotificationChoices"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationChoices"];
                 };
             };
             /** @description An error: what was wrong and what to do. */
@@ -3638,6 +4227,157 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Prices"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_push_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushKey"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_push_subscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushSubscriptionView"][];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_push_subscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewPushSubscription"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushSubscriptionView"];
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_push_subscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemovePushSubscription"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_push_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushTestResult"];
                 };
             };
             /** @description An error: what was wrong and what to do. */

@@ -14,12 +14,14 @@ import { SessionPage } from "./pages/session";
 import { DevicesPage, DevicePage } from "./pages/devices";
 import { ActivityPage } from "./pages/activity";
 import { TaskPage, TasksPage } from "./pages/tasks";
+import { InboxPage } from "./pages/inbox";
 import { WebhooksPage } from "./pages/webhooks";
 import { InvitePage, MembersPage, SignInForm } from "./pages/members";
 import { SpendPage } from "./pages/spend";
 import { AgentPage } from "./pages/agent";
 import { RepoPage } from "./pages/repo";
 import { LinkSignInPage } from "./pages/signin-link";
+import { NotificationsPage } from "./pages/notifications";
 
 function SignedOut({ code }: { code: string }) {
   const expired = code === "auth_expired";
@@ -51,7 +53,19 @@ interface Badge {
   warning?: boolean;
 }
 
-function Sidebar({ running, waiting, me, path }: { running: number | null; waiting: number | null; me: Me | null; path: string }) {
+function Sidebar({
+  running,
+  needsYou,
+  waiting,
+  me,
+  path,
+}: {
+  running: number | null;
+  needsYou: number | null;
+  waiting: number | null;
+  me: Me | null;
+  path: string;
+}) {
   const item = (href: string, label: string, badge?: Badge) => (
     <a href={href} class={path.startsWith(href) ? "nav-item current" : "nav-item"} aria-current={path.startsWith(href) ? "page" : undefined}>
       <span>{label}</span>
@@ -79,6 +93,7 @@ function Sidebar({ running, waiting, me, path }: { running: number | null; waiti
       </a>
       <div class="nav">
         {item("/sessions", "Sessions", { count: running, title: "Sessions running right now", testid: "running-badge" })}
+        {item("/inbox", "Needs you", { count: needsYou, title: "Things runs wait on you for", testid: "needs-you-badge", warning: true })}
         {item("/tasks", "Tasks", { count: waiting, title: "Tasks waiting on a person", testid: "waiting-badge", warning: true })}
         {item("/devices", "Devices")}
         {item("/activity", "Activity")}
@@ -88,7 +103,7 @@ function Sidebar({ running, waiting, me, path }: { running: number | null; waiti
       </div>
       {me && (
         <div class="me" title={`Signed in as ${me.name} (${me.role})`}>
-          {me.name} · {me.role} ·{" "}
+          {me.name} · {me.role} · <a href="/settings/notifications">Notifications</a> ·{" "}
           <a
             href="#"
             onClick={(e) => {
@@ -108,6 +123,7 @@ function route(path: string, me: Me | null) {
   if (path === "/" || path === "/sessions") return <SessionsPage />;
   let m = path.match(/^\/sessions\/([A-Za-z0-9_]+)$/);
   if (m) return <SessionPage id={m[1]} />;
+  if (path === "/inbox") return <InboxPage />;
   if (path === "/tasks") return <TasksPage />;
   m = path.match(/^\/tasks\/([A-Za-z0-9_]+)$/);
   if (m) return <TaskPage id={m[1]} />;
@@ -122,6 +138,7 @@ function route(path: string, me: Me | null) {
   if (path === "/webhooks") return <WebhooksPage />;
   if (path === "/members") return <MembersPage me={me} />;
   if (path === "/spend") return <SpendPage me={me} />;
+  if (path === "/settings/notifications") return <NotificationsPage />;
   return <NotFound />;
 }
 
@@ -148,6 +165,7 @@ function SignedInApp() {
   const [signedOut, setSignedOut] = useState<string | null>(null);
   const [running, setRunning] = useState<number | null>(null);
   const [waiting, setWaiting] = useState<number | null>(null);
+  const [needsYou, setNeedsYou] = useState<number | null>(null);
 
   useEffect(() => onSignedOut((code) => setSignedOut(code)), []);
   useEffect(() => {
@@ -157,18 +175,22 @@ function SignedInApp() {
         (o) => {
           setRunning(o.running);
           setWaiting(o.tasks_needing_a_person);
+          setNeedsYou(o.needs_you);
         },
         () => {},
       );
     overview();
-    // Whose turn a task is changes only with its activity: recount then, at most once a second.
+    // Whose turn a task is, and what runs wait on, change only with their activity (a
+    // held call raised or decided, a question asked or answered) or when a run's state
+    // changes (its turn moved on, it ended): recount then, at most once a second.
     let timer: number | undefined;
     const recount = () => {
       if (timer === undefined) timer = window.setTimeout(() => ((timer = undefined), overview()), 1000);
     };
     const unsubscribe = subscribe((m) => {
       if (m.kind === "activity" || m.kind === "changed") setRunning(m.running);
-      if (m.kind === "activity" && m.event.task) recount();
+      if (m.kind === "activity" && (m.event.task || m.event.kind.startsWith("attention_"))) recount();
+      if (m.kind === "changed" && m.session) recount();
       if (m.kind === "resync") overview();
     });
     return () => {
@@ -182,7 +204,7 @@ function SignedInApp() {
 
   return (
     <div class="layout">
-      <Sidebar running={running} waiting={waiting} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
+      <Sidebar running={running} needsYou={needsYou} waiting={waiting} me={me} path={loc.pathname === "/" ? "/sessions" : loc.pathname} />
       <main class="main">
         {signedOut && <SignedOut code={signedOut} />}
         {route(loc.pathname, me)}
@@ -192,4 +214,6 @@ function SignedInApp() {
 }
 
 installLinkHandler();
+// The service worker shows pushed notifications (sw.ts); it caches nothing.
+if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
 loadOutcomes().then(() => render(<App />, document.getElementById("app")!));

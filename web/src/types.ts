@@ -15,6 +15,12 @@ export type Sandbox = S["SandboxView"];
 export type SandboxList = S["SandboxList"];
 export type AttentionRow = S["AttentionRow"];
 export type Overview = S["Overview"];
+/** One thing a run waits on a person for (`GET /api/v1/inbox`, `GET /api/v1/attention/{id}`). */
+export type InboxItem = S["InboxItem"];
+/** `GET /api/v1/inbox`: what waits on a person, newest first. */
+export type Inbox = S["Inbox"];
+/** `POST /api/v1/attention/{id}/decide`. */
+export type DecideBody = S["DecideBody"];
 export type Session = S["SessionView"];
 export type Tokens = S["Tokens"];
 export type Spend = S["SpendView"];

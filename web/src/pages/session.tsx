@@ -14,6 +14,7 @@ import { AgentLink, RepoLink } from "../links";
 import { SendBox } from "../sendbox";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
 import type { ActivityEvent, SandboxList, Session } from "../types";
+import { SessionWaits } from "./inbox";
 
 function PillView({ pill }: { pill: Pill }) {
   const tone =
@@ -170,7 +171,7 @@ function attachedText(attached: number, connected: boolean): string {
   return n === 1 ? "1 attached (you)" : `${n} attached, you included`;
 }
 
-function LiveView({ session, onSession }: { session: Session; onSession: (s: Session) => void }) {
+function LiveView({ session, onSession, version }: { session: Session; onSession: (s: Session) => void; version: number }) {
   const el = useRef<HTMLDivElement>(null);
   const [pill, setPill] = useState<Pill>({ kind: "connecting" });
   const [live, setLive] = useState<LiveTerminal | null>(null);
@@ -228,6 +229,7 @@ function LiveView({ session, onSession }: { session: Session; onSession: (s: Ses
         {session.last_progress ? `${session.last_progress.label}, ${ago(session.last_progress.at)}` : "unknown (no hand-off, commit, comment, blocker or question yet)"}
       </p>
       {stopError && <p class="error">{stopError}</p>}
+      <SessionWaits session={session.id} version={version} />
       <EndedBanner pill={pill} />
       {!ended && (
         <div class="banner info" data-testid="typing-banner">
@@ -518,7 +520,7 @@ export function SessionPage({ id }: { id: string }) {
   const finished = !session.live;
   return (
     <section class="page session-page">
-      {liveAtOpen ? <LiveView session={session} onSession={setSession} /> : <FinishedView s={session} version={version} />}
+      {liveAtOpen ? <LiveView session={session} onSession={setSession} version={version} /> : <FinishedView s={session} version={version} />}
       {liveAtOpen && finished && <Summary s={session} />}
       <Skills s={session} />
       <Activity id={id} version={version} />

@@ -8,7 +8,8 @@ import { ago, exactUsd, usd, when } from "../format";
 import { subscribe } from "../live";
 import { AgentLink, RepoLink } from "../links";
 import { navigate, useLocation } from "../router";
-import type { Overview, Sandbox, SandboxList, SandboxState } from "../types";
+import type { InboxItem, Overview, Sandbox, SandboxList, SandboxState } from "../types";
+import { NeedsRow, NeedsToggle, loadInbox, useOpenRows } from "./inbox";
 
 type Filter = "live" | "open" | "all";
 const HEADINGS: Record<Filter, string> = { live: "Sandboxes running now", open: "All open sandboxes", all: "All sandboxes" };
@@ -100,72 +101,91 @@ function Attention({ overview, q }: { overview: Overview | null; q: string }) {
   );
 }
 
-function Row({ b }: { b: Sandbox }) {
+/** A sandbox's row; when its run waits on a person for things `items` lists, its
+ *  badge opens a panel under the row with what you can do about them. */
+function Row({ b, items, open, toggle, reloadInbox }: { b: Sandbox; items: InboxItem[]; open: boolean; toggle: () => void; reloadInbox: () => void }) {
   const run = b.last_run;
   // Sessions started before untitled ones were named after their program have no title.
   const title = b.working_on || "Untitled session";
+  const acts = run && items.length > 0;
   return (
-    <tr data-sandbox={b.id} data-session={run?.id ?? ""}>
-      <td data-label="Type">
-        <span class="cell">
-          <TypeBadges kind={b.kind} taskType={b.task_type} />
-        </span>
-      </td>
-      <td data-label="State">
-        <span class="cell">
-          <LiveDot live={run?.outcome === "running"} /> <StateBadge state={b.state} live={b.live} />
-          {!b.live && run && (
-            <>
-              {" "}
-              <OutcomeBadge outcome={run.outcome} prefix="last run" />
-            </>
-          )}
-          {b.warning && (
-            <>
-              {" "}
-              <span class="badge warning" title="A run is still live although its task has ended: stop it, or Finish the sandbox">
-                {b.warning}
+    <>
+      <tr data-sandbox={b.id} data-session={run?.id ?? ""}>
+        <td data-label="Type">
+          <span class="cell">
+            <TypeBadges kind={b.kind} taskType={b.task_type} />
+          </span>
+        </td>
+        <td data-label="State">
+          <span class="cell">
+            <LiveDot live={run?.outcome === "running"} /> <StateBadge state={b.state} live={b.live} />
+            {!b.live && run && (
+              <>
+                {" "}
+                <OutcomeBadge outcome={run.outcome} prefix="last run" />
+              </>
+            )}
+            {acts ? (
+              <>
+                {" "}
+                <NeedsToggle id={run.id} label={b.waiting ?? items[0].words} open={open} onToggle={toggle} />
+              </>
+            ) : b.waiting && (
+              <>
+                {" "}
+                <a class="badge warning" href="/inbox" data-testid="waiting" title="Its run waits on a person: answer it on Needs you">
+                  {b.waiting}
+                </a>
+              </>
+            )}
+            {b.warning && (
+              <>
+                {" "}
+                <span class="badge warning" title="A run is still live although its task has ended: stop it, or Finish the sandbox">
+                  {b.warning}
+                </span>
+              </>
+            )}
+          </span>
+        </td>
+        <td data-label="Agent">
+          <AgentLink name={b.agent} />
+        </td>
+        <td data-label="Working on" class="working-on" title={title}>
+          {run ? <a href={`/sessions/${run.id}`}>{title}</a> : title}
+        </td>
+        <td data-label="Device">
+          <a href={`/devices/${enc(b.device)}`}>{b.device}</a>
+        </td>
+        <td data-label="Repo">
+          <RepoLink name={b.repo} />
+        </td>
+        <td data-label="Cost">
+          <span class="cost">
+            <span title={exactUsd(b.cost_usd, b.cost_unknown)}>{usd(b.cost_usd, b.cost_unknown)}</span>
+            {(b.task_cost_usd != null || b.task_cost_unknown) && (
+              <span class="sub" data-testid="task-cost" title={`Lifetime spend of its task, every sandbox${b.task_cost_unknown ? "" : ": " + exactUsd(b.task_cost_usd)}`}>
+                task {usd(b.task_cost_usd, b.task_cost_unknown)}
               </span>
-            </>
+            )}
+          </span>
+        </td>
+        <td data-label="Actions" class="actions">
+          {b.live && run && run.can_drop_in ? (
+            <a class="button primary" href={`/sessions/${run.id}`}>
+              ▶ Drop in
+            </a>
+          ) : run ? (
+            <a href={`/sessions/${run.id}`}>
+              Last run{b.runs > 1 ? ` · ${b.runs} runs` : ""}
+            </a>
+          ) : (
+            "—"
           )}
-        </span>
-      </td>
-      <td data-label="Agent">
-        <AgentLink name={b.agent} />
-      </td>
-      <td data-label="Working on" class="working-on" title={title}>
-        {run ? <a href={`/sessions/${run.id}`}>{title}</a> : title}
-      </td>
-      <td data-label="Device">
-        <a href={`/devices/${enc(b.device)}`}>{b.device}</a>
-      </td>
-      <td data-label="Repo">
-        <RepoLink name={b.repo} />
-      </td>
-      <td data-label="Cost">
-        <span class="cost">
-          <span title={exactUsd(b.cost_usd, b.cost_unknown)}>{usd(b.cost_usd, b.cost_unknown)}</span>
-          {(b.task_cost_usd != null || b.task_cost_unknown) && (
-            <span class="sub" data-testid="task-cost" title={`Lifetime spend of its task, every sandbox${b.task_cost_unknown ? "" : ": " + exactUsd(b.task_cost_usd)}`}>
-              task {usd(b.task_cost_usd, b.task_cost_unknown)}
-            </span>
-          )}
-        </span>
-      </td>
-      <td data-label="Actions" class="actions">
-        {b.live && run && run.can_drop_in ? (
-          <a class="button primary" href={`/sessions/${run.id}`}>
-            ▶ Drop in
-          </a>
-        ) : run ? (
-          <a href={`/sessions/${run.id}`}>
-            Last run{b.runs > 1 ? ` · ${b.runs} runs` : ""}
-          </a>
-        ) : (
-          "—"
-        )}
-      </td>
-    </tr>
+        </td>
+      </tr>
+      {acts && open && <NeedsRow id={run.id} items={items} columns={8} onDone={reloadInbox} />}
+    </>
   );
 }
 
@@ -180,6 +200,9 @@ export function SessionsPage() {
   const [done, setDone] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [overview, setOverview] = useState<Overview | null>(null);
+  // What waits on a person, matched to rows by their last run (loaded with the list).
+  const [inbox, setInbox] = useState<InboxItem[]>([]);
+  const [open, toggle] = useOpenRows();
   const generation = useRef(0);
   const sentinel = useRef<HTMLDivElement>(null);
   const state = useRef({ filter, q, cursor, loading, done });
@@ -223,6 +246,7 @@ export function SessionsPage() {
   };
 
   const loadOverview = () => api<Overview>("/api/v1/overview").then(setOverview, () => {});
+  const reloadInbox = () => loadInbox().then(setInbox, () => {});
   const overviewTimer = useRef<number | null>(null);
 
   useEffect(() => {
@@ -231,6 +255,7 @@ export function SessionsPage() {
     setCursor(null);
     setDone(false);
     loadBatch(true);
+    reloadInbox();
   }, [filter, q]);
 
   useEffect(() => {
@@ -268,6 +293,7 @@ export function SessionsPage() {
       subscribe(async (m) => {
         if (m.kind === "resync") {
           loadOverview();
+          reloadInbox();
           loadBatch(true);
           return;
         }
@@ -279,6 +305,7 @@ export function SessionsPage() {
           overviewTimer.current = window.setTimeout(() => {
             overviewTimer.current = null;
             loadOverview();
+            reloadInbox();
           }, 300);
         }
         if (!session) return;
@@ -373,7 +400,14 @@ export function SessionsPage() {
           </thead>
           <tbody>
             {rows.map((b) => (
-              <Row key={b.id} b={b} />
+              <Row
+                key={b.id}
+                b={b}
+                items={b.last_run ? inbox.filter((i) => i.session === b.last_run?.id) : []}
+                open={open.has(b.id)}
+                toggle={() => toggle(b.id)}
+                reloadInbox={reloadInbox}
+              />
             ))}
           </tbody>
         </table>

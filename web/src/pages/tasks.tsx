@@ -2,6 +2,7 @@
 // Workflow view, the Sessions panel's controls, blockers and questions, and its Activity.
 
 import { ConfirmButton } from "../confirm";
+import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, enc, errorText } from "../api";
 import { OutcomeBadge } from "../badges";
@@ -9,7 +10,8 @@ import { ago, cap, usd, when } from "../format";
 import { subscribe } from "../live";
 import { AgentLink, RepoLink } from "../links";
 import { navigate } from "../router";
-import type { Agent, Repo, Stage, Task, TaskDetail } from "../types";
+import type { Agent, InboxItem, Repo, Stage, Task, TaskDetail } from "../types";
+import { NeedsRow, NeedsToggle, loadInbox, useOpenRows } from "./inbox";
 import { EventDetail } from "./session";
 
 
@@ -175,8 +177,15 @@ export function TasksPage() {
   const [tasks, setTasks] = useState<Task[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [filing, setFiling] = useState(false);
+  // What waits on a person, matched to rows by task: held calls of its run, its questions.
+  const [inbox, setInbox] = useState<InboxItem[]>([]);
+  const [open, toggle] = useOpenRows();
+  const reloadInbox = () => loadInbox().then(setInbox, () => {});
   useEffect(() => {
-    const load = () => api<Task[]>("/api/v1/tasks").then(setTasks, (e) => setError(errorText(e)));
+    const load = () => {
+      api<Task[]>("/api/v1/tasks").then(setTasks, (e) => setError(errorText(e)));
+      reloadInbox();
+    };
     load();
     return subscribe(() => load());
   }, []);
@@ -206,22 +215,42 @@ export function TasksPage() {
             </tr>
           </thead>
           <tbody>
-            {(tasks ?? []).map((t) => (
-              <tr key={t.id} data-task={t.id}>
-                <TaskCells t={t} turnLabel="State" />
-                <td data-label="Actions">
-                  {t.live_session && t.can_drop_in ? (
-                    <a class="button primary" href={`/sessions/${t.live_session}`}>
-                      ▶ Drop in
-                    </a>
-                  ) : t.live_session ? (
-                    <a href={`/sessions/${t.live_session}`}>Live run →</a>
-                  ) : (
-                    "—"
-                  )}
-                </td>
-              </tr>
-            ))}
+            {(tasks ?? []).map((t) => {
+              // Its turn says it waits on a person for its run or a question: the
+              // things it waits on, with what you can do about them, one tap away.
+              const waits = t.status === "open" && (t.turn.kind === "waiting" || t.turn.kind === "answer");
+              const items = waits ? inbox.filter((i) => i.task === t.id) : [];
+              const opened = items.length > 0 && open.has(t.id);
+              return (
+                <Fragment key={t.id}>
+                  <tr data-task={t.id}>
+                    <TaskCells t={t} turnLabel="State" />
+                    <td data-label="Actions">
+                      <span class="cell">
+                        {items.length > 0 && (
+                          <NeedsToggle
+                            id={t.id}
+                            label={items.length > 1 ? `Needs you · ${items.length}` : "Needs you"}
+                            open={opened}
+                            onToggle={() => toggle(t.id)}
+                          />
+                        )}
+                        {t.live_session && t.can_drop_in ? (
+                          <a class="button primary" href={`/sessions/${t.live_session}`}>
+                            ▶ Drop in
+                          </a>
+                        ) : t.live_session ? (
+                          <a href={`/sessions/${t.live_session}`}>Live run →</a>
+                        ) : (
+                          items.length === 0 && "—"
+                        )}
+                      </span>
+                    </td>
+                  </tr>
+                  {opened && <NeedsRow id={t.id} items={items} columns={7} onDone={reloadInbox} />}
+                </Fragment>
+              );
+            })}
           </tbody>
         </table>
       </div>
