@@ -11,12 +11,15 @@
 //! viewers coming and going; nothing lost, memory flat. `--only fleet` (not part of the
 //! default run either) simulates up to 1,000 devices with 8 live sessions each against
 //! one server, on SQLite and PostgreSQL: server CPU and memory, heartbeat cost, and the
-//! Sessions list under that load.
+//! Sessions list under that load. `--only attention` times "Needs you" through the real
+//! hook: a held call raised until the inbox lists it, and Approve until the harness goes
+//! on, beside a health round trip.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
 #![allow(clippy::too_many_lines)] // a benchmark reads best as one scenario per function
 
+mod attention;
 mod drover;
 mod fleet;
 mod http;
@@ -142,6 +145,10 @@ fn main() -> Result<()> {
     if want("tls") {
         let r = tls::run(&exe, args.mb, args.runs, args.keys)?;
         report.insert("tls".into(), serde_json::to_value(r)?);
+    }
+    if want("attention") {
+        let r = attention::run(&exe, args.runs.max(30))?;
+        report.insert("attention".into(), serde_json::to_value(r)?);
     }
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;
