@@ -212,7 +212,7 @@ fn stop_and_the_end_of_a_run_leave_none_of_its_processes_behind() {
 
     // A run that ends by itself takes what it left behind with it.
     let (detach, markers) = detaching(2);
-    let id = d.start(&["sh", "-c", &format!("{detach}; sleep 0.5")]);
+    let id = d.start(&["sh", "-c", &format!("{detach}; sleep 3")]);
     d.wait_text(&id, "DETACHED", secs(20));
     assert!(markers.iter().all(|m| running(m) == 1), "the run's processes run");
     d.wait_ended(&id, secs(30));

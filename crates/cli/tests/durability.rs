@@ -13,7 +13,7 @@ use support::{secs, Drover, Split};
 fn known_stream(copy: &Path, lines: u32) -> Vec<String> {
     let script = format!(
         "i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo \"line $i of the known stream \\t ✓\"; \
-         [ $((i % 50)) -eq 0 ] && sleep 0.02; done | tee {}; sleep 0.3",
+         [ $((i % 50)) -eq 0 ] && sleep 0.05; done | tee {}; sleep 0.3",
         copy.display()
     );
     vec!["sh".into(), "-c".into(), script]

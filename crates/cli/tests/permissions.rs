@@ -778,7 +778,9 @@ fn every_route_is_answered_as_the_permission_matrix_says() {
             continue;
         }
         let mut cache = HashMap::new();
-        let path = w.fill(row.path, Who::Owner, i, &mut cache);
+        // The agent's run has handed off by now (the matrix's last row), so it can hold no
+        // fresh call: the device is refused before any held call would be looked at.
+        let path = w.fill(&row.path.replace("{fresh_held}", "{agent_held}"), Who::Owner, i, &mut cache);
         let body = w.fill(row.body, Who::Owner, i, &mut cache);
         let status =
             if row.method == "WS" { ws(&w.rt, &w.url, &path, &device).0 } else { http(&w.url, row.method, &path, &device, &body).status };
