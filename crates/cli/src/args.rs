@@ -6,12 +6,14 @@ use clap::{Parser, Subcommand};
 
 mod daemons;
 mod inbox;
+mod install;
 mod session;
 mod task;
 mod workspace;
 
 pub use daemons::*;
 pub use inbox::*;
+pub use install::*;
 pub use session::*;
 pub use task::*;
 pub use workspace::*;
@@ -109,6 +111,10 @@ pub enum Command {
     Hook(HookCmd),
     /// Serve an agent's task tools (advance, comment, block, unblock, ask) over MCP on stdio.
     Mcp,
+    /// Print a completion script for a shell (`drover completions bash >/etc/bash_completion.d/drover`).
+    Completions(CompletionsArgs),
+    /// Print the manual page, or write one per command into a directory (`--out DIR`).
+    Man(ManArgs),
     /// The per-session shim (started by the device daemon; not for direct use).
     #[command(hide = true)]
     Shim {

@@ -203,6 +203,8 @@ pub enum DeviceSub {
         /// The device's name.
         name: String,
     },
+    /// Install this enrolled device's daemon as a systemd service, enabled and started.
+    Install(crate::args::DeviceInstallArgs),
     /// Register a device and print its one-time enrollment token (owners and admins).
     Add {
         /// The device's name.

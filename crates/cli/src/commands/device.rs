@@ -1,4 +1,4 @@
-//! `drover device list|add`.
+//! `drover device list|add|revoke` (`install` is in `install.rs`).
 
 use anyhow::Result;
 use drover_api::{AddDevice, DeviceEnrollment, DeviceView};
@@ -46,6 +46,7 @@ pub async fn run(sub: DeviceSub, json: bool) -> Result<()> {
             }
             println!("device `{}` revoked: it is refused from now on; its {} live session(s) will be marked lost", d.name, d.live_sessions);
         }
+        DeviceSub::Install(_) => unreachable!("dispatched by commands::run: it needs no server"),
         DeviceSub::Add { name, slots } => {
             let e: DeviceEnrollment = client.post("/api/v1/devices", &AddDevice { name, slots: Some(slots) }).await?;
             if json {

@@ -4,6 +4,8 @@ mod audit;
 mod database;
 mod device;
 mod inbox;
+mod install;
+mod manuals;
 mod member;
 mod notify;
 mod pages;
@@ -36,6 +38,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => database::export(args, cli.json).await?,
         Command::Import(args) => database::import(args, cli.json).await?,
         Command::Device(cmd) => match cmd.command {
+            Some(crate::args::DeviceSub::Install(args)) => install::install(args, cli.ca_cert, cli.json)?,
             Some(sub) => device::run(sub, cli.json).await?,
             None => {
                 crate::init_logging("warn,drover_device=info");
@@ -63,6 +66,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Deny(args) => inbox::deny(args, cli.json).await?,
         Command::Hook(cmd) => inbox::hook(cmd).await,
         Command::Mcp => crate::mcp::serve().await?,
+        Command::Completions(args) => manuals::completions(args)?,
+        Command::Man(args) => manuals::man(args, cli.json)?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;
             let link: drover_api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
