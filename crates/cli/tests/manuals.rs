@@ -106,3 +106,12 @@ fn manual_pages_render_without_warnings_one_per_visible_command() {
     let session_start = std::fs::read_to_string(out.join("drover-session-start.1")).unwrap();
     assert!(session_start.contains("drover\\-session\\-start") || session_start.contains("drover-session-start"), "{session_start}");
 }
+
+#[test]
+fn help_never_shows_a_secret_from_the_environment() {
+    for (var, args) in [("DROVER_DEVICE_TOKEN", &["device", "--help"][..]), ("DROVER_DATABASE", &["server", "--help"][..])] {
+        let out = Command::new(bin()).args(args).env(var, "postgres://u:hunter2secret@db/x").output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains(var) && !help.contains("hunter2secret"), "{var}'s value in `drover {args:?}`:\n{help}");
+    }
+}

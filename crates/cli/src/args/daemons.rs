@@ -44,7 +44,7 @@ pub struct ServerArgs {
     /// The database: `sqlite:PATH` (default: drover.db in $DROVER_HOME) for one server,
     /// or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (PostgreSQL 14 or newer), which
     /// several `drover server` replicas may share. Created if missing.
-    #[arg(long, env = "DROVER_DATABASE", value_parser = parse_database, value_name = "URL")]
+    #[arg(long, env = "DROVER_DATABASE", hide_env_values = true, value_parser = parse_database, value_name = "URL")]
     pub database: Option<drover_store::Database>,
     /// Grace period in seconds between SIGTERM and SIGKILL when a session is stopped.
     #[arg(long, default_value_t = 5.0)]
@@ -175,7 +175,7 @@ pub struct DeviceRunArgs {
     /// The one-time enrollment token from `drover device add` (traded for the device's
     /// own credential, kept in $DROVER_HOME/device-daemon/credential.json), or a device
     /// credential. Not needed once the device has enrolled: it starts from the saved one.
-    #[arg(long, env = "DROVER_DEVICE_TOKEN")]
+    #[arg(long, env = "DROVER_DEVICE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// The device's name, as registered.
     #[arg(long)]
@@ -225,7 +225,7 @@ fn parse_database(s: &str) -> Result<drover_store::Database, String> {
 pub struct DatabaseArgs {
     /// `sqlite:PATH` or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (default:
     /// drover.db in $DROVER_HOME).
-    #[arg(long, env = "DROVER_DATABASE", value_parser = parse_database, value_name = "URL")]
+    #[arg(long, env = "DROVER_DATABASE", hide_env_values = true, value_parser = parse_database, value_name = "URL")]
     pub database: Option<drover_store::Database>,
 }
 
