@@ -217,7 +217,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Whether the server answers (`ok`). */
+        /** Whether the server answers (`ok`); the `drover-version` header says its version. */
         get: operations["get_health"];
         put?: never;
         post?: never;

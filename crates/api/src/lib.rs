@@ -25,3 +25,7 @@ pub use sessions::*;
 pub use spend::*;
 pub use tasks::*;
 pub use webhooks::*;
+
+/// The response header in which `GET /api/v1/health` gives the server's version
+/// (`drover doctor` compares it with its own).
+pub const VERSION_HEADER: &str = "drover-version";

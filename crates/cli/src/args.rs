@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 mod daemons;
+mod doctor;
 mod inbox;
 mod install;
 mod session;
@@ -12,6 +13,7 @@ mod task;
 mod workspace;
 
 pub use daemons::*;
+pub use doctor::*;
 pub use inbox::*;
 pub use install::*;
 pub use session::*;
@@ -50,6 +52,12 @@ pub enum Command {
     Export(ExportArgs),
     /// Load a `drover export` file into a new, empty database (SQLite or PostgreSQL).
     Import(ImportArgs),
+    /// Copy the SQLite database while the server runs, into a file that can be put in
+    /// its place (for PostgreSQL it says how to use pg_dump instead).
+    Backup(BackupArgs),
+    /// Check this machine for what would break Drover here (server, TLS, clock, sandbox,
+    /// PTYs, git, harnesses, disk, file modes, slots), each with its fix.
+    Doctor(DoctorArgs),
     /// Run the device daemon (`drover device --server URL --token T`), or manage devices.
     #[command(args_conflicts_with_subcommands = true)]
     Device(DeviceCmd),

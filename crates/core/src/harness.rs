@@ -85,6 +85,16 @@ impl Harness {
         }
     }
 
+    /// The program a preset runs (None for a custom harness: its template names it).
+    pub fn program(self) -> Option<&'static str> {
+        match self {
+            Harness::Custom => None,
+            Harness::Aider => Some("aider"),
+            Harness::Goose => Some("goose"),
+            Harness::Claude | Harness::Codex | Harness::Gemini | Harness::Opencode => Some(self.as_str()),
+        }
+    }
+
     /// Parses the name.
     pub fn parse(s: &str) -> Result<Harness, HarnessError> {
         Harness::ALL.into_iter().find(|h| h.as_str() == s).ok_or_else(|| HarnessError::Unknown(s.chars().take(40).collect()))
@@ -320,6 +330,17 @@ mod tests {
     use super::*;
 
     const HOSTILE: &str = "fix $(rm -rf /) `x` \"q\" 'q' ; && | > \n\t 🚀";
+
+    #[test]
+    fn each_preset_names_the_program_its_command_starts() {
+        for h in Harness::ALL {
+            let argv = h.start("p", &Route::default(), &["x".to_string()]).unwrap();
+            match h.program() {
+                Some(program) => assert_eq!(argv[0], program, "{h:?}"),
+                None => assert_eq!(h, Harness::Custom),
+            }
+        }
+    }
 
     #[test]
     fn names_round_trip() {

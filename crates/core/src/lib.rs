@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod branch;
 pub mod confinement;
 pub mod device_link;
+pub mod doctor;
 pub mod egress;
 pub mod harness;
 pub mod ids;

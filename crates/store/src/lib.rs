@@ -71,6 +71,7 @@ macro_rules! session_select {
 
 mod agents;
 mod attention;
+mod backup;
 mod cluster;
 mod credentials;
 mod devices;
@@ -109,6 +110,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use agents::AgentRow;
 pub use attention::{AttentionRow, NewAttention};
+pub use backup::{backup_sqlite, Copied};
 pub use cluster::{ClusterNote, SessionViewers, ViewerCount, MAIL_BATCH};
 pub use credentials::{Principal, TokenKind};
 pub use devices::DeviceRow;

@@ -7,10 +7,15 @@ use rustls::CertificateError;
 
 /// What went wrong with TLS, if anything in `err`'s chain is a TLS error.
 pub fn tls_problem(err: &(dyn Error + 'static)) -> Option<String> {
+    find(err).map(describe)
+}
+
+/// The TLS error in `err`'s chain, if there is one.
+pub fn find<'a>(err: &'a (dyn Error + 'static)) -> Option<&'a rustls::Error> {
     let mut at: Option<&(dyn Error + 'static)> = Some(err);
     while let Some(e) = at {
         if let Some(r) = e.downcast_ref::<rustls::Error>() {
-            return Some(describe(r));
+            return Some(r);
         }
         // An io::Error's source skips the error it wraps: look inside it instead.
         if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {

@@ -11,7 +11,7 @@ use crate::commands::print_json;
 use crate::home;
 
 /// The database named, or the default SQLite file in `$DROVER_HOME`.
-fn database(args: &DatabaseArgs) -> Result<Database> {
+pub(super) fn database(args: &DatabaseArgs) -> Result<Database> {
     match &args.database {
         Some(d) => Ok(d.clone()),
         None => Ok(Database::Sqlite(home::home()?.join("drover.db"))),

@@ -1,8 +1,10 @@
 //! Dispatch of the parsed command line.
 
 mod audit;
+mod backup;
 mod database;
 mod device;
+mod doctor;
 mod inbox;
 mod install;
 mod manuals;
@@ -37,6 +39,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Migrate(args) => database::migrate(args, cli.json).await?,
         Command::Export(args) => database::export(args, cli.json).await?,
         Command::Import(args) => database::import(args, cli.json).await?,
+        Command::Backup(args) => backup::backup(args, cli.json).await?,
+        Command::Doctor(args) => return doctor::doctor(args, cli.json).await,
         Command::Device(cmd) => match cmd.command {
             Some(crate::args::DeviceSub::Install(args)) => install::install(args, cli.ca_cert, cli.json)?,
             Some(sub) => device::run(sub, cli.json).await?,

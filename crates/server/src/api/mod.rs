@@ -41,13 +41,19 @@ async fn fallback(uri: axum::http::Uri) -> axum::response::Response {
     }
 }
 
+/// `GET /api/v1/health`: `ok`, with the server's version in the
+/// [`drover_api::VERSION_HEADER`] header.
+async fn health() -> impl axum::response::IntoResponse {
+    ([(drover_api::VERSION_HEADER, env!("CARGO_PKG_VERSION"))], "ok")
+}
+
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1024 * 1024;
 
 /// The API's router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/api/v1/health", get(|| async { "ok" }))
+        .route("/api/v1/health", get(health))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/api/v1/outcomes", get(openapi::outcomes))
         .route("/api/v1/me", get(web::me))

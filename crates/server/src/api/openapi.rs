@@ -124,7 +124,7 @@ const fn json(b: Body) -> Reply {
 /// Every route under `/api/v1`, as `router` declares them (the tests hold the two together).
 #[rustfmt::skip]
 const ROUTES: &[Route] = &[
-    r("GET", "/api/v1/health", "Whether the server answers (`ok`).", None, Reply::Bytes("text/plain", "`ok`")),
+    r("GET", "/api/v1/health", "Whether the server answers (`ok`); the `drover-version` header says its version.", None, Reply::Bytes("text/plain", "`ok`")),
     r("GET", "/api/v1/openapi.json", "This document.", None, Reply::Document),
     r("GET", "/api/v1/outcomes", "Every outcome word, whether it is live, and what it means.", None, json(body::<api::OutcomeGuide>())),
     r("GET", "/api/v1/me", "Who is signed in.", None, json(body::<api::MeView>())),
