@@ -33,9 +33,10 @@ fn disk(home: &Path) -> Finding {
     };
     match nix::sys::statvfs::statvfs(at) {
         Ok(fs) => {
-            let unit = u64::from(fs.fragment_size());
-            let free = u64::from(fs.blocks_available()).saturating_mul(unit);
-            let total = u64::from(fs.blocks()).saturating_mul(unit);
+            // All three are 64-bit on Linux.
+            let unit = fs.fragment_size();
+            let free = fs.blocks_available().saturating_mul(unit);
+            let total = fs.blocks().saturating_mul(unit);
             judge_disk(&home.display().to_string(), free, total)
         }
         Err(e) => Finding::warn(
