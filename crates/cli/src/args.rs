@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+mod config;
 mod daemons;
 mod doctor;
 mod inbox;
@@ -12,6 +13,7 @@ mod session;
 mod task;
 mod workspace;
 
+pub use config::*;
 pub use daemons::*;
 pub use doctor::*;
 pub use inbox::*;
@@ -32,6 +34,15 @@ pub struct Cli {
     /// system's roots (which `SSL_CERT_FILE` and `SSL_CERT_DIR` also set).
     #[arg(long, global = true, env = "DROVER_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+    /// How `up`, `server` and `device` write their logs to stderr: `text`, or `json`
+    /// (one object a line, with the span fields: request id, device, session, task).
+    /// `RUST_LOG` says what is logged.
+    #[arg(long, global = true, env = "DROVER_LOG_FORMAT", value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
+    /// The configuration file of `up`, `server` and `device` (default:
+    /// $DROVER_HOME/drover.toml, if it exists). Flags and environment variables win over it.
+    #[arg(long, global = true, env = "DROVER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -117,6 +128,9 @@ pub enum Command {
     /// The hooks a harness runs inside a Drover run (not for direct use).
     #[command(subcommand, hide = true)]
     Hook(HookCmd),
+    /// The configuration file (drover.toml): show the effective settings and where each came from.
+    #[command(subcommand)]
+    Config(ConfigCmd),
     /// Serve an agent's task tools (advance, comment, block, unblock, ask) over MCP on stdio.
     Mcp,
     /// Print a completion script for a shell (`drover completions bash >/etc/bash_completion.d/drover`).

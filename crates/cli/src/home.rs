@@ -28,7 +28,10 @@ pub fn ensure_private(home: &Path) -> Result<()> {
         std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700)).with_context(|| {
             format!("making {} private: it is open to other users (mode {mode:o}); fix it with chmod 700", home.display())
         })?;
-        eprintln!("warning: {} was open to other users (mode {mode:o}); it is now 0700, as Drover's home must be", home.display());
+        crate::logging::warning(&format!(
+            "{} was open to other users (mode {mode:o}); it is now 0700, as Drover's home must be",
+            home.display()
+        ));
     }
     for name in ["drover.db", "drover.db-wal", "drover.db-shm", "client.json", "device.json", "up.json"] {
         let p = home.join(name);

@@ -5,7 +5,9 @@ mod args;
 mod attach;
 mod client;
 mod commands;
+mod config;
 mod home;
+mod logging;
 mod mcp;
 mod reconnect;
 mod table;
@@ -13,8 +15,6 @@ mod tail;
 mod up;
 
 use std::process::ExitCode;
-
-use clap::Parser;
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core); a
 /// long-running server's freed memory then stays spread over them, and its RSS creeps
@@ -58,7 +58,8 @@ fn main() -> ExitCode {
     limit_malloc_arenas();
     private_files();
     quiet_on_closed_stdout();
-    let cli = args::Cli::parse();
+    let cli = config::parse();
+    logging::set_format(cli.log_format);
     if let args::Command::Shim { dir } = &cli.command {
         // The shim builds its own single-threaded runtime and must not share one.
         init_logging("warn");
@@ -80,7 +81,7 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            logging::fatal(&one_line(&e));
             ExitCode::from(1)
         }
     };
@@ -102,9 +103,7 @@ fn one_line(e: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `default`).
+/// Logs to stderr, filtered by `RUST_LOG` (default `default`), as `--log-format` says.
 pub fn init_logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+    logging::init(default);
 }

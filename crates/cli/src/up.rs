@@ -231,7 +231,7 @@ async fn wait_for(
         r = server => r.context("server task")?.context("the server stopped"),
         r = device => r.context("device task")?.context("the device daemon stopped"),
         _ = shutdown_signal() => {
-            eprintln!("drover: shutting down; running sessions keep running and are re-adopted on the next start");
+            crate::logging::notice("drover: shutting down; running sessions keep running and are re-adopted on the next start");
             Ok(())
         }
     }

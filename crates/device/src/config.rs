@@ -7,7 +7,7 @@ use std::time::Duration;
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// What the device daemon needs to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DeviceConfig {
     /// The server's base URL (`http://host:port`).
     pub server_url: String,
@@ -35,6 +35,21 @@ pub struct DeviceConfig {
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// The server's certificate as this device knows it, if it keeps it.
     pub server_identity: Option<crate::identity::ServerIdentity>,
+}
+
+/// Everything but the credential, which is never printed nor logged.
+impl std::fmt::Debug for DeviceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceConfig")
+            .field("server_url", &self.server_url)
+            .field("token", &"(concealed)")
+            .field("name", &self.name)
+            .field("slots", &self.slots)
+            .field("home", &self.home)
+            .field("heartbeat", &self.heartbeat)
+            .field("sandbox", &self.sandbox)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The device owner's settings for the sandbox runs start in.

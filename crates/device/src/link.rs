@@ -18,6 +18,7 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
+use tracing::Instrument;
 
 use crate::config::DeviceConfig;
 use crate::session::{spawn_session, Registry, SessionCmd, Uplink};
@@ -46,6 +47,12 @@ enum LinkError {
 /// Runs the device daemon until the process ends: re-adopts existing sessions, then
 /// keeps a connection to the server.
 pub async fn run(config: DeviceConfig) -> std::io::Result<()> {
+    let span = tracing::info_span!("device", device = %config.name);
+    run_linked(config).instrument(span).await
+}
+
+/// [`run`], inside the device's span.
+async fn run_linked(config: DeviceConfig) -> std::io::Result<()> {
     std::fs::create_dir_all(config.sessions_dir())?;
     let registry: Registry = Arc::new(Mutex::new(Default::default()));
     let preparing: Preparing = Arc::new(Mutex::new(Default::default()));
@@ -240,20 +247,26 @@ async fn route(
         }
         ServerMessage::Merge { req, worktree, message } => {
             let (root, up) = (config.worktrees_dir(), up.clone());
-            tokio::spawn(async move {
-                let result = tokio::task::spawn_blocking(move || crate::merge::merge(&root, &worktree, &message))
-                    .await
-                    .unwrap_or_else(|e| MergeResult::Refused { reason: format!("the merge stopped unexpectedly: {e}") });
-                send(&up, &DeviceMessage::Merged { req, result }).await;
-            });
+            tokio::spawn(
+                async move {
+                    let result = tokio::task::spawn_blocking(move || crate::merge::merge(&root, &worktree, &message))
+                        .await
+                        .unwrap_or_else(|e| MergeResult::Refused { reason: format!("the merge stopped unexpectedly: {e}") });
+                    send(&up, &DeviceMessage::Merged { req, result }).await;
+                }
+                .in_current_span(),
+            );
             None
         }
         ServerMessage::Prepare { sandbox, worktree, skills } => {
             let (config, up) = (config.clone(), up.clone());
-            tokio::spawn(async move {
-                let problem = prepare_sandbox(&config, worktree, skills).await.err();
-                send(&up, &DeviceMessage::Prepared { sandbox, problem }).await;
-            });
+            tokio::spawn(
+                async move {
+                    let problem = prepare_sandbox(&config, worktree, skills).await.err();
+                    send(&up, &DeviceMessage::Prepared { sandbox, problem }).await;
+                }
+                .in_current_span(),
+            );
             None
         }
         ServerMessage::CheckRepo { req, path, base } => {
@@ -289,14 +302,17 @@ fn start_in_background(
     let id = spec.session;
     preparing.lock().expect("preparing lock").insert(id, Pending::Start);
     let (config, registry, preparing, up) = (config.clone(), registry.clone(), preparing.clone(), up.clone());
-    tokio::spawn(async move {
-        let released = || preparing.lock().expect("preparing lock").get(&id) == Some(&Pending::Release);
-        start_session(&config, &registry, &up, spec, Some(worktree), skills, released).await;
-        let stop = preparing.lock().expect("preparing lock").remove(&id) == Some(Pending::Stop);
-        if let (true, Some(h)) = (stop, handle(&registry, id)) {
-            let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
+    tokio::spawn(
+        async move {
+            let released = || preparing.lock().expect("preparing lock").get(&id) == Some(&Pending::Release);
+            start_session(&config, &registry, &up, spec, Some(worktree), skills, released).await;
+            let stop = preparing.lock().expect("preparing lock").remove(&id) == Some(Pending::Stop);
+            if let (true, Some(h)) = (stop, handle(&registry, id)) {
+                let _ = h.tx.send(SessionCmd::Shim(ShimRequest::Stop { grace_ms: 2000 })).await;
+            }
         }
-    });
+        .in_current_span(),
+    );
 }
 
 /// Removes a task's worktree (kept when it holds work and `force` is not set).
@@ -313,15 +329,19 @@ async fn remove_worktree(config: &DeviceConfig, worktree: Worktree, force: bool)
 /// Checks a clone the server wants to register, and answers with what is wrong.
 fn check_repo_in_background(up: &Uplink, req: u64, path: String, base: Option<String>) {
     let up = up.clone();
-    tokio::spawn(async move {
-        let checked = tokio::task::spawn_blocking(move || crate::worktree::check_clone(std::path::Path::new(&path), base.as_deref())).await;
-        let problem = match checked {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(format!("the check stopped unexpectedly: {e}")),
-        };
-        send(&up, &DeviceMessage::RepoChecked { req, problem }).await;
-    });
+    tokio::spawn(
+        async move {
+            let checked =
+                tokio::task::spawn_blocking(move || crate::worktree::check_clone(std::path::Path::new(&path), base.as_deref())).await;
+            let problem = match checked {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) => Some(format!("the check stopped unexpectedly: {e}")),
+            };
+            send(&up, &DeviceMessage::RepoChecked { req, problem }).await;
+        }
+        .in_current_span(),
+    );
 }
 
 /// Hands a command to its session, or says why it cannot be: the session is still
@@ -392,6 +412,7 @@ async fn prepare_sandbox(
 
 /// Prepares and starts a run; `released` says whether the server gave it up meanwhile
 /// (it is then never started).
+#[tracing::instrument(name = "session", skip_all, fields(session = %spec.session))]
 async fn start_session(
     config: &DeviceConfig,
     registry: &Registry,
@@ -435,6 +456,7 @@ async fn start_session(
     let dir = SessionDir::new(config.sessions_dir().join(id.to_string()));
     match prepare_and_start(config, &dir, spec, git_dirs).await {
         Ok(stream) => {
+            tracing::info!("run started");
             let h = spawn_session(registry.clone(), id, dir, Some(stream));
             let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
         }

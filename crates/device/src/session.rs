@@ -80,10 +80,15 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         ended_sent: false,
         resubscribing: false,
     };
-    tokio::spawn(async move {
-        task.run(shim, rx).await;
-        registry.lock().expect("registry lock").remove(&id);
-    });
+    // Inside the device's span (the caller's), and its own.
+    let span = tracing::info_span!("session", session = %id);
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            task.run(shim, rx).await;
+            registry.lock().expect("registry lock").remove(&id);
+        },
+        span,
+    ));
     handle
 }
 
@@ -405,6 +410,7 @@ impl SessionTask {
             ),
         };
         self.ended_sent = true;
+        tracing::info!(bytes = final_offset, "run ended: {end:?}");
         let started_at = self.started_at.clone();
         self.send(DeviceMessage::Ended { session: self.id, end, started_at, ended_at, final_offset }).await;
     }

@@ -17,6 +17,7 @@ use drover_protocol::PROTOCOL_VERSION;
 use drover_store::{OutputChunk, Principal, SessionRow};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::devices::Delivery;
@@ -47,10 +48,16 @@ pub async fn connect(
         return Err(ApiError::Forbidden("only a device credential can open the device link".into()));
     };
     let ws = ws.map_err(|e| ApiError::BadRequest(format!("the device link is a WebSocket: {e}")))?;
-    Ok(ws.max_message_size(32 << 20).read_buffer_size(LINK_READ_BUFFER).on_upgrade(move |socket| async move {
-        if let Err(e) = run(state, workspace, id, name.clone(), socket).await {
-            tracing::warn!(device = %name, "device link ended: {e}");
+    // Everything logged for this link is in its `device` span (inside the `http` span of
+    // the request that opened it).
+    let span = tracing::info_span!("device", device = %name);
+    Ok(ws.max_message_size(32 << 20).read_buffer_size(LINK_READ_BUFFER).on_upgrade(move |socket| {
+        async move {
+            if let Err(e) = run(state, workspace, id, name.clone(), socket).await {
+                tracing::warn!(device = %name, "device link ended: {e}");
+            }
         }
+        .instrument(span)
     }))
 }
 
@@ -212,7 +219,7 @@ async fn serve(state: &AppState, device: DeviceId, name: &str, epoch: u64, mut g
     let output = LinkOutput::new(Link { device, epoch });
     let link = output.link();
     let (ingest_tx, ingest_rx) = mpsc::channel(ingest::INGEST_QUEUE);
-    let ingest = tokio::spawn(ingest::run(state.clone(), link, name.to_string(), ingest_rx));
+    let ingest = tokio::spawn(ingest::run(state.clone(), link, name.to_string(), ingest_rx).in_current_span());
     let result = read_loop(state, &output, &mut gate, &mut stream, &ingest_tx).await;
     state.output.closed(state, link).await;
     if state.devices.disconnect(device, epoch) {
@@ -264,7 +271,11 @@ async fn read_loop(
                         DeviceMessage::Ended { session, .. } => Some(*session),
                         _ => None,
                     };
-                    message(state, output.link().device, m, ingest).await?;
+                    let span = match m.session() {
+                        Some(session) => tracing::info_span!("session", %session),
+                        None => tracing::Span::none(),
+                    };
+                    message(state, output.link().device, m, ingest).instrument(span).await?;
                     if let Some(session) = ended {
                         gate.ended(session);
                     }

@@ -14,6 +14,7 @@ use drover_protocol::device::ServerMessage;
 use drover_protocol::viewer::ViewerEvent;
 use drover_store::{Mark, SessionRow, StoreError};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::writer::Link;
 use crate::AppState;
@@ -50,11 +51,21 @@ pub enum Item {
     },
 }
 
+impl Item {
+    /// The session it is about.
+    fn session(&self) -> SessionId {
+        match self {
+            Item::Resized { session, .. } | Item::Ended { session, .. } => *session,
+        }
+    }
+}
+
 /// Runs until the device link drops its sender.
 pub(crate) async fn run(state: AppState, link: Link, device_name: String, mut rx: mpsc::Receiver<Item>) {
     while let Some(item) = rx.recv().await {
         let stored = state.output.stored(&state, link).await;
-        apply(&state, link.device, &device_name, item, stored).await;
+        let span = tracing::info_span!("session", session = %item.session());
+        apply(&state, link.device, &device_name, item, stored).instrument(span).await;
     }
 }
 

@@ -24,6 +24,7 @@ pub mod parking;
 mod passwords;
 pub mod push;
 mod render;
+pub mod request_id;
 mod retention;
 pub mod scheduler;
 mod spend;

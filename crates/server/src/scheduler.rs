@@ -184,6 +184,7 @@ fn candidates(
 }
 
 /// Starts a run for `task`'s current stage if a device can take it; returns the device.
+#[tracing::instrument(name = "task", skip_all, fields(task = %task.id))]
 async fn staff(state: &AppState, task: &TaskRow, devices: &[DeviceRow]) -> Res<Option<DeviceId>> {
     let Some((stage, agent)) = staffable(state, task).await? else { return Ok(None) };
     let Some((device, repo_path)) = choose_device(state, task, devices).await? else { return Ok(None) };
@@ -348,7 +349,7 @@ async fn started(state: &AppState, task: TaskId, device: DeviceId, session: Sess
     }
     if let Some(message) = first_message {
         // Typed in once the run is up, through the audited path.
-        tokio::spawn(send_prompt(state.clone(), task, session, message));
+        tokio::spawn(tracing::Instrument::in_current_span(send_prompt(state.clone(), task, session, message)));
     }
     Ok(())
 }

@@ -72,6 +72,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp => crate::mcp::serve().await?,
         Command::Completions(args) => manuals::completions(args)?,
         Command::Man(args) => manuals::man(args, cli.json)?,
+        Command::Config(crate::args::ConfigCmd::Show { args }) => crate::config::show(&args, cli.json, cli.config.as_deref())?,
         Command::Ui => {
             let client = crate::client::Client::from_env()?;
             let link: drover_api::LoginLink = client.post("/api/v1/login-links", &serde_json::json!({})).await?;
