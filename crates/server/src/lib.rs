@@ -155,7 +155,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Opti
     webhooks::spawn(state.clone());
     push::spawn(state.clone());
     retention::spawn(state.clone());
-    let app = api::router(state);
+    let app = api::router(state).layer(axum::middleware::from_fn(request_id::tag));
     if let Some(config) = tls {
         // (Through `tap_io`, whose connection info is the listener's address type: axum
         // gives `ConnectInfo<SocketAddr>` to plain TCP listeners only.)

@@ -3,7 +3,8 @@
 //! an `http` span with that id, the method and the matched route.
 //!
 //! Only the route's template is logged (`/api/v1/sessions/{id}`), never the path as sent
-//! nor its query: a path can carry a one-time code (`/login/{code}`).
+//! nor its query: a path can carry a one-time code (`/login/{code}`). The layer is the
+//! served router's outermost, so the id reaches every response, rewrapped errors included.
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;

@@ -131,8 +131,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(json_errors))
-        // Outermost: the id reaches every response, the rewrapped errors' included.
-        .layer(axum::middleware::from_fn(crate::request_id::tag))
         .with_state(state)
 }
 
