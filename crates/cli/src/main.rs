@@ -9,6 +9,7 @@ mod config;
 mod home;
 mod logging;
 mod mcp;
+mod metrics;
 mod reconnect;
 mod table;
 mod tail;

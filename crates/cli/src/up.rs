@@ -150,6 +150,7 @@ pub async fn up(args: UpArgs) -> Result<()> {
     let _lock = home::lock(&home)?;
     let started = start_server(&home, &args.server).await?;
     let state = started.state.clone();
+    let metrics_listener = crate::metrics::bind(args.server.metrics_listen).await?;
     let name = args.name.clone().unwrap_or_else(|| drover_core::names::device_name_from_host(&hostname()));
     drover_core::names::check_device_name(&name)?;
     if !(1..=1000).contains(&args.slots) {
@@ -188,7 +189,14 @@ pub async fn up(args: UpArgs) -> Result<()> {
         sandbox: sandbox_config(&args.sandbox),
         tls: device_tls,
         server_identity: None,
+        metrics: drover_device::metrics::DeviceMetrics::default(),
     };
+    // The local device's series are served with the server's.
+    state.metrics.include(device_config.metrics.registry());
+    let metrics_url = metrics_listener.as_ref().map(crate::metrics::describe);
+    if let Some(l) = metrics_listener {
+        crate::metrics::spawn("server", drover_server::metrics::serve(state.clone(), l));
+    }
     let offer = drover_device::confine::offer(&device_config);
     let device_task = tokio::spawn(drover_device::run(device_config));
     let (_, owner) = state.store.bootstrap("default", "owner").await?;
@@ -198,6 +206,9 @@ pub async fn up(args: UpArgs) -> Result<()> {
     println!("  home:   {}", home.display());
     println!("  device: {name} ({} slots), runs {}", args.slots, offer.describe());
     print_missing(&offer);
+    if let Some(url) = metrics_url {
+        println!("  metrics: {url}");
+    }
     println!("  try:    drover session start --device {name} -- bash");
     wait_for(server, device_task).await
 }
@@ -251,6 +262,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     home::ensure_private(&home)?;
     let _lock = home::lock(&home)?;
     let started = start_server(&home, &args).await?;
+    let metrics_listener = crate::metrics::bind(args.metrics_listen).await?;
     let token = client_token(&started.state, &home).await?;
     home::write_private_json(&home.join("client.json"), &ClientConfig { url: started.url.clone(), token })?;
     home::write_private_json(&home.join("up.json"), &Running { pid: std::process::id(), url: started.url.clone() })?;
@@ -260,6 +272,10 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     println!("  open:   {}{}   (signs this browser in; one use — `drover ui` prints another)", started.url, link.path);
     println!("  register a device: drover device add NAME   (prints its token)");
     println!("  then on that machine: drover device --server {} --token TOKEN --name NAME", started.url);
+    if let Some(l) = metrics_listener {
+        println!("  metrics: {}", crate::metrics::describe(&l));
+        crate::metrics::spawn("server", drover_server::metrics::serve(started.state.clone(), l));
+    }
     let url = started.url.clone();
     let state = started.state.clone();
     let tls = started.tls()?;
@@ -296,6 +312,7 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
         (None, _) => drover_core::names::device_name_from_host(&hostname()),
     };
     drover_core::names::check_device_name(&name)?;
+    let metrics_listener = crate::metrics::bind(args.metrics_listen).await?;
     let identity_file = home.join("server-certificate");
     let token = match (args.token, saved) {
         (Some(token), _) => device_credential(&home, &server, &name, token).await?,
@@ -320,11 +337,16 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
             file: identity_file.clone(),
             private_ca: crate::client::trust().is_private(),
         }),
+        metrics: drover_device::metrics::DeviceMetrics::default(),
     };
     println!("Drover device `{name}` connecting to {server}");
     let offer = drover_device::confine::offer(&config);
     println!("  runs {}", offer.describe());
     print_missing(&offer);
+    if let Some(l) = metrics_listener {
+        println!("  metrics: {}", crate::metrics::describe(&l));
+        crate::metrics::spawn("device", drover_device::metrics::serve(config.metrics.clone(), l));
+    }
     tokio::select! {
         r = drover_device::run(config) => r.context("the device daemon stopped"),
         _ = shutdown_signal() => Ok(()),

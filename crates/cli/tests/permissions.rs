@@ -7,7 +7,7 @@
 //!   of the session's agent (for a task-free session: who started it); never an agent;
 //! - Finish: admin/owner, or the stage's pinned assignee (its agent's operator);
 //! - Mark done, Abandon: admin/owner; invites and role changes: owner only; webhooks,
-//!   audit export, devices, workflow, repos: owner/admin;
+//!   audit export, metrics, devices, workflow, repos: owner/admin;
 //! - an agent's session-scoped token (`drs_…`) only hands off, comments, files and
 //!   resolves blockers and asks a human, on its own task (and reads that task and its
 //!   notes); everything else is 403;
@@ -222,6 +222,8 @@ const MATRIX: &[Row] = &[
 
     // Administering the workspace: owners and admins.
     r("GET",    "/api/v1/audit/export?since=2000-01-01",           "", [A, A, D, D, D, U, U]),
+    // Prometheus metrics: an owner's or admin's personal token.
+    r("GET",    "/metrics",                                        "", [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/devices",                                 r#"{"name":"spare-device","slots":1}"#, [A, A, D, D, D, U, U]),
     r("POST",   "/api/v1/repos",                                   r#"{"name":"extra","device":"{device}","path":"{repo_path}"}"#, [A, A, D, D, D, U, U]),
     r("PUT",    "/api/v1/workflow",                                r#"{"stages":[{"stage":"plan"},{"stage":"code"},{"stage":"review"},{"stage":"merge"},{"stage":"verify"}]}"#, [A, A, D, D, D, U, U]),

@@ -35,6 +35,8 @@ pub struct DeviceConfig {
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// The server's certificate as this device knows it, if it keeps it.
     pub server_identity: Option<crate::identity::ServerIdentity>,
+    /// Where the daemon counts what it does (`--metrics-listen`).
+    pub metrics: crate::metrics::DeviceMetrics,
 }
 
 /// Everything but the credential, which is never printed nor logged.

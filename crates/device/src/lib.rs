@@ -9,6 +9,7 @@ mod evidence;
 pub mod identity;
 mod link;
 mod merge;
+pub mod metrics;
 mod session;
 mod skills;
 mod spawn;

@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tracing::Instrument;
 
 use crate::config::DeviceConfig;
+use crate::metrics::SandboxFailure;
 use crate::session::{spawn_session, Registry, SessionCmd, Uplink};
 use crate::spawn;
 
@@ -60,7 +61,9 @@ async fn run_linked(config: DeviceConfig) -> std::io::Result<()> {
     // Failed connections in a row; a refusal waits the longest at once.
     let mut failures = 0u32;
     loop {
-        match connect_once(&config, &registry, &preparing).await {
+        let result = connect_once(&config, &registry, &preparing).await;
+        config.metrics.link(false);
+        match result {
             Ok(()) => failures = 0,
             Err(LinkError::Refused(reason)) => {
                 tracing::error!("{}", LinkError::Refused(reason));
@@ -71,6 +74,7 @@ async fn run_linked(config: DeviceConfig) -> std::io::Result<()> {
         failures = failures.saturating_add(1);
         let draw: f64 = rand::thread_rng().gen();
         tokio::time::sleep(RECONNECT.jittered(failures, Jitter::QuarterLonger, draw)).await;
+        config.metrics.reconnecting();
     }
 }
 
@@ -85,7 +89,7 @@ async fn adopt_existing(config: &DeviceConfig, registry: &Registry) {
         }
         let shim = spawn::connect_existing(&dir).await;
         tracing::info!(session = %id, adopted = shim.is_some(), "found session from an earlier run");
-        spawn_session(registry.clone(), id, dir, shim);
+        spawn_session(registry.clone(), &config.metrics, id, dir, shim);
     }
 }
 
@@ -160,6 +164,7 @@ async fn converse(
         _ => return Err(LinkError::NoWelcome),
     };
     tracing::info!(server = %config.server_url, sessions = resume.len(), "connected");
+    config.metrics.link(true);
     let resumed: HashSet<SessionId> = resume.iter().map(|(s, _)| *s).collect();
     let handles: Vec<_> = registry.lock().expect("registry lock").iter().map(|(id, h)| (*id, h.clone())).collect();
     for (id, handle) in handles {
@@ -446,7 +451,10 @@ async fn start_session(
                     send(up, &DeviceMessage::Skills { session: id, skills: report }).await;
                 }
             }
-            Err(e) => return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await,
+            Err(e) => {
+                config.metrics.sandbox_failed(SandboxFailure::Worktree);
+                return start_failed(up, id, format!("the device could not prepare the sandbox: {e}")).await;
+            }
         }
     }
     if released() {
@@ -457,7 +465,7 @@ async fn start_session(
     match prepare_and_start(config, &dir, spec, git_dirs).await {
         Ok(stream) => {
             tracing::info!("run started");
-            let h = spawn_session(registry.clone(), id, dir, Some(stream));
+            let h = spawn_session(registry.clone(), &config.metrics, id, dir, Some(stream));
             let _ = h.tx.send(SessionCmd::Resume { from: 0, uplink: up.clone() }).await;
         }
         Err(e) => {
@@ -482,7 +490,10 @@ async fn prepare_and_start(
     drover_term::dir::create_private_dir(dir.root())?;
     drover_term::dir::create_private_dir(&dir.tmp())?;
     let offer = crate::confine::offer(config);
-    crate::confine::prepare(config, &offer, &mut spec, &dir.tmp(), git_dirs.as_ref()).map_err(std::io::Error::other)?;
+    crate::confine::prepare(config, &offer, &mut spec, &dir.tmp(), git_dirs.as_ref()).map_err(|e| {
+        config.metrics.sandbox_failed(SandboxFailure::Confinement);
+        std::io::Error::other(e)
+    })?;
     spec.link_secret = Some(spawn::link_secret());
     let spec = &spec;
     if let Some(dirs) = &git_dirs {

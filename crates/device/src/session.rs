@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::evidence::{Evidence, COMMIT_CHECK, USAGE_CHECK};
+use crate::metrics::{DeviceMetrics, ShimGuard};
 
 /// Output read from files per frame when the shim is gone.
 const FILE_CHUNK: usize = 64 * 1024;
@@ -60,8 +61,15 @@ impl SessionHandle {
 /// Sessions on this device.
 pub type Registry = Arc<Mutex<HashMap<SessionId, SessionHandle>>>;
 
-/// Starts the task for a session whose shim is `shim` (None: the shim is gone).
-pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: Option<UnixStream>) -> SessionHandle {
+/// Starts the task for a session whose shim is `shim` (None: the shim is gone), counting
+/// in `metrics`.
+pub fn spawn_session(
+    registry: Registry,
+    metrics: &DeviceMetrics,
+    id: SessionId,
+    dir: SessionDir,
+    shim: Option<UnixStream>,
+) -> SessionHandle {
     let (tx, rx) = mpsc::channel(256);
     let report = Arc::new(Mutex::new(SessionReport { session: id, written: 0, running: shim.is_some() }));
     let handle = SessionHandle { tx, report: report.clone() };
@@ -79,6 +87,7 @@ pub fn spawn_session(registry: Registry, id: SessionId, dir: SessionDir, shim: O
         evidence,
         ended_sent: false,
         resubscribing: false,
+        metrics: metrics.clone(),
     };
     // Inside the device's span (the caller's), and its own.
     let span = tracing::info_span!("session", session = %id);
@@ -99,10 +108,12 @@ struct ShimLink {
     wr: OwnedWriteHalf,
     frames: mpsc::Receiver<Vec<u8>>,
     reader: tokio::task::JoinHandle<()>,
+    /// Counted in `drover_device_shims` while it lives.
+    _counted: ShimGuard,
 }
 
 impl ShimLink {
-    fn new(mut rd: OwnedReadHalf, wr: OwnedWriteHalf) -> ShimLink {
+    fn new(mut rd: OwnedReadHalf, wr: OwnedWriteHalf, counted: ShimGuard) -> ShimLink {
         let (tx, frames) = mpsc::channel(64);
         let reader = tokio::spawn(async move {
             while let Ok(Some(frame)) = read_frame(&mut rd).await {
@@ -111,7 +122,7 @@ impl ShimLink {
                 }
             }
         });
-        ShimLink { wr, frames, reader }
+        ShimLink { wr, frames, reader, _counted: counted }
     }
 }
 
@@ -136,6 +147,7 @@ struct SessionTask {
     /// After a re-subscription: output frames of the old subscription may still be on
     /// their way and must not be taken for the new one's (they would skip bytes).
     resubscribing: bool,
+    metrics: DeviceMetrics,
 }
 
 impl SessionTask {
@@ -191,7 +203,7 @@ impl SessionTask {
                 let mut r = self.report.lock().expect("report lock");
                 r.written = written;
                 r.running = self.exit.is_none();
-                Some(ShimLink::new(rd, wr))
+                Some(ShimLink::new(rd, wr, self.metrics.shim()))
             }
             _ => None,
         }
@@ -339,6 +351,9 @@ impl SessionTask {
         {
             let mut r = self.report.lock().expect("report lock");
             r.written = r.written.max(self.expected);
+        }
+        if self.uplink.is_some() {
+            self.metrics.forwarded(data.len());
         }
         self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
         // An end held back for these bytes goes once they are all sent.

@@ -53,6 +53,7 @@ pub async fn connect(
     let span = tracing::info_span!("device", device = %name);
     Ok(ws.max_message_size(32 << 20).read_buffer_size(LINK_READ_BUFFER).on_upgrade(move |socket| {
         async move {
+            let _open = state.metrics.socket(crate::metrics::Socket::Device);
             if let Err(e) = run(state, workspace, id, name.clone(), socket).await {
                 tracing::warn!(device = %name, "device link ended: {e}");
             }
@@ -375,10 +376,24 @@ async fn record_usage(state: &AppState, session: SessionId, usage: &drover_proto
         .map(|c| drover_store::RouteChange { from: c.from.clone(), to: c.to.clone(), at: c.at.clone() })
         .collect();
     let json = serde_json::to_string(usage).expect("a usage report serialises");
-    if let Err(e) = state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
-        tracing::warn!(%session, "recording usage: {e}");
-    } else if let Err(e) = crate::spend::enforce(state, session).await {
-        tracing::warn!(%session, "checking spend caps: {e}");
+    match state.store.record_usage(session, &json, usage.cost, usage.unpriced_turns, &routes).await {
+        Err(e) => tracing::warn!(%session, "recording usage: {e}"),
+        Ok(recorded) => {
+            if let Some(recorded) = recorded {
+                count_spend(state, &recorded, usage);
+            }
+            if let Err(e) = crate::spend::enforce(state, session).await {
+                tracing::warn!(%session, "checking spend caps: {e}");
+            }
+        }
+    }
+}
+
+/// Adds what a run's usage report says it spent since its last one to the spend
+/// counter, per model.
+fn count_spend(state: &AppState, recorded: &drover_store::RecordedUsage, usage: &drover_protocol::device::UsageReport) {
+    for (model, nano) in crate::metrics::spent_since(recorded.previous.as_deref(), usage) {
+        state.metrics.spent(recorded.agent.as_deref(), model, nano);
     }
 }
 

@@ -337,6 +337,11 @@ impl Hubs {
         self.hubs.lock().expect("hubs").entry(session).or_insert(hub).clone()
     }
 
+    /// Viewers attached to any terminal here.
+    pub fn viewers(&self) -> u32 {
+        self.hubs.lock().expect("hubs").values().map(|h| h.attached()).sum()
+    }
+
     /// Removes `session`'s hub if it is still `hub` (not one made since).
     pub fn remove_if(&self, session: SessionId, hub: &Arc<Hub>) {
         let mut hubs = self.hubs.lock().expect("hubs");

@@ -163,6 +163,7 @@ pub async fn end_session(
     report: &EndReport,
 ) -> Result<(), StoreError> {
     let Some((row, ending)) = store_end(&state.store, device, device_name, session, report).await? else { return Ok(()) };
+    state.metrics.session_ended(ending.outcome);
     if let Some(hub) = state.hubs.remove(session) {
         hub.end(ViewerEvent::Ended { outcome: ending.outcome, exit_code: ending.exit_code, reason: Some(ending.reason.clone()) });
     }

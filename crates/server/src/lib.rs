@@ -19,6 +19,7 @@ mod ingest;
 mod leases;
 mod limits;
 mod link_guard;
+pub mod metrics;
 mod monitor;
 pub mod parking;
 mod passwords;

@@ -140,7 +140,10 @@ pub(crate) async fn count_attempt(state: &crate::AppState, ip: std::net::IpAddr,
         keys.push((name_key, usize::MAX));
     }
     let keys: Vec<(&str, usize)> = keys.iter().map(|(k, l)| (k.as_str(), *l)).collect();
-    let limited = |wait: Duration| crate::ApiError::TooManyRequests(wait.as_secs().max(1));
+    let limited = |wait: Duration| {
+        state.metrics.sign_in_failed(crate::metrics::SignInFailure::RateLimited);
+        crate::ApiError::TooManyRequests(wait.as_secs().max(1))
+    };
     state.topology.count_attempt(state, &keys).await?.map_err(limited)
 }
 

@@ -29,6 +29,8 @@ pub struct AppState {
     pub(crate) cluster: Arc<crate::cluster::Cluster>,
     /// Viewer counts stored and told to devices (replicas only).
     pub(crate) viewers: Arc<crate::viewers::ViewerCounts>,
+    /// The Prometheus metrics this process counts.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The one writer of every link's output.
     pub(crate) output: Arc<crate::writer::OutputWriter>,
     /// Heartbeats waiting to be written together.
@@ -61,6 +63,7 @@ impl AppState {
             config: Arc::new(config.clone()),
             replica: format!("rep_{}", uuid::Uuid::now_v7().simple()),
             leases: Arc::default(),
+            metrics: Arc::default(),
             output: Arc::default(),
             contact: Arc::default(),
             cluster: Arc::default(),

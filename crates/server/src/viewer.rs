@@ -68,6 +68,7 @@ pub async fn terminal(
     let credential = caller.1.clone();
     let operator = row.operator;
     Ok(ws.max_message_size(VIEWER_MESSAGE_MAX).max_frame_size(VIEWER_MESSAGE_MAX).on_upgrade(move |socket| async move {
+        let _open = state.metrics.socket(crate::metrics::Socket::Viewer);
         let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only, credential, operator };
         viewer.run(socket, size).await;
     }))

@@ -15,6 +15,7 @@ use rand::Rng;
 use sha2::Sha256;
 
 use crate::leases::Monitor;
+use crate::metrics::WebhookResult;
 use crate::AppState;
 
 /// The prefix of a signing secret.
@@ -152,12 +153,14 @@ async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> 
     match status.map(answer).unwrap_or(Answer::Failed) {
         Answer::Delivered => {
             store.delivery_attempted(id, attempts, true, status, None, None).await?;
+            state.metrics.webhook(WebhookResult::Delivered);
             Ok(true)
         }
         Answer::Gone => {
             tracing::warn!(endpoint = %d.delivery.endpoint, "a webhook endpoint answered 410 Gone: disabled");
             store.set_webhook_disabled(d.delivery.endpoint, Some("the endpoint answered 410 Gone")).await?;
             store.delivery_attempted(id, attempts, false, status, error.as_deref(), None).await?;
+            state.metrics.webhook(WebhookResult::Gone);
             Ok(false)
         }
         Answer::Failed => {
@@ -169,6 +172,7 @@ async fn attempt(state: &AppState, client: &reqwest::Client, d: DueDelivery) -> 
                 Retry::GiveUp => None,
             };
             store.delivery_attempted(id, attempts, false, status, error.as_deref(), next.as_deref()).await?;
+            state.metrics.webhook(if next.is_some() { WebhookResult::Retrying } else { WebhookResult::Failed });
             Ok(false)
         }
     }

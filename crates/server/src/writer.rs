@@ -28,6 +28,7 @@ use drover_store::{OutputChunk, Store, StoreError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
+use crate::metrics::OutputMetrics;
 use crate::AppState;
 
 #[cfg(test)]
@@ -152,7 +153,7 @@ pub(crate) struct OutputWriter {
 
 impl OutputWriter {
     fn queue(&self, state: &AppState) -> &Queue {
-        self.queue.get_or_init(|| Queue::start(state.store.clone(), state.clone()))
+        self.queue.get_or_init(|| Queue::start(state.store.clone(), state.clone(), state.metrics.output.clone()))
     }
 
     /// Queues `chunk`, read from `out`'s link, to be stored; waits while the link has
@@ -182,20 +183,25 @@ impl OutputWriter {
 }
 
 /// The way into a running writer (see [`OutputWriter`] for what each request means).
-struct Queue(mpsc::Sender<Request>);
+struct Queue(mpsc::Sender<Request>, OutputMetrics);
 
 impl Queue {
-    /// Starts a writer storing into `store` and telling `notices`.
-    fn start(store: impl OutputStore, notices: impl OutputNotices) -> Queue {
+    /// Starts a writer storing into `store`, telling `notices` and counting in `metrics`.
+    fn start(store: impl OutputStore, notices: impl OutputNotices, metrics: OutputMetrics) -> Queue {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(store, notices, rx));
-        Queue(tx)
+        tokio::spawn(run(store, notices, metrics.clone(), rx));
+        Queue(tx, metrics)
     }
 
     async fn store(&self, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
         out.budget.acquire_many(cost(&chunk) as u32).await.map_err(|_| Stopped)?.forget();
+        let bytes = chunk.data.len() as i64;
+        self.1.backlog.inc_by(bytes);
         let request = Request::Output { link: out.link, chunk, budget: out.budget.clone() };
-        self.0.send(request).await.map_err(|_| Stopped)
+        self.0.send(request).await.map_err(|_| {
+            self.1.backlog.dec_by(bytes);
+            Stopped
+        })
     }
 
     async fn stored(&self, link: Link) -> bool {
@@ -232,11 +238,12 @@ impl Part {
         self.chunks.iter().map(|c| c.data.len()).sum()
     }
 
-    /// Gives the part's budget back to its link.
-    fn release(&mut self) {
+    /// Gives the part's budget back to its link, and takes its bytes off the backlog.
+    fn release(&mut self, backlog: &prometheus_client::metrics::gauge::Gauge) {
         if let Some(budget) = &self.budget {
             budget.add_permits(self.chunks.iter().map(cost).sum());
         }
+        backlog.dec_by(self.bytes() as i64);
     }
 }
 
@@ -267,10 +274,11 @@ struct Writer<S, N> {
     /// [`Request::Stored`] with false until forgotten.
     failed: HashSet<Link>,
     last_commit: Option<Instant>,
+    metrics: OutputMetrics,
 }
 
-async fn run(store: impl OutputStore, notices: impl OutputNotices, mut rx: mpsc::Receiver<Request>) {
-    let mut w = Writer { store, notices, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None };
+async fn run(store: impl OutputStore, notices: impl OutputNotices, metrics: OutputMetrics, mut rx: mpsc::Receiver<Request>) {
+    let mut w = Writer { store, notices, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None, metrics };
     loop {
         let mut group = Group::default();
         let retry_at = w.stalled.values().map(|s| s.at).min();
@@ -361,7 +369,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
             self.last_commit = Some(Instant::now());
             let all: Vec<OutputChunk> = writes.iter().flat_map(|(_, p)| p.chunks.iter().cloned()).collect();
             let many = writes.len() > 1;
-            match self.store.append_output(all).await {
+            match self.append(all).await {
                 Ok(held) => self.settle(writes, &held),
                 Err(e) if !many => {
                     for (link, part) in writes {
@@ -372,7 +380,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
                 // that link.
                 Err(_) => {
                     for (link, part) in writes {
-                        match self.store.append_output(part.chunks.clone()).await {
+                        match self.append(part.chunks.clone()).await {
                             Ok(held) => self.settle(vec![(link, part)], &held),
                             Err(e) => self.stall(link, part, &e),
                         }
@@ -385,7 +393,7 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
         for link in closed {
             if let Some(mut s) = self.stalled.remove(&link) {
                 tracing::warn!(device = %link.device, "a link ended with output not yet stored; its device resends it");
-                s.part.release();
+                s.part.release(&self.metrics.backlog);
                 for w in s.part.waiting {
                     let _ = w.send(false);
                 }
@@ -397,12 +405,21 @@ impl<S: OutputStore, N: OutputNotices> Writer<S, N> {
         }
     }
 
+    /// Stores `chunks` in one transaction, timing it.
+    async fn append(&self, chunks: Vec<OutputChunk>) -> Result<HashMap<SessionId, u64>, StoreError> {
+        let bytes = chunks.iter().map(|c| c.data.len()).sum();
+        let started = Instant::now();
+        let held = self.store.append_output(chunks).await?;
+        self.metrics.committed(bytes, started.elapsed());
+        Ok(held)
+    }
+
     /// Stored parts: announces their sessions' output, stops the runs whose output was
     /// refused, and answers whoever waited.
     fn settle(&mut self, parts: Parts, held: &HashMap<SessionId, u64>) {
         let mut announced = Vec::new();
         for (link, mut part) in parts {
-            part.release();
+            part.release(&self.metrics.backlog);
             let sessions: HashSet<SessionId> = part.chunks.iter().map(|c| c.session).collect();
             for session in sessions {
                 match held.get(&session) {

@@ -227,6 +227,7 @@ impl Store {
 
     /// Stores a run's latest usage report (`usage`, JSON) with its cost in nano-dollars,
     /// and records each route change not yet recorded ("route changed", by the agent).
+    /// Returns the run's agent and the report it replaced (None: no such session).
     pub async fn record_usage(
         &self,
         id: SessionId,
@@ -234,13 +235,16 @@ impl Store {
         cost: drover_core::spend::Cost,
         unpriced: u64,
         routes: &[RouteChange],
-    ) -> Result<()> {
+    ) -> Result<Option<RecordedUsage>> {
         let mut tx = self.write().await?;
-        let row = sqlx::query("SELECT s.workspace_id, s.route_changes, a.name AS agent FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id WHERE s.id = $1")
-            .bind(id.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else { return Ok(()) };
+        let row = sqlx::query(
+            "SELECT s.workspace_id, s.route_changes, s.usage, a.name AS agent FROM sessions s LEFT JOIN agents a ON a.id = s.agent_id WHERE s.id = $1",
+        )
+        .bind(id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let recorded_usage = RecordedUsage { agent: row.get("agent"), previous: row.get("usage") };
         let workspace: WorkspaceId = parse_id(row.get("workspace_id"))?;
         let recorded = row.get::<i64, _>("route_changes").max(0) as usize;
         let actor = row.get::<Option<String>, _>("agent").map(|a| format!("agent {a}")).unwrap_or_else(|| "harness".into());
@@ -263,7 +267,7 @@ impl Store {
             .await?;
         tx.commit().await?;
         self.changed(workspace, Some(id));
-        Ok(())
+        Ok(Some(recorded_usage))
     }
 
     /// One session.
@@ -391,6 +395,15 @@ impl Store {
         self.changed(workspace, Some(id));
         Ok(Some(ending))
     }
+}
+
+/// What [`Store::record_usage`] replaced: whose run it was and its report before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedUsage {
+    /// The run's agent (None: a task-free session).
+    pub agent: Option<String>,
+    /// The usage report (JSON) the new one replaced, if the run had one.
+    pub previous: Option<String>,
 }
 
 /// A session row's `outcome` column.

@@ -100,6 +100,11 @@ pub struct ServerArgs {
     /// another replica takes over the monitors of one that died.
     #[arg(long, default_value_t = 6.0, hide = true)]
     pub lease_secs: f64,
+    /// Also serve the Prometheus metrics at http://ADDR/metrics without credentials
+    /// (default: only `GET /metrics` on --listen, with an owner's or admin's token). Keep
+    /// it on loopback or a network only Prometheus reaches.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `drover up`.
@@ -190,6 +195,11 @@ pub struct DeviceRunArgs {
     /// The device's sandbox.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// Serve the daemon's Prometheus metrics at http://ADDR/metrics, without
+    /// credentials (default: off). Keep it on loopback or a network only Prometheus
+    /// reaches.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Device management.

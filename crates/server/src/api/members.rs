@@ -85,6 +85,7 @@ async fn authenticate(state: &AppState, addr: std::net::IpAddr, name: &str, pass
         crate::limits::forgive(state, attempt).await;
         return Ok(member.expect("a password matched"));
     }
+    state.metrics.sign_in_failed(crate::metrics::SignInFailure::WrongPassword);
     Err(ApiError::Unauthorized(
         "wrong name or password (a member without a password signs in with a link from `drover ui`, then sets one)".into(),
     ))

@@ -53,6 +53,7 @@ pub const MAX_BODY: usize = 1024 * 1024;
 /// The API's router.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/metrics", get(crate::metrics::scrape))
         .route("/api/v1/health", get(health))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/api/v1/outcomes", get(openapi::outcomes))
@@ -131,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track_http))
         .with_state(state)
 }
 

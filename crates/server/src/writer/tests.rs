@@ -129,7 +129,7 @@ fn chunk(session: SessionId, offset: u64, data: &[u8]) -> OutputChunk {
 }
 
 fn start(store: &FakeStore, notices: &FakeNotices) -> Queue {
-    Queue::start(store.clone(), notices.clone())
+    Queue::start(store.clone(), notices.clone(), OutputMetrics::new())
 }
 
 #[tokio::test]
