@@ -52,6 +52,16 @@ pub const MAX_BODY: usize = 1024 * 1024;
 
 /// The API's router.
 pub fn router(state: AppState) -> Router {
+    routes()
+        .fallback(fallback)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track_http))
+        .with_state(state)
+}
+
+/// Every route.
+fn routes() -> Router<AppState> {
     Router::new()
         .route("/metrics", get(crate::metrics::scrape))
         .route("/api/v1/health", get(health))
@@ -129,11 +139,6 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/events", get(events::list))
         .route("/api/v1/audit/export", get(events::export))
         .merge(needs_you().merge(get_told()))
-        .fallback(fallback)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(json_errors))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track_http))
-        .with_state(state)
 }
 
 /// The routes of "Getting told": each member's browsers and notification choices.
