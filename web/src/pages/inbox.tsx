@@ -229,18 +229,6 @@ export function loadInbox(): Promise<InboxItem[]> {
   return api<Inbox>("/api/v1/inbox").then((i) => i.items);
 }
 
-/** Which of a list's rows have their "waits on you" panel open, by row id. */
-export function useOpenRows(): [Set<string>, (id: string) => void] {
-  const [open, setOpen] = useState<Set<string>>(new Set());
-  const toggle = (id: string) =>
-    setOpen((o) => {
-      const next = new Set(o);
-      if (next.has(id)) next.delete(id);
-      else next.add(id);
-      return next;
-    });
-  return [open, toggle];
-}
 
 /** A list row's badge for what it waits on a person for: one tap opens (or closes)
  *  the row's panel of actions, `needs-${id}`. */

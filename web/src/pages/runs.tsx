@@ -8,6 +8,7 @@ import { LiveDot, OutcomeBadge } from "../badges";
 import { ago, cap, usd, when } from "../format";
 import { AgentLink, RepoLink } from "../links";
 import { subscribe } from "../live";
+import { useOpenRows } from "../open-rows";
 import { SendBox } from "../sendbox";
 import type { PageSpend, Session, Task } from "../types";
 import { TaskCells } from "./tasks";
@@ -119,14 +120,7 @@ function RunRow({ s, other, open, toggle }: { s: Session; other: Other; open: bo
 
 /** The runs, live ones first (as the API orders them); live rows expand. */
 export function Runs({ sessions, more, other, empty }: { sessions: Session[]; more: boolean; other: Other; empty: string }) {
-  const [open, setOpen] = useState<Set<string>>(new Set());
-  const toggle = (id: string) =>
-    setOpen((o) => {
-      const next = new Set(o);
-      if (next.has(id)) next.delete(id);
-      else next.add(id);
-      return next;
-    });
+  const [open, toggle] = useOpenRows();
   return (
     <section aria-labelledby="runs-h">
       <h2 id="runs-h">Sessions</h2>

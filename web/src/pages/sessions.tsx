@@ -9,7 +9,8 @@ import { subscribe } from "../live";
 import { AgentLink, RepoLink } from "../links";
 import { navigate, useLocation } from "../router";
 import type { InboxItem, Overview, Sandbox, SandboxList, SandboxState } from "../types";
-import { NeedsRow, NeedsToggle, loadInbox, useOpenRows } from "./inbox";
+import { useOpenRows } from "../open-rows";
+import { NeedsRow, NeedsToggle, loadInbox } from "./inbox";
 
 type Filter = "live" | "open" | "all";
 const HEADINGS: Record<Filter, string> = { live: "Sandboxes running now", open: "All open sandboxes", all: "All sandboxes" };

@@ -11,7 +11,8 @@ import { subscribe } from "../live";
 import { AgentLink, RepoLink } from "../links";
 import { navigate } from "../router";
 import type { Agent, InboxItem, Repo, Stage, Task, TaskDetail } from "../types";
-import { NeedsRow, NeedsToggle, loadInbox, useOpenRows } from "./inbox";
+import { useOpenRows } from "../open-rows";
+import { NeedsRow, NeedsToggle, loadInbox } from "./inbox";
 import { EventDetail } from "./session";
 
 
