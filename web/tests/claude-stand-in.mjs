@@ -6,7 +6,7 @@
 // after the shared prelude (which defines `args`, `settings` and `run_hook`).
 
 import { execFileSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { browser, startDrover } from "./harness.mjs";
@@ -47,6 +47,13 @@ export async function withClaude(name, body, extra = []) {
   await d.cli("repo", "add", "app", "--device", "e2e", "--path", repo);
   await d.cli("agent", "create", "claude-1", "--harness", "claude");
   return { d, b, dir };
+}
+
+/** Closes what `withClaude` opened (any part may be missing if it failed half way). */
+export async function closeClaude({ d, b, dir } = {}) {
+  await b?.close();
+  await d?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 }
 
 /** How much wider than the window the page is (0: it fits). */

@@ -7,9 +7,8 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
 import { DROVER, shot, signedIn, until } from "./harness.mjs";
-import { overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
+import { closeClaude, overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
 
 const PHONE = { width: 390, height: 844 };
 // A long command with markup in it: it wraps inside the card and is shown as text.
@@ -53,11 +52,7 @@ before(async () => {
   ({ d, b, dir } = await withClaude("inbox", STAND_IN));
   task = (await d.cli("task", "create", "--repo", "app", "--title", "ship it", "--agent", "claude-1")).trim();
 });
-after(async () => {
-  await b?.close();
-  await d?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => closeClaude({ d, b, dir }));
 
 const tail = (run) => tailOf(d, run);
 

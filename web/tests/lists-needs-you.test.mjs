@@ -6,9 +6,8 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
 import { shot, signedIn, until } from "./harness.mjs";
-import { overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
+import { closeClaude, overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
 
 const PHONE = { width: 390, height: 844 };
 
@@ -31,11 +30,7 @@ before(async () => {
   ({ d, b, dir } = await withClaude("lists", STAND_IN));
   task = (await d.cli("task", "create", "--repo", "app", "--title", "ship it", "--agent", "claude-1")).trim();
 });
-after(async () => {
-  await b?.close();
-  await d?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => closeClaude({ d, b, dir }));
 
 const tail = (run) => tailOf(d, run);
 

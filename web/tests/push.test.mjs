@@ -8,9 +8,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createECDH, randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
 import { shot, signedIn, until } from "./harness.mjs";
-import { overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
+import { closeClaude, overflow, tail as tailOf, withClaude } from "./claude-stand-in.mjs";
 
 const PHONE = { width: 390, height: 844 };
 
@@ -30,11 +29,7 @@ let d, b, dir;
 before(async () => {
   ({ d, b, dir } = await withClaude("push", STAND_IN, ["--allow-local-webhooks"]));
 });
-after(async () => {
-  await b?.close();
-  await d?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => closeClaude({ d, b, dir }));
 
 const tail = (run) => tailOf(d, run);
 /** The shown notifications, as the page's service worker registration lists them. */
