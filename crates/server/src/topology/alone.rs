@@ -29,8 +29,13 @@ impl Topology for Alone {
         Box::pin(async move { Ok(here) })
     }
 
-    fn viewers_changed<'a>(&'a self, state: &'a AppState, _hub: &'a Hub, session: SessionId, device: DeviceId) -> Pending<'a, ()> {
-        Box::pin(async move { super::tell_viewers(state, device, &[session], false).await })
+    fn viewers_changed<'a>(&'a self, state: &'a AppState, hub: &'a Hub, session: SessionId, device: DeviceId) -> Pending<'a, ()> {
+        Box::pin(async move {
+            // A viewer leaving an ended session: its device no longer has it to tell.
+            if hub.ended().is_none() {
+                super::tell_viewers(state, device, &[session], false).await;
+            }
+        })
     }
 
     fn tell_viewers<'a>(
