@@ -162,6 +162,13 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
+    /// Sessions followed by other replicas, and sessions this one follows (for
+    /// `/metrics`).
+    pub(crate) fn census(&self) -> (u64, u64) {
+        let watchers = self.watchers.lock().expect("watchers lock").values().map(|w| w.len() as u64).sum();
+        (watchers, self.mirrors.lock().expect("mirrors lock").len() as u64)
+    }
+
     /// The replicas following `session` now.
     pub(crate) fn watchers(&self, session: SessionId) -> Vec<String> {
         let mut all = self.watchers.lock().expect("watchers lock");

@@ -77,6 +77,11 @@ impl<T> Pending<T> {
         }
     }
 
+    /// Requests waiting.
+    fn len(&self) -> u64 {
+        self.0.lock().expect("pending").len() as u64
+    }
+
     /// Drops everything waiting on `device`: its answers will never come.
     fn drop_device(&self, device: DeviceId) {
         self.0.lock().expect("pending").retain(|_, (d, _)| *d != device);
@@ -193,6 +198,17 @@ fn json(msg: &ServerMessage) -> Message {
     Message::Text(serde_json::to_string(msg).expect("server messages serialise").into())
 }
 
+/// What the registry holds now ([`Devices::census`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceCensus {
+    /// Devices linked here.
+    pub links: u64,
+    /// Devices known to be linked to another replica.
+    pub remote: u64,
+    /// Requests to devices waiting on an answer.
+    pub waiting: u64,
+}
+
 /// The registry of connected devices.
 #[derive(Default)]
 pub struct Devices {
@@ -221,6 +237,15 @@ const RELAY_MARGIN: Duration = Duration::from_secs(2);
 pub struct NotConnected;
 
 impl Devices {
+    /// What the registry holds now, for `/metrics`.
+    pub fn census(&self) -> DeviceCensus {
+        DeviceCensus {
+            links: self.conns.lock().expect("conns").len() as u64,
+            remote: self.remote.lock().expect("remote").len() as u64,
+            waiting: self.deliveries.len() + self.sends.len() + self.snapshots.len() + self.merges.len() + self.repo_checks.len(),
+        }
+    }
+
     /// Registers a connection, replacing (and so closing) an older one; returns its epoch.
     pub fn connect(&self, id: DeviceId, tx: mpsc::Sender<Message>) -> u64 {
         let epoch = self.next.fetch_add(1, Ordering::Relaxed);

@@ -310,6 +310,19 @@ impl Hub {
     }
 }
 
+/// What the hubs hold now ([`Hubs::census`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HubCensus {
+    /// Hubs (live sessions with output here).
+    pub hubs: u64,
+    /// Viewers attached to them.
+    pub viewers: u64,
+    /// Bytes of recent output their rings keep.
+    pub ring_bytes: u64,
+    /// Pieces those bytes are kept in.
+    pub ring_pieces: u64,
+}
+
 /// All live hubs.
 #[derive(Default)]
 pub struct Hubs {
@@ -340,6 +353,19 @@ impl Hubs {
     /// Viewers attached to any terminal here.
     pub fn viewers(&self) -> u32 {
         self.hubs.lock().expect("hubs").values().map(|h| h.attached()).sum()
+    }
+
+    /// What the hubs hold now, for `/metrics`.
+    pub fn census(&self) -> HubCensus {
+        let hubs: Vec<Arc<Hub>> = self.hubs.lock().expect("hubs").values().cloned().collect();
+        let mut c = HubCensus { hubs: hubs.len() as u64, ..HubCensus::default() };
+        for h in hubs {
+            let g = h.lock();
+            c.viewers += g.viewers.len() as u64;
+            c.ring_bytes += g.ring.held() as u64;
+            c.ring_pieces += g.ring.pieces() as u64;
+        }
+        c
     }
 
     /// Removes `session`'s hub if it is still `hub` (not one made since).

@@ -19,6 +19,7 @@ mod ingest;
 mod leases;
 mod limits;
 mod link_guard;
+mod live;
 pub mod metrics;
 mod monitor;
 pub mod parking;
@@ -156,6 +157,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Opti
     webhooks::spawn(state.clone());
     push::spawn(state.clone());
     retention::spawn(state.clone());
+    live::spawn(state.clone());
     let app = api::router(state).layer(axum::middleware::from_fn(request_id::tag));
     if let Some(config) = tls {
         // (Through `tap_io`, whose connection info is the listener's address type: axum

@@ -47,6 +47,11 @@ impl LoginLimiter {
         LoginLimiter { max, window, attempts: Mutex::default() }
     }
 
+    /// Keys with attempts kept (for `/metrics`).
+    pub fn keys(&self) -> u64 {
+        self.attempts.lock().expect("limiter lock").values().map(|m| m.len() as u64).sum()
+    }
+
     /// Counts an attempt under each of `keys` (`(key, limit)`), unless one of them is at
     /// its limit: then how long until it may try again.
     pub fn attempt(&self, keys: &[(&str, usize)], now: Instant) -> Result<Attempt, Duration> {

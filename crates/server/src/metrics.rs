@@ -78,6 +78,16 @@ struct DeviceLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StructureLabel {
+    structure: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeapLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MonitorLabel {
     monitor: &'static str,
 }
@@ -468,7 +478,26 @@ async fn now_registry(state: &AppState) -> Result<Registry, drover_store::StoreE
         leases.get_or_create(&MonitorLabel { monitor: m.as_str() }).set(i64::from(state.leases.holds(m)));
     }
     r.register("drover_leases_held", "Background monitors this server runs (1) or leaves to another replica (0)", leases);
+    register_memory(&mut r, state);
     Ok(r)
+}
+
+/// The live structures' counts, the resident memory and the heap (see [`crate::live`]).
+fn register_memory(r: &mut Registry, state: &AppState) {
+    let items: Family<StructureLabel, Gauge> = Family::default();
+    for (structure, n) in crate::live::counts(state) {
+        items.get_or_create(&StructureLabel { structure }).set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    r.register("drover_live_items", "What this server holds in memory now, by structure (items; bytes for *_bytes)", items);
+    if let Some(rss) = crate::live::resident_bytes() {
+        r.register("process_resident_memory_bytes", "Resident memory of this process", gauge(rss));
+    }
+    if let Some(h) = crate::live::heap() {
+        let heap: Family<HeapLabel, Gauge> = Family::default();
+        heap.get_or_create(&HeapLabel { state: "in_use" }).set(i64::try_from(h.in_use).unwrap_or(i64::MAX));
+        heap.get_or_create(&HeapLabel { state: "free" }).set(i64::try_from(h.free).unwrap_or(i64::MAX));
+        r.register("drover_heap_bytes", "The C heap: bytes allocated and in use, and bytes held free by the allocator", heap);
+    }
 }
 
 /// A gauge reading `v`.

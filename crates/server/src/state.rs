@@ -77,6 +77,11 @@ impl AppState {
         }
     }
 
+    /// Tokens whose last use is remembered (for `/metrics`).
+    pub(crate) fn tokens_touched(&self) -> u64 {
+        self.touched.lock().expect("touched lock").len() as u64
+    }
+
     /// Whether the token with `digest` is due a "last used" write: at most once a minute
     /// per token, so a busy client costs no write per request.
     pub(crate) fn touch_due(&self, digest: &str) -> bool {

@@ -57,6 +57,13 @@ impl Told {
     }
 }
 
+impl ViewerCounts {
+    /// Counts told, and counts waiting to be stored (for `/metrics`).
+    pub(crate) fn census(&self) -> (u64, u64) {
+        (self.told.lock().expect("told lock").len() as u64, self.unsaved.lock().expect("unsaved lock").len() as u64)
+    }
+}
+
 /// After a viewer joined or left `hub` here: stores this replica's count and has the
 /// device told how many viewers can type.
 pub(crate) async fn changed(state: &AppState, hub: &Hub, session: SessionId, device: DeviceId) {

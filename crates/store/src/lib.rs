@@ -202,7 +202,7 @@ impl Store {
             Database::Sqlite(path) => {
                 let url = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true).to_url_lossy();
                 let opts = AnyConnectOptions::from_url(&url)?;
-                let pool = sqlite_pool(&opts, READERS, "").await?;
+                let pool = sqlite_pool(&opts, READERS, READER_CACHE).await?;
                 sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
                 // One connection does every write: SQLite runs one writer at a time
                 // anyway, and a connection's page cache is dropped whenever another one
@@ -265,9 +265,35 @@ impl Store {
 /// SQLite connections that read.
 const READERS: u32 = 8;
 
-/// The SQLite writer's page cache, at most (it fills only as pages are used): enough
-/// for the pages a fleet's output touches between checkpoints.
-const WRITER_CACHE: &str = "PRAGMA cache_size = -65536;";
+/// A reader's page cache, at most. Readers mostly page through stored output once (a
+/// recording, a tail), which a cache does not speed up; SQLite's default of 2 MiB each
+/// only filled with pages read once as the database grew.
+const READER_CACHE: &str = "PRAGMA cache_size = -1024;";
+
+/// The SQLite writer's page cache until [`Store::fit_write_cache`] sizes it to the
+/// live work (a fresh connection starts here).
+const WRITER_CACHE: &str = "PRAGMA cache_size = -2048;";
+
+/// The writer's page cache per live run: the pages a run's appends touch (its end of
+/// the output table and of its index, its row).
+const WRITE_CACHE_PER_RUN_KIB: u64 = 32;
+/// The writer's page cache, at least and at most (KiB).
+const WRITE_CACHE_KIB: std::ops::RangeInclusive<u64> = 2048..=65536;
+
+impl Store {
+    /// Sizes the SQLite writer's page cache to `live_runs` runs' worth of pages (32 KiB
+    /// each, from 2 MiB to 64 MiB), so it holds the pages the live runs' output touches and
+    /// not every page written since the start; the size in KiB (0 on PostgreSQL, whose
+    /// cache is the server's).
+    pub async fn fit_write_cache(&self, live_runs: u64) -> Result<u64> {
+        if self.engine != Engine::Sqlite {
+            return Ok(0);
+        }
+        let kib = (live_runs * WRITE_CACHE_PER_RUN_KIB).clamp(*WRITE_CACHE_KIB.start(), *WRITE_CACHE_KIB.end());
+        sqlx::query(&format!("PRAGMA cache_size = -{kib}")).execute(&self.writes).await?;
+        Ok(kib)
+    }
+}
 
 /// A pool of `size` connections to the SQLite database at `opts`, each set up for a
 /// server (WAL, a sync per commit, statement journals in memory) plus `extra` pragmas.
