@@ -3,7 +3,10 @@
 //! it every minute, N sessions printing numbered lines, viewers (`session tail
 //! --follow`) coming and going. At the end every session's stored output is checked
 //! line by line (no number missing, none twice) and the server's and device's memory
-//! over the run is reported (end against the first sample after warm-up).
+//! over the run is reported: resident memory at the end against the first sample after
+//! warm-up (the first five minutes, or half of a shorter run), with the server's heap in
+//! use and its live structures (scraped from its `/metrics`) beside it, so growth can be
+//! told apart as something kept (heap in use grows) or the allocator's (it does not).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -36,12 +39,34 @@ pub struct SoakReport {
     /// Sessions whose stored output falls short of the length their device reported at
     /// the end (a lost tail; goal 0).
     pub short_recordings: u64,
+    /// Minutes of warm-up before the first memory sample.
+    pub warmup_minutes: f64,
     /// Server memory (RSS, MB): first sample after warm-up, last, highest.
     pub server_rss_mb: (f64, f64, f64),
     /// Device daemon memory (RSS, MB): first after warm-up, last, highest.
     pub device_rss_mb: (f64, f64, f64),
-    /// The server's RSS samples (MB), every 15 s after warm-up.
-    pub server_rss_series: Vec<f64>,
+    /// The server's heap in use (MB): first after warm-up, last, highest.
+    pub server_heap_mb: (f64, f64, f64),
+    /// Whether the run met the goal: server RSS at the end within 10% of its first
+    /// sample after warm-up, the device's within 5%, nothing missing, doubled or short.
+    pub flat: bool,
+    /// Every sample after warm-up, 15 s apart.
+    pub samples: Vec<Sample>,
+}
+
+/// One look at both processes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Minutes since the sessions started.
+    pub minute: f64,
+    /// Server RSS (MB).
+    pub server_rss_mb: f64,
+    /// Device daemon RSS (MB).
+    pub device_rss_mb: f64,
+    /// The server's heap in use and held free by the allocator (MB; NaN if unknown).
+    pub server_heap_mb: (f64, f64),
+    /// The server's live structures (`drover_live_items`): hubs, viewers, tasks.
+    pub hubs_viewers_tasks: (u64, u64, u64),
 }
 
 struct Procs {
@@ -98,6 +123,35 @@ fn check_lines(text: &str) -> (u64, u64, u64) {
     (numbers.len() as u64, missing, doubled)
 }
 
+/// `GET /metrics` from the server's open metrics listener at `addr`.
+fn scrape(addr: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    Ok(body)
+}
+
+/// The value of the sample `series` (name and labels, exactly) in a scrape.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Both processes' memory now, and the server's heap and live structures.
+fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: &str) -> Sample {
+    let text = scrape(metrics).unwrap_or_default();
+    let mb = |series: &str| metric(&text, series).map_or(f64::NAN, |b| b / 1e6);
+    let n = |structure: &str| metric(&text, &format!("drover_live_items{{structure=\"{structure}\"}}")).unwrap_or(f64::NAN) as u64;
+    Sample {
+        minute: start.elapsed().as_secs_f64() / 60.0,
+        server_rss_mb: rss_mb(server_pid),
+        device_rss_mb: rss_mb(device_pid),
+        server_heap_mb: (mb("drover_heap_bytes{state=\"in_use\"}"), mb("drover_heap_bytes{state=\"free\"}")),
+        hubs_viewers_tasks: (n("hubs"), n("hub_viewers"), n("tasks")),
+    }
+}
+
 fn summary(samples: &[f64]) -> (f64, f64, f64) {
     let first = samples.first().copied().unwrap_or(f64::NAN);
     let last = samples.last().copied().unwrap_or(f64::NAN);
@@ -108,7 +162,9 @@ fn summary(samples: &[f64]) -> (f64, f64, f64) {
 pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Result<SoakReport> {
     let (server_home, device_home) = (tempfile::tempdir()?, tempfile::tempdir()?);
     let mut procs = Procs { children: Vec::new(), device_home: device_home.path().to_path_buf() };
-    let mut server = spawn(exe, server_home.path(), &["server", "--listen", "127.0.0.1:0", "--stop-grace", "1"])?;
+    let metrics = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    let server_args = ["server", "--listen", "127.0.0.1:0", "--stop-grace", "1", "--metrics-listen", &metrics];
+    let mut server = spawn(exe, server_home.path(), &server_args)?;
     let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
     let url = loop {
         match lines.next() {
@@ -150,8 +206,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
 
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(minutes * 60.0);
-    let warm = Duration::from_secs(30).min(Duration::from_secs_f64(minutes * 60.0 / 4.0));
-    let (mut server_rss, mut device_rss) = (Vec::new(), Vec::new());
+    let warm = Duration::from_secs(300).min(Duration::from_secs_f64(minutes * 60.0 / 2.0));
+    let mut samples = Vec::new();
     let (mut next_cut, mut next_sample, mut next_viewer) = (start + cut_every, start + warm, start);
     let mut viewers: Vec<Child> = Vec::new();
     let mut viewers_started = 0usize;
@@ -164,8 +220,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
             next_cut += cut_every;
         }
         if now >= next_sample {
-            server_rss.push(rss_mb(server_pid));
-            device_rss.push(rss_mb(device_pid));
+            samples.push(sample(start, server_pid, device_pid, &metrics));
             next_sample += Duration::from_secs(15);
         }
         if now >= next_viewer {
@@ -192,8 +247,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         let _ = v.kill();
         let _ = v.wait();
     }
-    server_rss.push(rss_mb(server_pid));
-    device_rss.push(rss_mb(device_pid));
+    samples.push(sample(start, server_pid, device_pid, &metrics));
 
     for id in &ids {
         cli(exe, home, &["session", "stop", id])?;
@@ -217,6 +271,10 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         missing += m;
         doubled += d;
     }
+    let of = |f: fn(&Sample) -> f64| summary(&samples.iter().map(f).collect::<Vec<_>>());
+    let (server_rss_mb, device_rss_mb, server_heap_mb) = (of(|s| s.server_rss_mb), of(|s| s.device_rss_mb), of(|s| s.server_heap_mb.0));
+    let growth = |(first, last, _): (f64, f64, f64)| last / first;
+    let flat = growth(server_rss_mb) <= 1.10 && growth(device_rss_mb) <= 1.05 && missing + doubled + short == 0;
     let report = SoakReport {
         sessions,
         minutes,
@@ -226,28 +284,40 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         lines_missing: missing,
         lines_doubled: doubled,
         short_recordings: short,
-        server_rss_mb: summary(&server_rss),
-        device_rss_mb: summary(&device_rss),
-        server_rss_series: server_rss.clone(),
+        warmup_minutes: warm.as_secs_f64() / 60.0,
+        server_rss_mb,
+        device_rss_mb,
+        server_heap_mb,
+        flat,
+        samples,
     };
-    let growth = |(first, last, _): (f64, f64, f64)| last / first;
     println!(
         "soak: {} lines stored, {} missing, {} doubled, {} recordings short of their end; link dropped {} times; {} viewers came and went",
         report.lines, report.lines_missing, report.lines_doubled, report.short_recordings, report.link_cuts, report.viewers
     );
+    let line = |what: &str, (first, last, max): (f64, f64, f64)| {
+        format!("{what} {first:.1} → {last:.1} MB (max {max:.1}, end/start {:.2})", last / first)
+    };
     println!(
-        "soak: server RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2}); device RSS {:.1} → {:.1} MB (max {:.1}, end/start {:.2})",
-        report.server_rss_mb.0,
-        report.server_rss_mb.1,
-        report.server_rss_mb.2,
-        growth(report.server_rss_mb),
-        report.device_rss_mb.0,
-        report.device_rss_mb.1,
-        report.device_rss_mb.2,
-        growth(report.device_rss_mb)
+        "soak: from minute {:.1} to the end: {}; {}; {}",
+        report.warmup_minutes,
+        line("server RSS", server_rss_mb),
+        line("server heap in use", server_heap_mb),
+        line("device RSS", device_rss_mb)
     );
-    let series: Vec<String> = report.server_rss_series.iter().map(|m| format!("{m:.0}")).collect();
-    println!("soak: server RSS every 15 s (MB): {}", series.join(" "));
+    // One sample a minute (every fourth), to read the shape.
+    let per_minute = |f: fn(&Sample) -> String| report.samples.iter().step_by(4).map(f).collect::<Vec<_>>().join(" ");
+    println!("soak: server RSS each minute (MB): {}", per_minute(|s| format!("{:.0}", s.server_rss_mb)));
+    println!(
+        "soak: server heap in use / free each minute (MB): {}",
+        per_minute(|s| format!("{:.0}/{:.0}", s.server_heap_mb.0, s.server_heap_mb.1))
+    );
+    println!("soak: device RSS each minute (MB): {}", per_minute(|s| format!("{:.1}", s.device_rss_mb)));
+    println!(
+        "soak: server hubs/viewers/tasks each minute: {}",
+        per_minute(|s| format!("{}/{}/{}", s.hubs_viewers_tasks.0, s.hubs_viewers_tasks.1, s.hubs_viewers_tasks.2))
+    );
+    println!("soak: {} (goal: server RSS end/start ≤ 1.10, device ≤ 1.05, nothing lost)", if flat { "flat" } else { "NOT flat" });
     drop(procs);
     Ok(report)
 }
