@@ -3,8 +3,9 @@
 //! device protocol (`drover_protocol::device`, as `drover_device::link` does) over their
 //! own WebSockets: hello, a heartbeat at the daemon's default interval, and 8 live
 //! sessions each, started through the real API (the server's Start answered with
-//! Started), each printing one ~80-byte line every 10 s (acknowledged by the server once
-//! stored). The database holds 100,000 sandboxes at the largest size.
+//! Started), each printing one ~80-byte line every 10 s (at the end, what was sent is
+//! checked against the server's `drover_output_bytes_total`). The database holds
+//! 100,000 sandboxes at the largest size.
 //!
 //! Per fleet size it measures the server process (CPU from `/proc/PID/stat`, RSS from
 //! `/proc/PID/status`) over windows: devices only heartbeating (the cost per heartbeat,
@@ -148,8 +149,9 @@ pub struct SizeFigures {
     pub list_live_ms: f64,
     /// The Sessions page's first batch (All) under load, median ms.
     pub list_all_ms: f64,
-    /// Output bytes sent but not acknowledged 10 s after the last measurement (goal 0).
-    pub unacked_bytes: u64,
+    /// Output bytes sent but not stored (the server's `drover_output_bytes_total`) 10 s
+    /// after the last measurement (goal 0).
+    pub unstored_bytes: u64,
     /// Device links that dropped or were refused so far (goal 0).
     pub links_lost: u64,
     /// Sessions the server stopped or released so far (goal 0: nothing should end).
@@ -293,10 +295,12 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
         let listing = Sample::take(pid, db_meter.as_ref(), &counters).since(&before, t_list.elapsed().as_secs_f64(), 0.0);
         let sent = counters.bytes_sent.load(Relaxed);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while counters.bytes_acked.load(Relaxed) < sent && Instant::now() < deadline {
+        let mut stored = stored_bytes(&client)?;
+        while stored < sent && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
+            stored = stored_bytes(&client)?;
         }
-        let unacked_bytes = sent.saturating_sub(counters.bytes_acked.load(Relaxed));
+        let unstored_bytes = sent.saturating_sub(stored);
         let cpu_s = |w: &Window| w.cpu_pct / 100.0 * w.secs;
         let idle_cpu_s = idle.cpu_pct / 100.0 * quiet.secs;
         let f = SizeFigures {
@@ -310,7 +314,7 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
             health_ms,
             list_live_ms,
             list_all_ms,
-            unacked_bytes,
+            unstored_bytes,
             links_lost: counters.links_lost.load(Relaxed),
             ended_by_server: counters.ended_by_server.load(Relaxed),
             quiet,
@@ -337,13 +341,13 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
             f.steady.simulator_cpu_pct
         );
         println!(
-            "  {size} devices, Sessions list under load ({} sandboxes): Live {:.1} ms, All {:.1} ms vs health {:.2} ms ({:.0}× health); unacked {} B, links lost {}, ended by the server {}",
+            "  {size} devices, Sessions list under load ({} sandboxes): Live {:.1} ms, All {:.1} ms vs health {:.2} ms ({:.0}× health); not stored {} B, links lost {}, ended by the server {}",
             f.sandboxes,
             f.list_live_ms,
             f.list_all_ms,
             f.health_ms,
             f.list_all_ms / f.health_ms,
-            f.unacked_bytes,
+            f.unstored_bytes,
             f.links_lost,
             f.ended_by_server
         );
@@ -415,6 +419,14 @@ impl SizeFigures {
     fn cpu_pct_floor(&self) -> f64 {
         self.cpu_per_device_pct.max(1e-6)
     }
+}
+
+/// Output bytes the server has stored since it started (`drover_output_bytes_total`
+/// from its `/metrics`, read with the owner's token).
+fn stored_bytes(client: &Client) -> Result<u64> {
+    let text = String::from_utf8(client.get("/metrics")?)?;
+    let value = text.lines().find_map(|l| l.strip_prefix("drover_output_bytes_total ")?.trim().parse::<f64>().ok());
+    Ok(value.context("no drover_output_bytes_total in /metrics")? as u64)
 }
 
 /// Runs `f(client, i)` for i in 0..n on a few threads, each with its own API client.

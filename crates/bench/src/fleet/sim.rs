@@ -24,7 +24,6 @@ pub(super) struct Counters {
     pub(super) heartbeats: AtomicU64,
     pub(super) frames: AtomicU64,
     pub(super) bytes_sent: AtomicU64,
-    pub(super) bytes_acked: AtomicU64,
     pub(super) links_lost: AtomicU64,
     pub(super) ended_by_server: AtomicU64,
     pub(super) notes: Mutex<Vec<String>>,
@@ -47,7 +46,6 @@ impl Counters {
 pub(super) struct SimSession {
     pub(super) id: SessionId,
     pub(super) offset: u64,
-    pub(super) acked: u64,
     pub(super) lines: u64,
     pub(super) started: Instant,
     pub(super) started_at: String,
@@ -173,7 +171,6 @@ pub(super) async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: S
             sessions.push(SimSession {
                 id: spec.session,
                 offset: 0,
-                acked: 0,
                 lines: 0,
                 started: Instant::now(),
                 started_at: chrono::Utc::now().to_rfc3339(),
@@ -185,14 +182,8 @@ pub(super) async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: S
             let pid = 10_000 + (spec.session.uuid().as_u128() % 1_000_000) as u32;
             send(sink, &DeviceMessage::Started { session: spec.session, pid, cwd }).await?;
         }
-        ServerMessage::Ack { session, offset } => {
-            if let Some(s) = sessions.iter_mut().find(|s| s.id == session) {
-                if offset > s.acked {
-                    c.bytes_acked.fetch_add(offset - s.acked, Relaxed);
-                    s.acked = offset;
-                }
-            }
-        }
+        // No longer sent by the server (a device resumes from the welcome's offsets).
+        ServerMessage::Ack { .. } => {}
         ServerMessage::Stop { session, .. } => match sessions.iter_mut().find(|s| s.id == session) {
             Some(s) if !s.ended => {
                 s.ended = true;
