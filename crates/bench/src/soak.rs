@@ -65,6 +65,8 @@ pub struct Sample {
     pub device_rss_mb: f64,
     /// The server's heap in use and held free by the allocator (MB; NaN if unknown).
     pub server_heap_mb: (f64, f64),
+    /// Of the heap in use, SQLite's: page caches, statements, schemas (MB).
+    pub server_sqlite_mb: f64,
     /// The server's live structures (`drover_live_items`): hubs, viewers, tasks.
     pub hubs_viewers_tasks: (u64, u64, u64),
 }
@@ -148,6 +150,7 @@ fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: &str) -> Sa
         server_rss_mb: rss_mb(server_pid),
         device_rss_mb: rss_mb(device_pid),
         server_heap_mb: (mb("drover_heap_bytes{state=\"in_use\"}"), mb("drover_heap_bytes{state=\"free\"}")),
+        server_sqlite_mb: mb("drover_sqlite_memory_bytes"),
         hubs_viewers_tasks: (n("hubs"), n("hub_viewers"), n("tasks")),
     }
 }
@@ -309,8 +312,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
     let per_minute = |f: fn(&Sample) -> String| report.samples.iter().step_by(4).map(f).collect::<Vec<_>>().join(" ");
     println!("soak: server RSS each minute (MB): {}", per_minute(|s| format!("{:.0}", s.server_rss_mb)));
     println!(
-        "soak: server heap in use / free each minute (MB): {}",
-        per_minute(|s| format!("{:.0}/{:.0}", s.server_heap_mb.0, s.server_heap_mb.1))
+        "soak: server heap in use / free / SQLite's each minute (MB): {}",
+        per_minute(|s| format!("{:.0}/{:.0}/{:.1}", s.server_heap_mb.0, s.server_heap_mb.1, s.server_sqlite_mb))
     );
     println!("soak: device RSS each minute (MB): {}", per_minute(|s| format!("{:.1}", s.device_rss_mb)));
     println!(

@@ -138,6 +138,16 @@ fn up_serves_metrics_that_promtool_accepts_and_that_move_with_sessions_webhooks_
     );
     assert_eq!(value(&after, "drover_sessions_live{device=\"testdev\"}"), Some(0.0), "{after}");
     assert_eq!(value(&after, "drover_leases_held{monitor=\"webhooks\"}"), Some(1.0), "{after}");
+    // What the process holds: its live structures (the session's hub is gone once it
+    // ended), its resident memory and heap, and SQLite's share of it on SQLite.
+    assert_eq!(value(&after, "drover_live_items{structure=\"device_links\"}"), Some(1.0), "{after}");
+    assert_eq!(value(&after, "drover_live_items{structure=\"hubs\"}"), Some(0.0), "{after}");
+    assert!(value(&after, "drover_live_items{structure=\"tasks\"}") > Some(0.0), "{after}");
+    assert!(value(&after, "process_resident_memory_bytes") > Some(1e6), "{after}");
+    assert!(value(&after, "drover_heap_bytes{state=\"in_use\"}") > Some(0.0), "{after}");
+    if support::test_database(d.home.path()).is_none() {
+        assert!(value(&after, "drover_sqlite_memory_bytes") > Some(0.0), "{after}");
+    }
     assert_eq!(value(&after, "drover_webhook_queue_depth"), Some(0.0), "{after}");
 
     // The Grafana dashboard graphs only series the server (and its device) serve.

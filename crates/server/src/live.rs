@@ -29,7 +29,10 @@ pub fn spawn(state: AppState) {
                 }
             };
             let counts: Vec<String> = counts(&state).iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let heap = heap().map(|h| format!("heap_in_use={} heap_free={}", h.in_use, h.free)).unwrap_or_default();
+            let mut heap = heap().map(|h| format!("heap_in_use={} heap_free={}", h.in_use, h.free)).unwrap_or_default();
+            if let Some((sqlite, _)) = drover_store::sqlite_memory() {
+                heap.push_str(&format!(" sqlite_in_use={sqlite}"));
+            }
             tracing::debug!(rss = resident_bytes(), cache_kib, "live: {} {heap}", counts.join(" "));
         }
     });

@@ -498,6 +498,9 @@ fn register_memory(r: &mut Registry, state: &AppState) {
         heap.get_or_create(&HeapLabel { state: "free" }).set(i64::try_from(h.free).unwrap_or(i64::MAX));
         r.register("drover_heap_bytes", "The C heap: bytes allocated and in use, and bytes held free by the allocator", heap);
     }
+    if let Some((in_use, _)) = drover_store::sqlite_memory() {
+        r.register("drover_sqlite_memory_bytes", "SQLite's heap in this process: page caches, prepared statements, schemas", gauge(in_use));
+    }
 }
 
 /// A gauge reading `v`.

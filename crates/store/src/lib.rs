@@ -280,6 +280,16 @@ const WRITE_CACHE_PER_RUN_KIB: u64 = 32;
 /// The writer's page cache, at least and at most (KiB).
 const WRITE_CACHE_KIB: std::ops::RangeInclusive<u64> = 2048..=65536;
 
+/// SQLite's heap in this process (page caches, prepared statements, schemas): bytes in
+/// use now, and the most ever in use; None where SQLite does not count them.
+pub fn sqlite_memory() -> Option<(u64, u64)> {
+    let (mut now, mut most) = (0i64, 0i64);
+    // SAFETY: sqlite3_status64 only writes the two counters it is given, which live
+    // until it returns; the operation code is one SQLite defines.
+    let rc = unsafe { libsqlite3_sys::sqlite3_status64(libsqlite3_sys::SQLITE_STATUS_MEMORY_USED, &mut now, &mut most, 0) };
+    (rc == libsqlite3_sys::SQLITE_OK).then(|| (u64::try_from(now).unwrap_or(0), u64::try_from(most).unwrap_or(0)))
+}
+
 impl Store {
     /// Sizes the SQLite writer's page cache to `live_runs` runs' worth of pages (32 KiB
     /// each, from 2 MiB to 64 MiB), so it holds the pages the live runs' output touches and
