@@ -6,6 +6,7 @@ mod attach;
 mod client;
 mod commands;
 mod config;
+mod heap;
 mod home;
 mod logging;
 mod mcp;
@@ -79,6 +80,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if matches!(cli.command, args::Command::Up(_) | args::Command::Server(_) | args::Command::Device(_)) {
+        runtime.spawn(heap::trim_periodically());
+    }
     let code = match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
