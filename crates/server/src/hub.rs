@@ -355,6 +355,11 @@ impl Hubs {
         self.hubs.lock().expect("hubs").values().map(|h| h.attached()).sum()
     }
 
+    /// Hubs now (live sessions with output here).
+    pub fn count(&self) -> u64 {
+        self.hubs.lock().expect("hubs").len() as u64
+    }
+
     /// What the hubs hold now, for `/metrics`.
     pub fn census(&self) -> HubCensus {
         let hubs: Vec<Arc<Hub>> = self.hubs.lock().expect("hubs").values().cloned().collect();

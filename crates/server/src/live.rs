@@ -20,14 +20,17 @@ pub fn spawn(state: AppState) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let live_runs = state.hubs.census().hubs;
-            let cache_kib = match state.store.fit_write_cache(live_runs).await {
+            let cache_kib = match state.store.fit_write_cache(state.hubs.count()).await {
                 Ok(kib) => kib,
                 Err(e) => {
                     tracing::warn!("sizing the database's write cache: {e}");
                     0
                 }
             };
+            // The counts look under every hub's lock: only when someone reads them.
+            if !tracing::enabled!(tracing::Level::DEBUG) {
+                continue;
+            }
             let counts: Vec<String> = counts(&state).iter().map(|(k, v)| format!("{k}={v}")).collect();
             let mut heap = heap().map(|h| format!("heap_in_use={} heap_free={}", h.in_use, h.free)).unwrap_or_default();
             if let Some((sqlite, _)) = drover_store::sqlite_memory() {

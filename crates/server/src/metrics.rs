@@ -486,7 +486,7 @@ async fn now_registry(state: &AppState) -> Result<Registry, drover_store::StoreE
 fn register_memory(r: &mut Registry, state: &AppState) {
     let items: Family<StructureLabel, Gauge> = Family::default();
     for (structure, n) in crate::live::counts(state) {
-        items.get_or_create(&StructureLabel { structure }).set(i64::try_from(n).unwrap_or(i64::MAX));
+        items.get_or_create(&StructureLabel { structure }).set(gauge_value(n));
     }
     r.register("drover_live_items", "What this server holds in memory now, by structure (items; bytes for *_bytes)", items);
     if let Some(rss) = crate::live::resident_bytes() {
@@ -494,8 +494,8 @@ fn register_memory(r: &mut Registry, state: &AppState) {
     }
     if let Some(h) = crate::live::heap() {
         let heap: Family<HeapLabel, Gauge> = Family::default();
-        heap.get_or_create(&HeapLabel { state: "in_use" }).set(i64::try_from(h.in_use).unwrap_or(i64::MAX));
-        heap.get_or_create(&HeapLabel { state: "free" }).set(i64::try_from(h.free).unwrap_or(i64::MAX));
+        heap.get_or_create(&HeapLabel { state: "in_use" }).set(gauge_value(h.in_use));
+        heap.get_or_create(&HeapLabel { state: "free" }).set(gauge_value(h.free));
         r.register("drover_heap_bytes", "The C heap: bytes allocated and in use, and bytes held free by the allocator", heap);
     }
     if let Some((in_use, _)) = drover_store::sqlite_memory() {
@@ -506,8 +506,13 @@ fn register_memory(r: &mut Registry, state: &AppState) {
 /// A gauge reading `v`.
 fn gauge(v: u64) -> Gauge {
     let g = Gauge::default();
-    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    g.set(gauge_value(v));
     g
+}
+
+/// `v` as a gauge holds it (saturating at `i64::MAX`).
+fn gauge_value(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
