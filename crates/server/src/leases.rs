@@ -23,11 +23,14 @@ pub enum Monitor {
     Retention,
     /// The Web Push sender.
     Push,
+    /// The screen checkpointer.
+    Screens,
 }
 
 impl Monitor {
     /// Every monitor.
-    pub const ALL: [Monitor; 5] = [Monitor::Stale, Monitor::Scheduler, Monitor::Webhooks, Monitor::Retention, Monitor::Push];
+    pub const ALL: [Monitor; 6] =
+        [Monitor::Stale, Monitor::Scheduler, Monitor::Webhooks, Monitor::Retention, Monitor::Push, Monitor::Screens];
 
     /// The lease's name.
     pub fn as_str(self) -> &'static str {
@@ -37,6 +40,7 @@ impl Monitor {
             Monitor::Webhooks => "webhooks",
             Monitor::Retention => "retention",
             Monitor::Push => "push",
+            Monitor::Screens => "screens",
         }
     }
 }

@@ -29,6 +29,7 @@ mod render;
 pub mod request_id;
 mod retention;
 pub mod scheduler;
+mod screens;
 mod spend;
 mod state;
 mod tasks;
@@ -158,6 +159,7 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener, tls: Opti
     push::spawn(state.clone());
     retention::spawn(state.clone());
     live::spawn(state.clone());
+    screens::spawn(state.clone());
     let app = api::router(state).layer(axum::middleware::from_fn(request_id::tag));
     if let Some(config) = tls {
         // (Through `tap_io`, whose connection info is the listener's address type: axum

@@ -1,8 +1,7 @@
-//! Turning a stored output stream into things people read: plain text, a screen
-//! snapshot (for viewers when the device cannot answer), and an asciicast v3 file.
+//! Turning a stored output stream into things people read: plain text and an asciicast
+//! v3 file (screens come from checkpoints: `crate::screens`).
 
 use drover_core::SessionId;
-use drover_protocol::shim::Snapshot;
 use drover_render::asciicast::{CastWriter, Event, Header};
 use drover_render::text::TextRenderer;
 use drover_render::transcript::Transcript;
@@ -14,7 +13,7 @@ const PAGE: usize = 4 * 1024 * 1024;
 /// Calls `f` with every stored chunk of `session` from `from`, in order.
 async fn each_chunk(store: &Store, session: SessionId, mut from: u64, mut f: impl FnMut(OutputChunk)) -> Result<u64, StoreError> {
     loop {
-        let chunks = store.read_output(session, from, PAGE).await?;
+        let chunks = store.read_output_rows(session, from, PAGE).await?;
         if chunks.is_empty() {
             return Ok(from);
         }
@@ -74,41 +73,6 @@ pub async fn screen_text(store: &Store, row: &SessionRow, settled_only: bool) ->
     Ok((lines, end))
 }
 
-/// A snapshot rebuilt by replaying all the stored output (the final screen of a
-/// finished session).
-pub async fn replay_snapshot(store: &Store, session: SessionId, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
-    replay_snapshot_from(store, session, 0, cols, rows).await
-}
-
-/// A snapshot rebuilt by replaying the stored output from `from` on, onto a blank
-/// screen: the screen as that stretch of output draws it.
-pub async fn replay_snapshot_from(store: &Store, session: SessionId, from: u64, cols: u16, rows: u16) -> Result<Snapshot, StoreError> {
-    let mut parser = Some(vt100::Parser::new(rows, cols, 0));
-    let mut offset = from;
-    loop {
-        let chunks = store.read_output(session, offset, PAGE).await?;
-        if chunks.is_empty() {
-            break;
-        }
-        // Emulation is CPU work: keep it off the async workers.
-        let mut p = parser.take().expect("parser");
-        let (p, end) = tokio::task::spawn_blocking(move || {
-            let mut end = 0;
-            for c in chunks {
-                end = c.offset + c.data.len() as u64;
-                p.process(&c.data);
-            }
-            (p, end)
-        })
-        .await
-        .map_err(|e| StoreError::Io(e.to_string()))?;
-        parser = Some(p);
-        offset = end;
-    }
-    let data = drover_render::redraw::redraw(parser.expect("parser").screen());
-    Ok(Snapshot { req: 0, offset, cols, rows, data })
-}
-
 /// The session's recording as an asciicast v3 file: the header has the size it started
 /// at (later sizes are `r` events) and its command quoted so a shell reads back the same
 /// argv; the exit event comes at the time the program ended, not at its last output.
@@ -158,7 +122,6 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
     w.into_inner().map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// "COLSxROWS" as numbers.
 /// The terminal sizes a session's output was written at: the size it started at, then
 /// each resize from the µs it took effect.
 pub struct Sizes {
@@ -184,7 +147,8 @@ impl Sizes {
     }
 }
 
-fn parse_size(data: &str) -> Option<(u16, u16)> {
+/// "COLSxROWS" as numbers.
+pub(crate) fn parse_size(data: &str) -> Option<(u16, u16)> {
     let (c, r) = data.split_once('x')?;
     Some((c.parse().ok()?, r.parse().ok()?))
 }

@@ -15,12 +15,14 @@ use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::hub::{Hub, Joined, NoResync, ViewerOut};
-use crate::{render, ApiError, AppState};
+use crate::screens::{self, ScreenError, ScreenPoint};
+use crate::{ApiError, AppState};
 
 /// Snapshot attempts before falling back to rebuilding the screen from stored output.
 const SNAPSHOT_TRIES: usize = 3;
-/// The most recent stored output the fallback screen is rebuilt from: never the whole
-/// stream (DESIGN.md), so its cost does not grow with the session's age.
+/// The most recent stored output the fallback screen is rebuilt from when no checkpoint
+/// is near enough yet: never the whole stream (DESIGN.md), so its cost does not grow with
+/// the session's age.
 const FALLBACK_REPLAY_BYTES: u64 = 2 * 1024 * 1024;
 /// Most stored output sent to catch a re-synced viewer up before taking a new snapshot.
 const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
@@ -235,17 +237,23 @@ impl Viewer {
                 return Ok(());
             }
         }
-        // The device cannot answer (disconnected, too busy, or the session ended):
-        // rebuild the screen here, from the latest stored output only.
-        tracing::debug!(session = %self.session, "no snapshot from the device; rebuilding the screen from recent output");
-        let (cols, rows) = self.hub.size();
-        let from = self.hub.latest().saturating_sub(FALLBACK_REPLAY_BYTES);
-        match render::replay_snapshot_from(&self.state.store, self.session, from, cols, rows).await {
-            Ok(snap) => {
-                sink.send(Message::Binary(snap.data.into())).await?;
-                self.follow_on(id, snap.offset, sink).await?;
+        // The device cannot answer (disconnected, too busy, or the session ended): the
+        // screen comes from the nearest checkpoint and the output stored after it.
+        tracing::debug!(session = %self.session, "no snapshot from the device; rebuilding the screen from a checkpoint");
+        let size = self.hub.size();
+        let screen = match screens::screen_at(&self.state.store, self.session, ScreenPoint::End, size).await {
+            Err(ScreenError::NotReady) => {
+                let from = self.hub.latest().saturating_sub(FALLBACK_REPLAY_BYTES);
+                screens::recent_screen(&self.state.store, self.session, from, size).await.map_err(ScreenError::from)
             }
-            Err(e) => tracing::warn!("replaying a snapshot: {e}"),
+            other => other,
+        };
+        match screen {
+            Ok(t) => {
+                sink.send(Message::Binary(screens::redraw(&t).into())).await?;
+                self.follow_on(id, t.offset, sink).await?;
+            }
+            Err(e) => tracing::warn!("rebuilding a viewer's screen: {e}"),
         }
         Ok(())
     }

@@ -91,6 +91,7 @@ mod push;
 mod repos;
 mod retention;
 mod sandboxes;
+mod screens;
 mod session_tokens;
 mod sessions;
 mod skills;
@@ -127,6 +128,7 @@ pub use push::{local_minute, valid_zone, DuePush, NotifyChoices, PushSubscriptio
 pub use repos::RepoRow;
 pub use retention::Pruned;
 pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
+pub use screens::{CheckpointAt, ScreenCheckpoint, ScreenDue};
 pub use sessions::{NewSession, RecordedUsage, RouteChange, RunTimes, SessionRow};
 pub use skills::SkillRow;
 pub use spend::{month_start, CapCheck, SpendKey, SpendRow};

@@ -204,8 +204,15 @@ impl Store {
         Ok(held)
     }
 
-    /// Stored output from `from` on, up to about `max_bytes`.
+    /// Stored output from `from` on, up to about `max_bytes`, pieces that continue one
+    /// another within the merge window joined.
     pub async fn read_output(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
+        Ok(join_chunks(self.read_output_rows(session, from, max_bytes).await?))
+    }
+
+    /// Stored output from `from` on, up to about `max_bytes`, a piece per stored row (each
+    /// with its own time: what a recording's events and the screen at a time are made of).
+    pub async fn read_output_rows(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
         // The chunk holding `from`, then those after it, a batch at a time.
         let rows = sqlx::query(
             "SELECT start_offset, t_micros, data FROM output_chunks WHERE session_id = $1 AND start_offset >= COALESCE(
@@ -236,7 +243,7 @@ impl Store {
             size += data.len();
             pieces.push(OutputChunk { session, offset, t_micros, data });
         }
-        Ok(join_chunks(pieces))
+        Ok(pieces)
     }
 
     /// Deletes a session's stored output (retention), in `tx`.

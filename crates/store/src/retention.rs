@@ -46,6 +46,7 @@ impl Store {
                 // pruned again, never a pruned session with its recording still there.
                 let mut tx = self.write().await?;
                 self.remove_output(&mut tx, session).await?;
+                Store::remove_checkpoints_but_last(&mut tx, session).await?;
                 out.events += sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
                 sqlx::query("DELETE FROM recording_marks WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
                 sqlx::query("DELETE FROM attention WHERE session_id = $1").bind(id).execute(&mut *tx).await?;

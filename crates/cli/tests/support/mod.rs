@@ -48,6 +48,17 @@ pub fn database_exec(home: &Path, sql: &str) {
     assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// What `sql` selects from the database of the server in `home`, as `psql -At` or
+/// `sqlite3` prints it (columns joined by `|`).
+pub fn database_query(home: &Path, sql: &str) -> String {
+    let out = match test_database(home) {
+        Some(url) => Command::new("psql").args(["-XAtq", &url, "-c", sql]).output().expect("psql (postgresql-client)"),
+        None => Command::new("sqlite3").arg(home.join("drover.db")).arg(sql).output().expect("sqlite3"),
+    };
+    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Everything the server in `home` stored, as text: its SQLite files, or a dump of its
 /// PostgreSQL database.
 pub fn database_text(home: &Path) -> String {

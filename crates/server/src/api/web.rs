@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use super::sessions::view as session_view;
 use crate::auth::{self, Caller};
-use crate::{render, ApiError, AppState};
+use crate::screens::{self, ScreenError, ScreenPoint};
+use crate::{ApiError, AppState};
 
 /// `GET /api/v1/me`.
 pub async fn me(caller: Caller) -> Result<Json<MeView>, ApiError> {
@@ -207,18 +208,40 @@ pub async fn device_sessions(
     Ok(Json(SessionList { sessions: rows.into_iter().map(|r| session_view(&state, &caller, r)).collect() }))
 }
 
-/// `GET /api/v1/sessions/{id}/screen`: the session's screen as of everything stored (the
-/// final screen of a finished session), as escape sequences that redraw it; the size is
-/// in `x-drover-cols` / `x-drover-rows`.
-pub async fn screen(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+/// Parameters of `screen`.
+#[derive(Debug, Deserialize)]
+pub struct ScreenParams {
+    /// The screen as a player shows it at this time (µs since the start): after the
+    /// output and resizes at or before it. Without it, after everything stored.
+    pub t: Option<u64>,
+}
+
+/// `GET /api/v1/sessions/{id}/screen`: the session's screen after everything stored (the
+/// Final screen of a finished session), or at a time of its recording (`?t=µs`, the
+/// player's seek), as escape sequences that draw it on a blank terminal; its size is in
+/// `x-drover-cols` / `x-drover-rows`, the stream offset and time it stands for in
+/// `x-drover-offset` / `x-drover-t`. It comes from the nearest screen checkpoint and the
+/// output after it: bounded work however long the session ran (503 while the
+/// checkpoints of an old session are still being built).
+pub async fn screen(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(p): Query<ScreenParams>,
+) -> Result<impl IntoResponse, ApiError> {
     let (row, _) = super::sessions::load_for_drop_in(&state, &caller, &id).await?;
-    let snap = render::replay_snapshot(&state.store, row.id, row.cols, row.rows).await?;
+    let point = p.t.map_or(ScreenPoint::End, ScreenPoint::Time);
+    let screen = screens::screen_at(&state.store, row.id, point, (row.cols, row.rows)).await.map_err(|e| match e {
+        ScreenError::NotReady => ApiError::Unavailable(e.to_string()),
+        ScreenError::Store(e) => e.into(),
+    })?;
     let mut headers = HeaderMap::new();
-    headers.insert("x-drover-cols", HeaderValue::from(row.cols));
-    headers.insert("x-drover-rows", HeaderValue::from(row.rows));
-    headers.insert("x-drover-offset", HeaderValue::from(snap.offset));
+    headers.insert("x-drover-cols", HeaderValue::from(screen.size.0));
+    headers.insert("x-drover-rows", HeaderValue::from(screen.size.1));
+    headers.insert("x-drover-offset", HeaderValue::from(screen.offset));
+    headers.insert("x-drover-t", HeaderValue::from(screen.t_micros));
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    Ok((headers, snap.data))
+    Ok((headers, screen.dump.into_bytes()))
 }
 
 #[cfg(test)]

@@ -142,13 +142,17 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
     let reply = match req {
         ShimRequest::Subscribe { .. } => None,
         ShimRequest::Resize { cols, rows } => {
-            let resized = shared.master.lock().expect("master lock").as_ref().map(|m| m.resize(cols, rows));
-            if let Some(Err(e)) = resized {
+            // Told before the program can see the new size, so the recording has the
+            // resize ahead of anything drawn for it and of the end, should it exit at once.
+            let resized = ShimFrame::Event(ShimEvent::Resized { t_micros: shared.now_micros(), cols, rows });
+            let _ = tx.send(Out::Frame(resized.encode())).await;
+            let done = shared.master.lock().expect("master lock").as_ref().map(|m| m.resize(cols, rows));
+            if let Some(Err(e)) = done {
                 tracing::warn!("resize failed: {e}");
             }
             *shared.size.lock().expect("size lock") = (cols, rows);
             shared.screen.resize(cols, rows).await;
-            Some(ShimFrame::Event(ShimEvent::Resized { t_micros: shared.now_micros(), cols, rows }))
+            None
         }
         ShimRequest::SendText { req, text } => Some(ShimFrame::Event(send_text(shared, req, &text).await)),
         ShimRequest::Stop { grace_ms } => {
