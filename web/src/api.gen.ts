@@ -904,7 +904,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The session's screen as escape sequences that redraw it (size in `x-drover-cols`/`x-drover-rows`). */
+        /** The session's screen after everything stored (its Final screen), or at a time of its recording, from the nearest screen checkpoint: escape sequences that draw it on a blank terminal (`x-drover-cols`/`x-drover-rows`, `x-drover-offset`/`x-drover-t`); 503 while an old session's checkpoints are being built. */
         get: operations["get_sessions_id_screen"];
         put?: never;
         post?: never;
@@ -4799,7 +4799,10 @@ export interface operations {
     };
     get_sessions_id_screen: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The screen a player shows at this time, in µs since the start. */
+                t?: number;
+            };
             header?: never;
             path: {
                 id: string;

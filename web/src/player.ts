@@ -4,6 +4,7 @@ import { Terminal } from "@xterm/xterm";
 
 interface Frame {
   at: number; // seconds from the start
+  us: number; // the same, in whole µs (as the server counts: no float drift)
   code: string;
   data: string;
 }
@@ -24,6 +25,7 @@ export function parseCast(text: string): Cast {
   const rows = header?.term?.rows ?? 24;
   const frames: Frame[] = [];
   let at = 0;
+  let us = 0;
   for (const line of lines.slice(1)) {
     let ev: unknown;
     try {
@@ -33,10 +35,24 @@ export function parseCast(text: string): Cast {
     }
     if (!Array.isArray(ev) || typeof ev[0] !== "number" || typeof ev[1] !== "string") continue;
     at += ev[0];
-    frames.push({ at, code: ev[1], data: typeof ev[2] === "string" ? ev[2] : "" });
+    us += Math.round(ev[0] * 1e6);
+    frames.push({ at, us, code: ev[1], data: typeof ev[2] === "string" ? ev[2] : "" });
   }
   return { cols, rows, frames, length: at };
 }
+
+/** The screen at a time of the recording, from the server's checkpoints. */
+export interface Screen {
+  cols: number;
+  rows: number;
+  data: Uint8Array;
+}
+
+/** Asks the server for the screen at `us` µs into the recording. */
+export type ScreenAt = (us: number) => Promise<Screen>;
+
+/** Output a seek replays here at most; further, it asks the server for the screen. */
+const LOCAL_SEEK_CHARS = 256 * 1024;
 
 export class Player {
   readonly term: Terminal;
@@ -45,11 +61,29 @@ export class Player {
   private playing = false;
   private raf = 0;
   private last = 0;
+  /** Output characters before each frame (what replaying up to it costs). */
+  private cost: number[];
+  /** Bumped by every seek: a screen that comes back for an older one is dropped. */
+  private seeking = 0;
+  /** A screen is on its way: playback waits for it. */
+  private pending = false;
   speed = 1;
 
-  constructor(el: HTMLElement, private cast: Cast, private onTick: (position: number, playing: boolean) => void) {
+  constructor(
+    el: HTMLElement,
+    private cast: Cast,
+    private onTick: (position: number, playing: boolean) => void,
+    private screenAt?: ScreenAt,
+  ) {
     this.term = new Terminal({ cols: cast.cols, rows: cast.rows, disableStdin: true, cursorBlink: false, scrollback: 1000, fontSize: 13, theme: { background: "#0f1115" } });
     this.term.open(el);
+    this.cost = [];
+    let sum = 0;
+    for (const f of cast.frames) {
+      this.cost.push(sum);
+      if (f.code === "o") sum += f.data.length;
+    }
+    this.cost.push(sum);
   }
 
   get length() {
@@ -58,15 +92,17 @@ export class Player {
 
   play() {
     if (this.playing) return;
-    if (this.index >= this.cast.frames.length) this.seek(0);
+    if (this.index >= this.cast.frames.length && !this.pending) this.seek(0);
     this.playing = true;
     this.last = performance.now();
     const step = (now: number) => {
       if (!this.playing) return;
-      this.position += ((now - this.last) / 1000) * this.speed;
+      if (!this.pending) {
+        this.position += ((now - this.last) / 1000) * this.speed;
+        this.advance();
+      }
       this.last = now;
-      this.advance();
-      if (this.index >= this.cast.frames.length) {
+      if (this.index >= this.cast.frames.length && !this.pending) {
         this.playing = false;
         this.position = this.cast.length;
       } else {
@@ -84,21 +120,78 @@ export class Player {
     this.onTick(this.position, false);
   }
 
-  /** Jumps to `seconds` (replaying from the start when going back). */
-  seek(seconds: number) {
-    if (seconds < this.position || seconds === 0) {
-      this.term.reset();
-      this.term.resize(this.cast.cols, this.cast.rows);
-      this.index = 0;
+  /**
+   * Jumps to `seconds`. Near ahead, by playing the frames between; otherwise from the
+   * server's screen at that time (its nearest checkpoint and the output after it), so a
+   * jump costs the same anywhere in a recording of any length. Resolves once the screen
+   * shows it.
+   */
+  seek(seconds: number): Promise<void> {
+    const target = Math.max(0, Math.min(seconds, this.cast.length));
+    const us = Math.round(target * 1e6);
+    const to = this.frameAfter(us);
+    const ahead = target >= this.position && !this.pending;
+    const local = ahead ? this.cost[to] - this.cost[this.index] : this.cost[to];
+    const token = ++this.seeking;
+    this.position = target;
+    if (!this.screenAt || local <= LOCAL_SEEK_CHARS) {
+      this.pending = false;
+      if (!ahead) this.restart();
+      this.advance();
+      this.onTick(this.position, this.playing);
+      return new Promise((resolve) => this.term.write("", resolve));
     }
-    this.position = Math.max(0, Math.min(seconds, this.cast.length));
-    this.advance();
+    this.pending = true;
     this.onTick(this.position, this.playing);
+    return this.screenAt(us).then(
+      (screen) =>
+        new Promise<void>((resolve) => {
+          if (token !== this.seeking) return resolve();
+          this.term.reset();
+          this.term.resize(Math.max(2, screen.cols), Math.max(1, screen.rows));
+          this.index = to;
+          this.term.write(screen.data, () => {
+            if (token === this.seeking) this.pending = false;
+            resolve();
+          });
+        }),
+      (e) => {
+        // No screen from the server: replay from the start here instead.
+        console.warn("seeking through the server's screen failed; replaying:", e);
+        if (token !== this.seeking) return;
+        this.screenAt = undefined;
+        this.pending = false;
+        this.restart();
+        this.advance();
+        this.onTick(this.position, this.playing);
+      },
+    );
+  }
+
+  /** Back to a blank terminal at the recording's first size, before its first frame. */
+  private restart() {
+    this.term.reset();
+    this.term.resize(this.cast.cols, this.cast.rows);
+    this.index = 0;
+  }
+
+  /** The index of the first frame after `us` µs. */
+  private frameAfter(us: number): number {
+    const frames = this.cast.frames;
+    let lo = 0;
+    let hi = frames.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (frames[mid].us <= us) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   private advance() {
     let out = "";
-    while (this.index < this.cast.frames.length && this.cast.frames[this.index].at <= this.position) {
+    const until = Math.round(this.position * 1e6);
+    while (this.index < this.cast.frames.length && this.cast.frames[this.index].us <= until) {
       const f = this.cast.frames[this.index++];
       if (f.code === "o") out += f.data;
       else if (f.code === "r") {
@@ -113,6 +206,7 @@ export class Player {
 
   dispose() {
     this.pause();
+    this.seeking++;
     this.term.dispose();
   }
 }

@@ -13,7 +13,9 @@
 //! one server, on SQLite and PostgreSQL: server CPU and memory, heartbeat cost, and the
 //! Sessions list under that load. `--only attention` times "Needs you" through the real
 //! hook: a held call raised until the inbox lists it, and Approve until the harness goes
-//! on, beside a health round trip.
+//! on, beside a health round trip. `--only screen` (not part of the default run) times a
+//! finished session's Final screen, from its screen checkpoints, against the live
+//! snapshot of the same session, at 1 MB, 100 MB and 1 GB of output.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
@@ -28,6 +30,7 @@ mod list;
 mod memory;
 mod pty;
 mod sandbox;
+mod screen;
 mod soak;
 mod task_start;
 mod throughput;
@@ -93,8 +96,11 @@ struct Args {
     /// Session starts per side for the sandbox run.
     #[arg(long, default_value_t = 30)]
     starts: usize,
-    /// Only these parts (throughput, latency, memory, list, task, usage, sandbox, tls; or soak and
-    /// fleet, which the default run leaves out); default all but soak and fleet.
+    /// Sizes in MB of the sessions whose Final screen `screen` times.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1u64, 100, 1000])]
+    screen_mb: Vec<u64>,
+    /// Only these parts (throughput, latency, memory, list, task, usage, sandbox, tls; or soak,
+    /// fleet and screen, which the default run leaves out); default all but those three.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -109,7 +115,7 @@ fn main() -> Result<()> {
         None => std::env::current_exe()?.parent().context("exe dir")?.join("drover"),
     };
     anyhow::ensure!(exe.exists(), "no drover binary at {} (build it: cargo build --release --bin drover)", exe.display());
-    let want = |part: &str| (args.only.is_empty() && !["soak", "fleet"].contains(&part)) || args.only.iter().any(|o| o == part);
+    let want = |part: &str| (args.only.is_empty() && !["soak", "fleet", "screen"].contains(&part)) || args.only.iter().any(|o| o == part);
     // PostgreSQL, for the parts that also run on it (Err: why not).
     let pg = if want("list") || want("fleet") { drover::Postgres::find(args.postgres.as_deref()) } else { Err("not needed".into()) };
     let mut report = serde_json::Map::new();
@@ -149,6 +155,10 @@ fn main() -> Result<()> {
     if want("attention") {
         let r = attention::run(&exe, args.runs.max(30))?;
         report.insert("attention".into(), serde_json::to_value(r)?);
+    }
+    if want("screen") {
+        let r = screen::run(&exe, &args.screen_mb)?;
+        report.insert("screen".into(), serde_json::to_value(r)?);
     }
     if want("soak") {
         let r = soak::run(&exe, args.soak_sessions, args.soak_minutes, std::time::Duration::from_secs(60))?;

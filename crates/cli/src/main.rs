@@ -18,16 +18,20 @@ mod up;
 
 use std::process::ExitCode;
 
-/// glibc gives each thread that allocates its own arena (up to 8 per core); a
-/// long-running server's freed memory then stays spread over them, and its RSS creeps
-/// up under the soak benchmark (figures in the README's benchmark section). Two arenas
-/// keep it flat without serialising every allocation.
-fn limit_malloc_arenas() {
+/// glibc's allocator, set for processes that run for months. It gives each thread that
+/// allocates its own arena (up to 8 per core), and a long-running server's freed memory
+/// then stays spread over them, its RSS creeping up under the soak benchmark (figures in
+/// the README's benchmark section): two arenas, without serialising every allocation.
+fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes an allocator setting; it is called before any other
     // thread exists.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+        // A fixed threshold: glibc otherwise raises it to the size of each large block
+        // freed, so later large buffers (pages of stored output, rings) come from the
+        // heap and leave it fragmented; mapped ones go back to the system when freed.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
 
@@ -57,7 +61,7 @@ fn quiet_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
-    limit_malloc_arenas();
+    tune_malloc();
     private_files();
     quiet_on_closed_stdout();
     let cli = config::parse();

@@ -1,7 +1,7 @@
-//! End-to-end: screen checkpoints. A finished session's Final screen and the screen at
-//! any time of its recording come from the nearest checkpoint plus the output after it,
-//! and equal what a replay of the whole recording shows — through vim's alternate screen
-//! and scroll regions, htop, and resizes.
+//! End-to-end: screen checkpoints. A finished session's Final screen, the screen at any
+//! time of its recording and its last lines (`session tail`) come from the nearest
+//! checkpoint plus the output after it, and equal what a replay of the whole recording
+//! shows — through vim's alternate screen and scroll regions, htop, and resizes.
 
 mod support;
 
@@ -120,4 +120,18 @@ fn checkpoint_and_tail_equal_a_whole_replay_through_vim_htop_and_resizes() {
     assert_eq!(want.size(), (70, 20));
     assert_eq!(body, want.dump());
     assert!(want.lines().iter().any(|l| l == "ALL-DONE"), "{:?}", want.lines());
+
+    // `session tail` of the finished session: from a checkpoint near the end, the same
+    // last lines as the whole text.
+    let text = |q: &str| -> Vec<String> {
+        let (status, body) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/text{q}"), Some(&token), b"");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect()
+    };
+    let whole = text("");
+    for n in [5, 30, 100] {
+        assert_eq!(text(&format!("?lines={n}")), whole[whole.len() - n..], "the last {n} lines");
+    }
+    assert_eq!(d.ok(&["session", "tail", &id]).lines().last(), Some("BYE"));
 }

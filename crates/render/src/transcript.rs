@@ -71,6 +71,15 @@ impl Transcript {
         Transcript { term, lines: Collector::default(), held: Vec::new(), size: (cols.max(1), rows.max(1)) }
     }
 
+    /// A transcript that goes on from a screen checkpoint's dump (see
+    /// [`crate::checkpoint`]) on a `cols`×`rows` terminal: the lines before it are not
+    /// known; what its screen shows comes out as though it had been printed.
+    pub fn resume(cols: u16, rows: u16, dump: &str) -> Transcript {
+        let mut t = Transcript::new(cols, rows);
+        t.term.feed(dump);
+        t
+    }
+
     /// Its size now: (columns, rows).
     pub fn size(&self) -> (u16, u16) {
         self.size
@@ -197,6 +206,23 @@ mod tests {
         assert_eq!(out, ["before", "top row", "", "bottom"]);
         let out = render(20, 3, b"before\r\n\x1b[?1049h\x1b[Hgone\x1b[?1049lafter\r\n");
         assert_eq!(out, ["before", "after"]);
+    }
+
+    #[test]
+    fn a_resumed_transcript_ends_as_the_whole_one() {
+        let stream = b"one\r\ntwo\r\nthree\r\n\x1b[?1049h\x1b[Hfull\x1b[?1049lfour\r\nfive\r\nsix";
+        let mut whole = Transcript::new(10, 3);
+        let mut all = whole.feed(stream);
+        all.extend(whole.finish());
+        for cut in 0..stream.len() {
+            let mut model = crate::checkpoint::ScreenModel::new(10, 3);
+            model.feed(&stream[..cut]);
+            let mut t = Transcript::resume(10, 3, &model.dump());
+            let mut lines = t.feed(&stream[cut - model.held()..]);
+            lines.extend(t.finish());
+            assert!(all.ends_with(&lines), "from {cut}: {lines:?} is not the end of {all:?}");
+            assert!(lines.len() >= 3, "from {cut}: {lines:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use drover_core::SessionId;
 use drover_render::asciicast::{CastWriter, Event, Header};
 use drover_render::text::TextRenderer;
 use drover_render::transcript::Transcript;
-use drover_store::{OutputChunk, SessionRow, Store, StoreError};
+use drover_store::{CheckpointAt, OutputChunk, ScreenCheckpoint, SessionRow, Store, StoreError};
 
 /// Bytes read from the store per query.
 const PAGE: usize = 4 * 1024 * 1024;
@@ -49,13 +49,55 @@ pub async fn text(store: &Store, session: SessionId, from: u64) -> Result<(Vec<S
 /// left out (they may still change); else the final screen ends the text. Also returns
 /// the offset rendered to.
 pub async fn screen_text(store: &Store, row: &SessionRow, settled_only: bool) -> Result<(Vec<String>, u64), StoreError> {
+    transcript_from(store, row, None, settled_only).await
+}
+
+/// The last `n` lines of [`screen_text`] (the whole screen at the end), from the latest
+/// screen checkpoint that leaves more than `n` lines after it: the work is that of the
+/// lines wanted, not of everything the session printed.
+pub async fn last_lines(store: &Store, row: &SessionRow, n: usize) -> Result<(Vec<String>, u64), StoreError> {
+    let points = store.checkpoint_points(row.id).await?;
+    let mut back = 1;
+    while back <= points.len() {
+        let (offset, _) = points[points.len() - back];
+        let Some(start) = store.checkpoint(row.id, CheckpointAt::Offset(offset)).await? else { break };
+        let (mut lines, end) = transcript_from(store, row, Some(start), false).await?;
+        // The first line may be the end of one that began before the checkpoint.
+        if lines.len() > n {
+            lines.drain(..lines.len() - n);
+            return Ok((lines, end));
+        }
+        back = back * 2 + 1;
+    }
+    let (mut lines, end) = screen_text(store, row, false).await?;
+    lines.drain(..lines.len().saturating_sub(n));
+    Ok((lines, end))
+}
+
+/// The transcript from `start` (None: the beginning) to everything stored.
+async fn transcript_from(
+    store: &Store,
+    row: &SessionRow,
+    start: Option<ScreenCheckpoint>,
+    settled_only: bool,
+) -> Result<(Vec<String>, u64), StoreError> {
     let marks = store.marks(row.id).await?;
-    let (cols, rows) = marks.iter().find(|m| m.kind == "s").and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
-    let mut resizes =
-        marks.into_iter().filter(|m| m.kind == "r").filter_map(|m| parse_size(&m.data).map(|size| (m.t_micros, size))).peekable();
-    let mut t = Transcript::new(cols, rows);
+    let after = start.as_ref().map(|c| c.t_micros);
+    let resizes: Vec<(u64, (u16, u16))> = marks
+        .iter()
+        .filter(|m| m.kind == "r" && after.is_none_or(|a| m.t_micros > a))
+        .filter_map(|m| parse_size(&m.data).map(|size| (m.t_micros, size)))
+        .collect();
+    let mut resizes = resizes.into_iter().peekable();
+    let (mut t, from) = match &start {
+        Some(c) => (Transcript::resume(c.cols, c.rows, &c.data), c.offset),
+        None => {
+            let (cols, rows) = marks.iter().find(|m| m.kind == "s").and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
+            (Transcript::new(cols, rows), 0)
+        }
+    };
     let mut lines = Vec::new();
-    let end = each_chunk(store, row.id, 0, |c| {
+    let end = each_chunk(store, row.id, from, |c| {
         while let Some((_, (cols, rows))) = resizes.next_if(|(at, _)| *at <= c.t_micros) {
             lines.extend(t.resize(cols, rows));
         }

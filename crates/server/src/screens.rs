@@ -33,8 +33,11 @@ pub const MAX_TAIL_BYTES: u64 = 8 * 1024 * 1024;
 const PASS_EVERY: Duration = Duration::from_secs(1);
 /// Sessions handled per pass.
 const PASS_SESSIONS: i64 = 16;
-/// Bytes read from the store per step.
+/// Bytes read from the store per step of the checkpointer.
 const PAGE: usize = 4 * 1024 * 1024;
+/// Bytes read per step when answering a request (the tail past a checkpoint is short;
+/// what follows the point wanted is not read).
+const TAIL_PAGE: usize = 256 * 1024;
 
 /// Where in a session's stream a screen is wanted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +75,7 @@ pub async fn screen_at(store: &Store, session: SessionId, point: ScreenPoint, si
     };
     let base = r.offset();
     loop {
-        let mut rows = store.read_output_rows(session, r.offset(), PAGE).await?;
+        let mut rows = store.read_output_rows(session, r.offset(), TAIL_PAGE).await?;
         let before = rows.len();
         rows.retain(|c| c.t_micros <= until);
         let (Some(last), done) = (rows.last(), rows.len() < before) else { break };

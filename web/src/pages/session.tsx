@@ -9,7 +9,7 @@ import { OutcomeBadge, StateBadge } from "../badges";
 import { outcomeHelp } from "../outcomes";
 import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
-import { Player, parseCast, type Cast } from "../player";
+import { Player, parseCast, type Cast, type Screen } from "../player";
 import { AgentLink, RepoLink } from "../links";
 import { SendBox } from "../sendbox";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
@@ -244,23 +244,41 @@ function LiveView({ session, onSession, version }: { session: Session; onSession
   );
 }
 
+/** The screen at `us` µs into a session's recording (its Final screen without `us`). */
+async function screenAt(id: string, us?: number): Promise<Screen> {
+  const q = us === undefined ? "" : `?t=${us}`;
+  for (let tries = 0; ; tries++) {
+    const r = await fetch(`/api/v1/sessions/${enc(id)}/screen${q}`, { credentials: "same-origin" });
+    // 503: an old session's checkpoints are still being built; they come in seconds.
+    if (r.status === 503 && tries < 30) {
+      await new Promise((done) => setTimeout(done, 2000));
+      continue;
+    }
+    if (!r.ok) throw new Error(`the server answered ${r.status}`);
+    const cols = Number(r.headers.get("x-drover-cols")) || 80;
+    const rows = Number(r.headers.get("x-drover-rows")) || 24;
+    return { cols, rows, data: new Uint8Array(await r.arrayBuffer()) };
+  }
+}
+
 function FinalScreen({ id }: { id: string }) {
   const el = useRef<HTMLDivElement>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     let term: Terminal | null = null;
-    fetch(`/api/v1/sessions/${enc(id)}/screen`, { credentials: "same-origin" })
-      .then(async (r) => {
-        if (!r.ok) throw new Error(`the server answered ${r.status}`);
-        const cols = Number(r.headers.get("x-drover-cols")) || 80;
-        const rows = Number(r.headers.get("x-drover-rows")) || 24;
-        const data = new Uint8Array(await r.arrayBuffer());
+    let gone = false;
+    screenAt(id)
+      .then(({ cols, rows, data }) => {
+        if (gone) return;
         term = new Terminal({ cols, rows, disableStdin: true, cursorBlink: false, scrollback: 0, fontSize: 13, theme: { background: "#0f1115" } });
         term.open(el.current!);
         term.write(data);
       })
       .catch((e) => setError(String(e.message ?? e)));
-    return () => term?.dispose();
+    return () => {
+      gone = true;
+      term?.dispose();
+    };
   }, [id]);
   return (
     <section aria-labelledby="final-h">
@@ -288,12 +306,17 @@ function Recording({ id }: { id: string }) {
   }, [id]);
   useEffect(() => {
     if (!cast || !el.current) return;
-    const p = new Player(el.current, cast, (position, isPlaying) => {
-      setPos(position);
-      setPlaying(isPlaying);
-    });
+    const p = new Player(
+      el.current,
+      cast,
+      (position, isPlaying) => {
+        setPos(position);
+        setPlaying(isPlaying);
+      },
+      (us) => screenAt(id, us),
+    );
     // Its last frame until Play (which starts from the beginning), not a blank box.
-    p.seek(cast.length);
+    p.seek(cast.length).then(() => el.current?.setAttribute("data-seeked", String(cast.length)));
     setPlayer(p);
     return () => p.dispose();
   }, [cast]);
@@ -313,7 +336,10 @@ function Recording({ id }: { id: string }) {
             step={0.01}
             value={pos}
             aria-label="Position in the recording"
-            onInput={(e) => player?.seek(Number((e.target as HTMLInputElement).value))}
+            onInput={(e) => {
+              const to = Number((e.target as HTMLInputElement).value);
+              player?.seek(to).then(() => el.current?.setAttribute("data-seeked", String(to)));
+            }}
           />
           <span class="muted">
             {duration(pos)} / {duration(cast.length)}

@@ -150,7 +150,7 @@ const ROUTES: &[Route] = &[
     rq("GET", "/api/v1/sandboxes", "A batch of the sandbox list, newest first.", SANDBOX_QUERY, json(body::<api::SandboxList>())),
     rq("GET", "/api/v1/stream", "Live updates as server-sent events: `activity` (StreamUpdate), `changed` (StreamChanged), `resync`.", &[("since", Q::Int, "Events after this sequence number (default: only new ones).")], Reply::Bytes("text/event-stream", "Server-sent events; each `data` is the JSON of the event's schema.")),
     rq("GET", "/api/v1/devices/{name}/sessions", "A device's sessions, newest first.", PAGE_QUERY, json(body::<api::SessionList>())),
-    r("GET", "/api/v1/sessions/{id}/screen", "The session's screen as escape sequences that redraw it (size in `x-drover-cols`/`x-drover-rows`).", None, Reply::Bytes("application/octet-stream", "Terminal bytes.")),
+    rq("GET", "/api/v1/sessions/{id}/screen", "The session's screen after everything stored (its Final screen), or at a time of its recording, from the nearest screen checkpoint: escape sequences that draw it on a blank terminal (`x-drover-cols`/`x-drover-rows`, `x-drover-offset`/`x-drover-t`); 503 while an old session's checkpoints are being built.", &[("t", Q::Int, "The screen a player shows at this time, in µs since the start.")], Reply::Bytes("application/octet-stream", "Terminal bytes.")),
     r("GET", "/api/v1/repos", "The workspace's repositories.", None, List(body::<api::RepoView>())),
     r("POST", "/api/v1/repos", "Registers a repository and a device clone of it.", Some(body::<api::AddRepo>()), Created(body::<api::RepoAdded>())),
     r("GET", "/api/v1/repos/{name}", "A repository's page.", None, json(body::<api::RepoPage>())),

@@ -421,11 +421,15 @@ pub async fn text(
 ) -> Result<Json<SessionText>, ApiError> {
     let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
-    let (mut lines, offset) = render::screen_text(&state.store, &row, p.complete).await?;
-    if let Some(n) = p.lines {
-        let skip = lines.len().saturating_sub(n);
-        lines.drain(..skip);
-    }
+    let (lines, offset) = match (p.lines, p.complete) {
+        // The end of what it printed (`session tail`): from a checkpoint near the end.
+        (Some(n), false) if !row.outcome.is_live() => render::last_lines(&state.store, &row, n).await?,
+        (n, complete) => {
+            let (mut lines, offset) = render::screen_text(&state.store, &row, complete).await?;
+            lines.drain(..lines.len().saturating_sub(n.unwrap_or(usize::MAX)));
+            (lines, offset)
+        }
+    };
     Ok(Json(SessionText { lines, offset, outcome: row.outcome }))
 }
 

@@ -1,0 +1,77 @@
+// The recording player seeks through the server's screen checkpoints (issue 25): a jump
+// anywhere in a 100 MB recording is the screen at that time from the nearest checkpoint
+// plus the output after it, not a replay of everything before it in the browser.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { browser, screenText, signedIn, startDrover, until } from "./harness.mjs";
+
+let d, b;
+before(async () => {
+  d = await startDrover();
+  b = await browser();
+});
+after(async () => {
+  await b?.close();
+  await d?.stop();
+});
+
+/** Seeks the player to `fraction` of the recording; the ms until its screen shows it. */
+async function seek(page, fraction) {
+  return page.evaluate(async (fraction) => {
+    const el = document.querySelector('[data-testid="player"]');
+    const input = document.querySelector('input[aria-label="Position in the recording"]');
+    el.removeAttribute("data-seeked");
+    const start = performance.now();
+    input.value = String(Number(input.max) * fraction);
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    await new Promise((done) => {
+      const o = new MutationObserver(() => el.hasAttribute("data-seeked") && (o.disconnect(), done()));
+      o.observe(el, { attributes: true });
+    });
+    return performance.now() - start;
+  }, fraction);
+}
+
+/** The numbers `seq` printed on the player's screen, in order. */
+async function numbers(page) {
+  const text = await screenText(page, '[data-testid="player"]');
+  return text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => /^\d+$/.test(l))
+    .map(Number);
+}
+
+// 20 MB of numbered lines (DROVER_PLAYER_LINES=13000000 for 106 MB, the issue's figure).
+const LINES = Number(process.env.DROVER_PLAYER_LINES ?? 2_500_000);
+
+test("the player seeks anywhere in a long recording from a checkpoint", async () => {
+  const id = await d.startSession(["sh", "-c", `seq 1 ${LINES}; echo END-OF-RUN`], ["--title", "big"]);
+  await until("the run's end", async () => (await d.json("session", "show", id)).ended_at, 180_000);
+  const { page, errors } = await signedIn(b, d, { width: 1280, height: 900 });
+  // The Final screen is ready once the checkpointer has been through the recording.
+  await until("the final screen", async () => (await page.request.get(`${d.url}/api/v1/sessions/${id}/screen`)).status() === 200, 120_000);
+  await page.goto(`${d.url}/sessions/${id}`);
+  await until("the recording's last frame", async () => (await page.getByTestId("player").getAttribute("data-seeked")) !== null, 120_000);
+  assert.match(await screenText(page, '[data-testid="player"]'), /END-OF-RUN/);
+
+  const took = [];
+  const first = new Map();
+  for (const fraction of [0.1, 0.5, 0.9, 0.3, 0.95, 0.6]) {
+    took.push(await seek(page, fraction));
+    const seen = await numbers(page);
+    assert.ok(seen.length >= 20, `a screenful of lines at ${fraction}: ${seen.join(" ")}`);
+    seen.forEach((n, i) => i === 0 || assert.equal(n, seen[i - 1] + 1, `consecutive lines at ${fraction}: ${seen.join(" ")}`));
+    first.set(fraction, seen[0]);
+  }
+  // Forwards and backwards alike, each screen is from its own point of the recording.
+  const order = [...first.keys()].sort((x, y) => x - y).map((f) => first.get(f));
+  assert.deepEqual(order, [...order].sort((x, y) => x - y), `the first line at each point: ${JSON.stringify([...first])}`);
+  took.sort((a, b) => a - b);
+  const mb = (await d.json("session", "show", id)).output_bytes / 1e6;
+  console.log(`seek in a ${mb.toFixed(0)} MB recording: median ${took[3].toFixed(0)} ms, max ${took[5].toFixed(0)} ms (${took.map((t) => t.toFixed(0)).join(", ")})`);
+  // Replaying 90 MB in the browser takes many seconds; one checkpoint and its tail does not.
+  assert.ok(took[5] < 3000, `seeks took ${took.join(", ")} ms`);
+  assert.deepEqual(errors, []);
+});
