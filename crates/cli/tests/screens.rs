@@ -134,4 +134,17 @@ fn checkpoint_and_tail_equal_a_whole_replay_through_vim_htop_and_resizes() {
         assert_eq!(text(&format!("?lines={n}")), whole[whole.len() - n..], "the last {n} lines");
     }
     assert_eq!(d.ok(&["session", "tail", &id]).lines().last(), Some("BYE"));
+
+    // A session recorded before checkpoints existed gets them built in the background.
+    support::database_exec(
+        d.home.path(),
+        &format!("DELETE FROM screen_checkpoints; UPDATE sessions SET screen_final = 0, checkpointed_to = 0 WHERE id = '{id}'"),
+    );
+    let (rebuilt, _) = support::wait_until("checkpoints built again", secs(120), || {
+        let c = count_checkpoints(&d, &id);
+        c.1.then_some(c)
+    });
+    assert!(rebuilt >= 3, "only {rebuilt} checkpoints rebuilt ({count} made while it ran)");
+    let (status, again) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/screen"), Some(&token), b"");
+    assert_eq!((status, again), (200, body));
 }

@@ -99,6 +99,10 @@ mod tests {
         }
         let ending = drover_core::RunEnd::Exited { status: drover_core::ExitStatus::code(0), stop_requested: false };
         s.end_session(done, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 5, "device box").await.unwrap();
+        for (offset, last) in [(2, false), (5, true)] {
+            let c = crate::ScreenCheckpoint { offset, t_micros: 0, cols: 80, rows: 24, data: format!("at {offset}") };
+            s.put_checkpoint(done, &c, last).await.unwrap();
+        }
         let e = NewEvent {
             workspace: ws,
             session: None,
@@ -116,6 +120,7 @@ mod tests {
         assert!(p.events >= 2, "its own and the old workspace event: {p:?}");
         assert!(s.pruned_at(done).await.unwrap().is_some());
         assert!(s.read_output(done, 0, 1024).await.unwrap().is_empty());
+        assert_eq!(s.checkpoint_points(done).await.unwrap(), [(5, 0)], "the Final screen's checkpoint is kept");
         // Its row kept its length and last output time from its end (the chunks they
         // were read from are gone); the live one's are read from its last chunk.
         let (kept, running) = (s.session(done).await.unwrap().unwrap(), s.session(live).await.unwrap().unwrap());
