@@ -51,7 +51,7 @@ test("the player seeks anywhere in a long recording from a checkpoint", async ()
   await until("the run's end", async () => (await d.json("session", "show", id)).ended_at, 180_000);
   const { page, errors } = await signedIn(b, d, { width: 1280, height: 900 });
   // The Final screen is ready once the checkpointer has been through the recording.
-  await until("the final screen", async () => (await page.request.get(`${d.url}/api/v1/sessions/${id}/screen`)).status() === 200, 120_000);
+  await until("the final screen", async () => (await page.request.get(`${d.url}/api/v1/sessions/${id}/screen`)).status() === 200, 300_000);
   await page.goto(`${d.url}/sessions/${id}`);
   await until("the recording's last frame", async () => (await page.getByTestId("player").getAttribute("data-seeked")) !== null, 120_000);
   assert.match(await screenText(page, '[data-testid="player"]'), /END-OF-RUN/);

@@ -64,7 +64,7 @@ pub enum ScreenError {
 /// The screen at `point` of `session`: the nearest checkpoint at or before it plus the
 /// output after it. `size_now` stands for the size it started at when that was not kept.
 pub async fn screen_at(store: &Store, session: SessionId, point: ScreenPoint, size_now: (u16, u16)) -> Result<Taken, ScreenError> {
-    let (start_size, resizes) = sizes(store, session, size_now).await?;
+    let (start_size, Recorded { list: resizes, .. }) = sizes(store, session, size_now).await?;
     let (at, until) = match point {
         ScreenPoint::End => (CheckpointAt::Offset(u64::MAX), u64::MAX),
         ScreenPoint::Time(t) => (CheckpointAt::Time(t), t),
@@ -128,12 +128,20 @@ pub fn redraw(t: &Taken) -> Vec<u8> {
     data
 }
 
+/// A session's resizes as its marks record them.
+struct Recorded {
+    list: Resizes,
+    /// How many resize marks there were (the checkpointer's check that none came since).
+    recorded: usize,
+}
+
 /// A session's first size (`fallback` when it was not kept) and resizes, from its marks.
-async fn sizes(store: &Store, session: SessionId, fallback: (u16, u16)) -> Result<((u16, u16), Resizes), StoreError> {
+async fn sizes(store: &Store, session: SessionId, fallback: (u16, u16)) -> Result<((u16, u16), Recorded), StoreError> {
     let marks = store.marks(session).await?;
     let first = marks.iter().find(|m| m.kind == "s").and_then(|m| crate::render::parse_size(&m.data)).unwrap_or(fallback);
     let list = marks.iter().filter(|m| m.kind == "r").filter_map(|m| crate::render::parse_size(&m.data).map(|s| (m.t_micros, s))).collect();
-    Ok((first, Resizes { list }))
+    let recorded = marks.iter().filter(|m| m.kind == "r").count();
+    Ok((first, Recorded { list: Resizes { list }, recorded }))
 }
 
 fn taken(c: ScreenCheckpoint) -> Taken {
@@ -185,11 +193,12 @@ pub async fn bring_up_to_date(store: &Store, cpu: &LowPriority, due: &ScreenDue)
         return store.screen_done(due.session).await;
     }
     let (_, resizes) = sizes(store, due.session, due.start_size).await?;
+    let known = resizes.recorded;
     let last = store.checkpoint(due.session, CheckpointAt::Offset(u64::MAX)).await?;
     let mut next_at = last.as_ref().map_or(EVERY_BYTES, |c| c.offset + EVERY_BYTES);
     let mut r = match last {
-        Some(c) => Replayer::resume(&taken(c), resizes),
-        None => Replayer::start(due.start_size, resizes),
+        Some(c) => Replayer::resume(&taken(c), resizes.list),
+        None => Replayer::start(due.start_size, resizes.list),
     };
     let mut made = None;
     loop {
@@ -212,16 +221,19 @@ pub async fn bring_up_to_date(store: &Store, cpu: &LowPriority, due: &ScreenDue)
             .await?;
         r = back;
         for t in &taken {
-            store.put_checkpoint(due.session, &stored(t), false).await?;
+            if !store.put_checkpoint(due.session, &stored(t), false, known).await? {
+                // A resize came in meanwhile: the next pass starts again with it.
+                return Ok(());
+            }
             made = Some(t.offset);
         }
     }
     if due.ended {
         r.resize_until(None);
-        store.put_checkpoint(due.session, &stored(&r.take()), true).await?;
+        store.put_checkpoint(due.session, &stored(&r.take()), true, known).await?;
     } else if made.is_none() && r.offset() > 0 {
         // A quiet session's checkpoint, made on time rather than size.
-        store.put_checkpoint(due.session, &stored(&r.take()), false).await?;
+        store.put_checkpoint(due.session, &stored(&r.take()), false, known).await?;
     }
     Ok(())
 }

@@ -263,15 +263,25 @@ impl Store {
         Ok(())
     }
 
-    /// Records a resize or marker.
+    /// Records a resize or marker. A resize can arrive after output printed later than it
+    /// (it comes by another path): screen checkpoints made since its time did not apply
+    /// it, so they are dropped, to be made again (`crate::screens`).
     pub async fn add_mark(&self, session: SessionId, mark: &Mark) -> Result<()> {
+        let mut tx = self.write().await?;
+        if mark.kind == "r" {
+            crate::screens::lock_session(&mut tx, session).await?;
+        }
         sqlx::query("INSERT INTO recording_marks (session_id, t_micros, kind, data) VALUES ($1, $2, $3, $4)")
             .bind(session.to_string())
             .bind(mark.t_micros as i64)
             .bind(&mark.kind)
             .bind(&mark.data)
-            .execute(&self.writes)
+            .execute(&mut *tx)
             .await?;
+        if mark.kind == "r" {
+            Store::drop_checkpoints_since(&mut tx, session, mark.t_micros).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 

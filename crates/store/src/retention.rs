@@ -101,7 +101,7 @@ mod tests {
         s.end_session(done, &ending, crate::RunTimes { started_at: None, ended_at: &now() }, 5, "device box").await.unwrap();
         for (offset, last) in [(2, false), (5, true)] {
             let c = crate::ScreenCheckpoint { offset, t_micros: 0, cols: 80, rows: 24, data: format!("at {offset}") };
-            s.put_checkpoint(done, &c, last).await.unwrap();
+            s.put_checkpoint(done, &c, last, 0).await.unwrap();
         }
         let e = NewEvent {
             workspace: ws,

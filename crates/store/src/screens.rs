@@ -61,11 +61,20 @@ fn checkpoint_from(r: &sqlx::any::AnyRow) -> ScreenCheckpoint {
 }
 
 impl Store {
-    /// Stores a checkpoint of `session` (replacing one at the same offset: the later one
-    /// has seen as much output and perhaps a resize more), and
-    /// moves the session's reach to it; `last` marks the one at its end.
-    pub async fn put_checkpoint(&self, session: SessionId, c: &ScreenCheckpoint, last: bool) -> Result<()> {
+    /// Stores a checkpoint of `session` made knowing `resizes` of its resizes (replacing
+    /// one at the same offset: the later one has seen as much output and perhaps a resize
+    /// more), and moves the session's reach to it; `last` marks the one at its end. False,
+    /// and nothing stored, when a resize came in since (see [`Store::add_mark`]).
+    pub async fn put_checkpoint(&self, session: SessionId, c: &ScreenCheckpoint, last: bool, resizes: usize) -> Result<bool> {
         let mut tx = self.write().await?;
+        lock_session(&mut tx, session).await?;
+        let known: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM recording_marks WHERE session_id = $1 AND kind = 'r'")
+            .bind(session.to_string())
+            .fetch_one(&mut *tx)
+            .await?;
+        if known as usize != resizes {
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO screen_checkpoints (session_id, start_offset, t_micros, cols, rows, data) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (session_id, start_offset) DO UPDATE SET t_micros = excluded.t_micros, cols = excluded.cols,
@@ -90,6 +99,27 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Drops the checkpoints of `session` made at or after `t_micros` (a resize then came
+    /// in late), in `tx`: they are made again from the one before.
+    pub(crate) async fn drop_checkpoints_since(tx: &mut sqlx::AnyConnection, session: SessionId, t_micros: u64) -> Result<()> {
+        let dropped = sqlx::query("DELETE FROM screen_checkpoints WHERE session_id = $1 AND t_micros >= $2")
+            .bind(session.to_string())
+            .bind(t_micros as i64)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if dropped > 0 {
+            sqlx::query(
+                "UPDATE sessions SET screen_final = 0, checkpointed_to =
+                 COALESCE((SELECT MAX(start_offset) FROM screen_checkpoints WHERE session_id = $1), 0) WHERE id = $1",
+            )
+            .bind(session.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
         Ok(())
     }
 
@@ -178,6 +208,13 @@ impl Store {
     }
 }
 
+/// Takes the session's row lock in `tx` (a no-op update), so a checkpoint being stored
+/// and a late resize dropping checkpoints happen one after the other on PostgreSQL too.
+pub(crate) async fn lock_session(tx: &mut sqlx::AnyConnection, session: SessionId) -> Result<()> {
+    sqlx::query("UPDATE sessions SET checkpointed_to = checkpointed_to WHERE id = $1").bind(session.to_string()).execute(&mut *tx).await?;
+    Ok(())
+}
+
 /// "COLSxROWS" as numbers.
 fn parse_size(data: &str) -> Option<(u16, u16)> {
     let (c, r) = data.split_once('x')?;
@@ -200,16 +237,22 @@ mod tests {
         let id = session(&s, ws).await;
         assert_eq!(s.checkpoint(id, CheckpointAt::Offset(10)).await.unwrap(), None);
         for (o, t) in [(0, 0), (100, 50), (200, 90)] {
-            s.put_checkpoint(id, &cp(o, t), false).await.unwrap();
+            assert!(s.put_checkpoint(id, &cp(o, t), false, 0).await.unwrap());
         }
         // The same offset again: the later one holds.
         let later = ScreenCheckpoint { data: "later".into(), ..cp(100, 50) };
-        s.put_checkpoint(id, &later, false).await.unwrap();
+        s.put_checkpoint(id, &later, false, 0).await.unwrap();
         assert_eq!(s.checkpoint(id, CheckpointAt::Offset(150)).await.unwrap(), Some(later));
         assert_eq!(s.checkpoint(id, CheckpointAt::Offset(200)).await.unwrap().map(|c| c.offset), Some(200));
         assert_eq!(s.checkpoint(id, CheckpointAt::Time(89)).await.unwrap().map(|c| c.offset), Some(100));
         assert_eq!(s.checkpoint(id, CheckpointAt::Offset(u64::MAX)).await.unwrap().map(|c| c.offset), Some(200));
         assert_eq!(s.checkpoint_points(id).await.unwrap(), vec![(0, 0), (100, 50), (200, 90)]);
+        // A resize at 60 µs that came in late: the checkpoints made since are dropped, and
+        // one made without knowing of it is refused.
+        s.add_mark(id, &crate::Mark { t_micros: 60, kind: "r".into(), data: "100x30".into() }).await.unwrap();
+        assert_eq!(s.checkpoint_points(id).await.unwrap(), vec![(0, 0), (100, 50)]);
+        assert!(!s.put_checkpoint(id, &cp(200, 90), false, 0).await.unwrap());
+        assert!(s.put_checkpoint(id, &cp(200, 90), false, 1).await.unwrap());
         let mut tx = s.write().await.unwrap();
         Store::remove_checkpoints_but_last(&mut tx, id).await.unwrap();
         tx.commit().await.unwrap();
