@@ -54,12 +54,14 @@ test("the player seeks anywhere in a long recording from a checkpoint", async ()
   await until("the final screen", async () => (await page.request.get(`${d.url}/api/v1/sessions/${id}/screen`)).status() === 200, 300_000);
   await page.goto(`${d.url}/sessions/${id}`);
   await until("the recording's last frame", async () => (await page.getByTestId("player").getAttribute("data-seeked")) !== null, 120_000);
-  assert.match(await screenText(page, '[data-testid="player"]'), /END-OF-RUN/);
+  await until("the last frame drawn", async () => /END-OF-RUN/.test(await screenText(page, '[data-testid="player"]')));
 
   const took = [];
   const first = new Map();
   for (const fraction of [0.1, 0.5, 0.9, 0.3, 0.95, 0.6]) {
     took.push(await seek(page, fraction));
+    // Parsed when the seek resolves; drawn on the next frames.
+    await page.evaluate(() => new Promise((drawn) => requestAnimationFrame(() => requestAnimationFrame(drawn))));
     const seen = await numbers(page);
     assert.ok(seen.length >= 20, `a screenful of lines at ${fraction}: ${seen.join(" ")}`);
     seen.forEach((n, i) => i === 0 || assert.equal(n, seen[i - 1] + 1, `consecutive lines at ${fraction}: ${seen.join(" ")}`));
