@@ -81,20 +81,12 @@ async fn transcript_from(
     start: Option<ScreenCheckpoint>,
     settled_only: bool,
 ) -> Result<(Vec<String>, u64), StoreError> {
-    let marks = store.marks(row.id).await?;
+    let (first, recorded) = crate::screens::sizes(store, row.id, (row.cols, row.rows)).await?;
     let after = start.as_ref().map(|c| c.t_micros);
-    let resizes: Vec<(u64, (u16, u16))> = marks
-        .iter()
-        .filter(|m| m.kind == "r" && after.is_none_or(|a| m.t_micros > a))
-        .filter_map(|m| parse_size(&m.data).map(|size| (m.t_micros, size)))
-        .collect();
-    let mut resizes = resizes.into_iter().peekable();
+    let mut resizes = recorded.list.list.into_iter().filter(|(t, _)| after.is_none_or(|a| *t > a)).peekable();
     let (mut t, from) = match &start {
         Some(c) => (Transcript::resume(c.cols, c.rows, &c.data), c.offset),
-        None => {
-            let (cols, rows) = marks.iter().find(|m| m.kind == "s").and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
-            (Transcript::new(cols, rows), 0)
-        }
+        None => (Transcript::new(first.0, first.1), 0),
     };
     let mut lines = Vec::new();
     let end = each_chunk(store, row.id, from, |c| {

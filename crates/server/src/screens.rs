@@ -129,14 +129,15 @@ pub fn redraw(t: &Taken) -> Vec<u8> {
 }
 
 /// A session's resizes as its marks record them.
-struct Recorded {
-    list: Resizes,
+pub(crate) struct Recorded {
+    /// The resizes that could be read, in order.
+    pub(crate) list: Resizes,
     /// How many resize marks there were (the checkpointer's check that none came since).
     recorded: usize,
 }
 
 /// A session's first size (`fallback` when it was not kept) and resizes, from its marks.
-async fn sizes(store: &Store, session: SessionId, fallback: (u16, u16)) -> Result<((u16, u16), Recorded), StoreError> {
+pub(crate) async fn sizes(store: &Store, session: SessionId, fallback: (u16, u16)) -> Result<((u16, u16), Recorded), StoreError> {
     let marks = store.marks(session).await?;
     let first = marks.iter().find(|m| m.kind == "s").and_then(|m| crate::render::parse_size(&m.data)).unwrap_or(fallback);
     let list = marks.iter().filter(|m| m.kind == "r").filter_map(|m| crate::render::parse_size(&m.data).map(|s| (m.t_micros, s))).collect();
