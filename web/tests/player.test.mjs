@@ -64,7 +64,9 @@ test("the player seeks anywhere in a long recording from a checkpoint", async ()
     await page.evaluate(() => new Promise((drawn) => requestAnimationFrame(() => requestAnimationFrame(drawn))));
     const seen = await numbers(page);
     assert.ok(seen.length >= 20, `a screenful of lines at ${fraction}: ${seen.join(" ")}`);
-    seen.forEach((n, i) => i === 0 || assert.equal(n, seen[i - 1] + 1, `consecutive lines at ${fraction}: ${seen.join(" ")}`));
+    // A frame may end in the middle of a line: the last one may be the start of the next number.
+    const whole = String(seen.at(-2) + 1).startsWith(String(seen.at(-1))) ? seen.slice(0, -1) : seen;
+    whole.forEach((n, i) => i === 0 || assert.equal(n, whole[i - 1] + 1, `consecutive lines at ${fraction}: ${seen.join(" ")}`));
     first.set(fraction, seen[0]);
   }
   // Forwards and backwards alike, each screen is from its own point of the recording.
