@@ -13,21 +13,12 @@ use tokio::net::UnixStream;
 /// How long a new shim has to open its socket.
 const SHIM_READY: Duration = Duration::from_secs(10);
 
-/// The shim's allocator settings: jemalloc (the `drover` binary's allocator) reads them
-/// as it starts, and any other allocator ignores them. A shim is one thread that is idle
-/// most of its life, so one arena, no per-thread cache, and freed pages handed back at
-/// once: an idle session's shim then costs less than under glibc's allocator (figures in
-/// the README's benchmark section). The run never sees them: its environment is exactly
-/// the one its spec gives.
-const SHIM_MALLOC_CONF: &str = "narenas:1,tcache:false,dirty_decay_ms:0,muzzy_decay_ms:0";
-
 /// Starts `<exe> shim <dir>` detached: its own session, no terminal, log to `shim.log`.
 pub fn start_shim(exe: &Path, dir: &SessionDir) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.log())?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("shim").arg(dir.root()).env("MALLOC_CONF", SHIM_MALLOC_CONF);
-    cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    cmd.arg("shim").arg(dir.root()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
