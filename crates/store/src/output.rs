@@ -213,20 +213,23 @@ impl Store {
     /// Stored output from `from` on, up to about `max_bytes`, a piece per stored row (each
     /// with its own time: what a recording's events and the screen at a time are made of).
     pub async fn read_output_rows(&self, session: SessionId, from: u64, max_bytes: usize) -> Result<Vec<OutputChunk>> {
-        // The chunk holding `from`, then those after it, a batch at a time.
-        let rows = sqlx::query(
+        use futures_util::TryStreamExt;
+        // The chunk holding `from`, then those after it, a batch at a time, row by row:
+        // reading stops once `max_bytes` are in hand, however large the rows.
+        let id = session.to_string();
+        let mut rows = sqlx::query(
             "SELECT start_offset, t_micros, data FROM output_chunks WHERE session_id = $1 AND start_offset >= COALESCE(
                 (SELECT MAX(start_offset) FROM output_chunks WHERE session_id = $1 AND start_offset <= $2), 0)
              ORDER BY start_offset LIMIT $3",
         )
-        .bind(session.to_string())
+        .bind(&id)
         .bind(from as i64)
         .bind(TABLE_READ_ROWS)
-        .fetch_all(&self.pool)
-        .await?;
+        .fetch(&self.pool);
         let mut pieces: Vec<OutputChunk> = Vec::new();
         let mut size = 0usize;
-        for r in &rows {
+        while size < max_bytes {
+            let Some(r) = rows.try_next().await? else { break };
             let offset = r.get::<i64, _>("start_offset") as u64;
             let t_micros = r.get::<i64, _>("t_micros") as u64;
             let data = Bytes::from(r.get::<Vec<u8>, _>("data"));
@@ -237,9 +240,6 @@ impl Store {
                 true => (from, data.slice((from - offset) as usize..)),
                 false => (offset, data),
             };
-            if size >= max_bytes {
-                break;
-            }
             size += data.len();
             pieces.push(OutputChunk { session, offset, t_micros, data });
         }
