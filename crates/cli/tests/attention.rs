@@ -46,7 +46,11 @@ print("TURN OVER", flush=True)
 line = sys.stdin.readline()
 run_hook("UserPromptSubmit", {"prompt": line.strip()})
 print("GOT:", line.strip(), flush=True)
-time.sleep(600)
+# At work on the new instruction, as an agent is: printing, so not a stall (3 s here)
+# however long the steps after it take on a loaded machine.
+for _ in range(1200):
+    print("working", flush=True)
+    time.sleep(0.5)
 "#;
 
 /// The open inbox items.
