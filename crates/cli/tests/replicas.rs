@@ -95,8 +95,8 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     let b = procs.add(b);
     let held = wait_until("replica B holds the monitors", secs(20), || {
         let h = lease_holders(&db);
-        // stale, scheduler, webhooks, retention, push
-        (h.len() == 5).then_some(h)
+        // stale, scheduler, webhooks, retention, push, screens
+        (h.len() == 6).then_some(h)
     });
     let b_name = held[0].1.clone();
     assert!(held.iter().all(|(_, holder)| *holder == b_name), "one replica holds them all: {held:?}");
@@ -185,7 +185,7 @@ fn replicas_share_devices_viewers_and_monitors_and_survive_a_killed_replica() {
     procs.kill(b);
     let moved = wait_until("the monitors move to A", secs(15), || {
         let h = lease_holders(&db);
-        (h.len() == 5 && h.iter().all(|(_, holder)| *holder != b_name)).then_some(h)
+        (h.len() == 6 && h.iter().all(|(_, holder)| *holder != b_name)).then_some(h)
     });
     assert_eq!(moved.iter().map(|(_, h)| h).collect::<std::collections::HashSet<_>>().len(), 1, "{moved:?}");
     wait_until("B's viewer no longer counts once B is gone", secs(20), || (cli.show(&asker)["attached"] == 1).then_some(()));
