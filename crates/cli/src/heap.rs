@@ -1,32 +1,50 @@
-//! Handing freed heap back to the system. glibc's allocator keeps what a long-running
-//! process frees for reuse, spread over its per-thread arenas, and returns little of it
-//! on its own: in a 60-minute soak the server's heap in use stayed flat (12.1 → 11.9 MB)
-//! while what the allocator held free grew from 6 to 17 MB, and its RSS with it. So the
-//! processes that run for months (`up`, `server`, `device`) trim it now and then.
+//! The heap of every `drover` process: jemalloc, for the processes that run for months.
+//! Under glibc's allocator the server's heap in use stayed flat through a 60-minute soak
+//! (12.8 MB at minute 5 and at the end) while what the allocator held free grew from 8
+//! to 17 MB, and its resident memory with it, despite a periodic `malloc_trim` and a
+//! fixed mmap threshold: freed memory fragmented over its arenas. jemalloc keeps small
+//! objects of one size together and hands back pages left unused for a few seconds.
+//! It also serves C's `malloc` (SQLite's page caches), so one allocator's statistics
+//! cover the whole heap (`drover_heap_bytes`).
 
-use std::time::Duration;
+use tikv_jemalloc_ctl::{background_thread, epoch, stats};
 
-/// How often the heap is trimmed.
-const EVERY: Duration = Duration::from_secs(30);
+/// The allocator of every `drover` process.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Trims the heap every [`EVERY`] (the first time one period after the start), until the
-/// runtime stops. Nothing to do with a C library other than glibc.
-pub async fn trim_periodically() {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        trim();
+/// A C string pointer that may live in a `static`: it points at a literal.
+#[repr(transparent)]
+pub struct ConfString(*const std::ffi::c_char);
+
+// SAFETY: the pointer is to a string literal, never written.
+unsafe impl Sync for ConfString {}
+
+/// jemalloc's settings, read as it starts (before `main`), under any `MALLOC_CONF` in the
+/// environment (which wins, as for the shim: `drover_device::spawn`). Two arenas, not
+/// four per core: a daemon's threads are mostly asleep, and freed memory spread over many
+/// arenas is what grew the server's resident memory in the soak. Dirty pages are handed
+/// back after a second and not kept lazily freed: with jemalloc's defaults the same
+/// soak's server grew 1.15×, with these it stayed flat (README, benchmark section).
+#[export_name = "malloc_conf"]
+pub static MALLOC_CONF: ConfString = ConfString(c"narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
+
+/// For the processes that run for months (`up`, `server`, `device`): pages freed are
+/// handed back by jemalloc's own background thread as they age, not only when some
+/// thread next allocates, so a quiet daemon shrinks too. The shim, which is idle most of
+/// its life, does without that thread.
+pub fn purge_in_background() {
+    if let Err(e) = background_thread::write(true) {
+        tracing::warn!("jemalloc's background purge could not start: {e}");
     }
 }
 
-/// Returns the free memory at the top of every arena and the whole free pages inside
-/// them to the system.
-fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only walks the allocator's own free lists
-    // under their locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+/// The heap now, as jemalloc counts it: bytes allocated and in use, and what it holds
+/// resident beyond them (free pages not yet handed back, partly used pages, metadata).
+pub fn now() -> Option<drover_server::Heap> {
+    // The statistics are a snapshot taken when the epoch advances.
+    epoch::advance().ok()?;
+    let allocated = stats::allocated::read().ok()? as u64;
+    let resident = stats::resident::read().ok()? as u64;
+    Some(drover_server::Heap { in_use: allocated, free: resident.saturating_sub(allocated) })
 }

@@ -18,23 +18,6 @@ mod up;
 
 use std::process::ExitCode;
 
-/// glibc's allocator, set for processes that run for months. It gives each thread that
-/// allocates its own arena (up to 8 per core), and a long-running server's freed memory
-/// then stays spread over them, its RSS creeping up under the soak benchmark (figures in
-/// the README's benchmark section): two arenas, without serialising every allocation.
-fn tune_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes an allocator setting; it is called before any other
-    // thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        // A fixed threshold: glibc otherwise raises it to the size of each large block
-        // freed, so later large buffers (pages of stored output, rings) come from the
-        // heap and leave it fragmented; mapped ones go back to the system when freed.
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
 /// Everything Drover writes (its home, the database and its WAL, session directories,
 /// recordings, logs, exports) is its user's alone, whatever umask it was started with:
 /// the runs it starts get the conventional 022 back (`drover_term::pty`).
@@ -61,7 +44,6 @@ fn quiet_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
-    tune_malloc();
     private_files();
     quiet_on_closed_stdout();
     let cli = config::parse();
@@ -85,7 +67,8 @@ fn main() -> ExitCode {
         }
     };
     if matches!(cli.command, args::Command::Up(_) | args::Command::Server(_) | args::Command::Device(_)) {
-        runtime.spawn(heap::trim_periodically());
+        heap::purge_in_background();
+        drover_server::read_heap_with(heap::now);
     }
     let code = match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,

@@ -243,3 +243,36 @@ fn an_idle_unwatched_session_is_parked_and_a_busy_one_is_not() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(d.show(&busy)["outcome"], "running");
 }
+
+/// The children of `pid` (alive or not yet reaped), as `(pid, state)` from `/proc`.
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+            let (head, rest) = stat.rsplit_once(')')?;
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?.chars().next()?;
+            let ppid: u32 = fields.next()?.parse().ok()?;
+            let child: u32 = head.split_whitespace().next()?.parse().ok()?;
+            (ppid == pid).then_some((child, state))
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemon_reaps_every_shim_that_ends() {
+    let d = Drover::up();
+    let up = d.up_pid();
+    let ids: Vec<String> = (0..5).map(|i| d.start(&["sh", "-c", &format!("sleep 2; echo run {i}")])).collect();
+    let live = children_of(up);
+    assert!(live.len() >= 5, "each session's shim is a child of the daemon that started it: {live:?}");
+    for id in &ids {
+        assert_eq!(d.wait_ended(id, secs(30))["exit_code"], 0);
+    }
+    // Once a shim has handed over its session and exited, nothing of it stays: no zombie
+    // waits on a reaper that is not there.
+    support::wait_until("every shim reaped", secs(30), || children_of(up).is_empty().then_some(()));
+}

@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::ApiError;
+pub use live::{read_heap_with, Heap};
 pub use state::AppState;
 
 /// Timings and limits of the server; every timer is here so tests can shorten them.

@@ -79,7 +79,7 @@ pub fn resident_bytes() -> Option<u64> {
     Some(pages * u64::try_from(page).ok()?)
 }
 
-/// The C heap as the allocator sees it: bytes handed out and in use, and bytes it holds
+/// The heap as its allocator sees it: bytes handed out and in use, and bytes it holds
 /// free (resident or not). In use that stays flat while resident memory grows is
 /// fragmentation; in use that grows is something kept.
 #[derive(Debug, Clone, Copy)]
@@ -90,8 +90,22 @@ pub struct Heap {
     pub free: u64,
 }
 
-/// The heap now (glibc's `mallinfo2`; None with another C library).
+/// Where [`heap`] reads from: set once by a binary whose global allocator is not the C
+/// library's ([`read_heap_with`]).
+static HEAP_READER: std::sync::OnceLock<fn() -> Option<Heap>> = std::sync::OnceLock::new();
+
+/// Makes [`heap`] (and `drover_heap_bytes`) read the heap through `reader`: for a binary
+/// that sets its own global allocator. The first call wins.
+pub fn read_heap_with(reader: fn() -> Option<Heap>) {
+    let _ = HEAP_READER.set(reader);
+}
+
+/// The heap now: from the reader set by [`read_heap_with`], else glibc's `mallinfo2`
+/// (None with another C library).
 pub fn heap() -> Option<Heap> {
+    if let Some(read) = HEAP_READER.get() {
+        return read();
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallinfo2 takes no arguments and only reads the allocator's totals.

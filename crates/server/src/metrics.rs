@@ -496,7 +496,7 @@ fn register_memory(r: &mut Registry, state: &AppState) {
         let heap: Family<HeapLabel, Gauge> = Family::default();
         heap.get_or_create(&HeapLabel { state: "in_use" }).set(gauge_value(h.in_use));
         heap.get_or_create(&HeapLabel { state: "free" }).set(gauge_value(h.free));
-        r.register("drover_heap_bytes", "The C heap: bytes allocated and in use, and bytes held free by the allocator", heap);
+        r.register("drover_heap_bytes", "The heap: bytes allocated and in use, and bytes the allocator holds resident beyond them", heap);
     }
     if let Some((in_use, _)) = drover_store::sqlite_memory() {
         r.register("drover_sqlite_memory_bytes", "SQLite's heap in this process: page caches, prepared statements, schemas", gauge(in_use));
