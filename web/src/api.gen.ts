@@ -897,6 +897,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The recording a window at a time (about 512 KiB of output and the marks among it), for a player that fetches as it plays. */
+        get: operations["get_sessions_id_recording"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/screen": {
         parameters: {
             query?: never;
@@ -2134,6 +2151,51 @@ export interface components {
         PutSkill: {
             /** @description Its files; one is `SKILL.md`. */
             files: components["schemas"]["SkillFile"][];
+        };
+        /** @description One event of a recording, with asciicast v3's codes. */
+        RecordingEvent: {
+            /** @description `o` output, `r` resize (`COLSxROWS`), `m` marker, `x` exit status. */
+            code: string;
+            /** @description The output text, size, label or status. */
+            data: string;
+            /**
+             * Format: int64
+             * @description µs since the recording's start.
+             */
+            t_us: number;
+        };
+        /**
+         * @description One stretch of a session's recording (`GET /api/v1/sessions/{id}/recording`): what a
+         *     player fetches as it plays, a window at a time, instead of the whole file.
+         */
+        RecordingWindow: {
+            /**
+             * Format: int32
+             * @description Columns of the terminal the recording starts at.
+             */
+            cols: number;
+            /** @description The window's events, in order. */
+            events: components["schemas"]["RecordingEvent"][];
+            /**
+             * Format: int64
+             * @description The output offset this window starts at.
+             */
+            from: number;
+            /**
+             * Format: int64
+             * @description The recording's length: µs from its start to its last event.
+             */
+            length_us: number;
+            /**
+             * Format: int64
+             * @description Where the next window starts (its `from`); absent when this one reaches the end.
+             */
+            next: number | null;
+            /**
+             * Format: int32
+             * @description Rows of the terminal the recording starts at.
+             */
+            rows: number;
         };
         /**
          * @description `POST /api/v1/login/link`: a one-time sign-in link's code, as its page read it from the
@@ -4784,6 +4846,40 @@ export interface operations {
                 };
                 content: {
                     "application/octet-stream": string;
+                };
+            };
+            /** @description An error: what was wrong and what to do. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_sessions_id_recording: {
+        parameters: {
+            query?: {
+                /** @description The output offset to start at: 0, a window's `next`, or a screen's `x-drover-offset`. */
+                from?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordingWindow"];
                 };
             };
             /** @description An error: what was wrong and what to do. */

@@ -1,6 +1,7 @@
 // The recording player seeks through the server's screen checkpoints (issue 25): a jump
 // anywhere in a 100 MB recording is the screen at that time from the nearest checkpoint
-// plus the output after it, not a replay of everything before it in the browser.
+// plus the output after it, not a replay of everything before it in the browser; and it
+// fetches the recording a window at a time, never the whole file.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -55,6 +56,15 @@ test("the player seeks anywhere in a long recording from a checkpoint", async ()
   const id = await d.startSession(["sh", "-c", `seq 1 ${LINES}; echo END-OF-RUN`], ["--title", "big"]);
   await until("the run's end", async () => (await d.json("session", "show", id)).ended_at, 180_000);
   const { page, errors } = await signedIn(b, d, { width: 1280, height: 900 });
+  const fetched = { exports: 0, windows: 0, windowBytes: 0 };
+  page.on("response", async (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.endsWith("/export")) fetched.exports++;
+    if (path.endsWith("/recording")) {
+      fetched.windows++;
+      fetched.windowBytes += (await r.body().catch(() => Buffer.alloc(0))).length;
+    }
+  });
   // The Final screen is ready once the checkpointer has been through the recording.
   await until("the final screen", async () => (await page.request.get(`${d.url}/api/v1/sessions/${id}/screen`)).status() === 200, 300_000);
   await page.goto(`${d.url}/sessions/${id}`);
@@ -86,5 +96,17 @@ test("the player seeks anywhere in a long recording from a checkpoint", async ()
   console.log(`seek in a ${mb.toFixed(0)} MB recording: median ${took[3].toFixed(0)} ms, max ${took[5].toFixed(0)} ms; each in ms: ${each}`);
   // Replaying 90 MB in the browser takes many seconds; one checkpoint and its tail does not.
   assert.ok(took[5] < 3000, `seeks took ${took.join(", ")} ms`);
+
+  // Playing fetches the windows after the point it plays from, a few at a time.
+  await page.getByTestId("play").click();
+  await until("playback moves on", async () => (await numbers(page)).at(-1) > first.get(0.6) + 200_000, 60_000);
+  await page.getByTestId("play").click();
+  const seen = await numbers(page);
+  const whole = String(seen.at(-2) + 1).startsWith(String(seen.at(-1))) ? seen.slice(0, -1) : seen;
+  whole.forEach((n, i) => i === 0 || assert.equal(n, whole[i - 1] + 1, `consecutive lines while playing: ${seen.join(" ")}`));
+  console.log(`fetched ${fetched.windows} windows, ${(fetched.windowBytes / 1e6).toFixed(1)} MB of a ${mb.toFixed(0)} MB recording`);
+  assert.equal(fetched.exports, 0, "the page never downloads the whole recording");
+  assert.ok(fetched.windows >= 2, `windows fetched as it played: ${fetched.windows}`);
+  assert.ok(fetched.windowBytes < 16e6, `the page fetched ${fetched.windowBytes} bytes of the recording`);
   assert.deepEqual(errors, []);
 });

@@ -264,3 +264,32 @@ pub struct SpendView {
     #[schema(value_type = Vec<crate::schema::ModelUsage>)]
     pub models: Vec<drover_protocol::device::ModelUsage>,
 }
+
+/// One stretch of a session's recording (`GET /api/v1/sessions/{id}/recording`): what a
+/// player fetches as it plays, a window at a time, instead of the whole file.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RecordingWindow {
+    /// Columns of the terminal the recording starts at.
+    pub cols: u16,
+    /// Rows of the terminal the recording starts at.
+    pub rows: u16,
+    /// The recording's length: µs from its start to its last event.
+    pub length_us: u64,
+    /// The output offset this window starts at.
+    pub from: u64,
+    /// The window's events, in order.
+    pub events: Vec<RecordingEvent>,
+    /// Where the next window starts (its `from`); absent when this one reaches the end.
+    pub next: Option<u64>,
+}
+
+/// One event of a recording, with asciicast v3's codes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RecordingEvent {
+    /// µs since the recording's start.
+    pub t_us: u64,
+    /// `o` output, `r` resize (`COLSxROWS`), `m` marker, `x` exit status.
+    pub code: String,
+    /// The output text, size, label or status.
+    pub data: String,
+}

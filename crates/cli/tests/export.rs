@@ -99,3 +99,73 @@ fn export_keeps_the_first_size_the_exit_time_and_the_argv() {
     let command = shown.lines().find_map(|l| l.strip_prefix("Command")).unwrap().trim();
     assert_eq!(shell_words(command), argv, "{shown}");
 }
+
+/// Output merged, marks kept apart: `(code, data)` in order, consecutive output joined
+/// (windows and the export may cut output at different points).
+fn merged(events: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (code, data) in events {
+        match out.last_mut() {
+            Some((last, text)) if code == "o" && last == "o" => text.push_str(&data),
+            _ => out.push((code, data)),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_recording_a_window_at_a_time_is_the_export() {
+    let d = Drover::up();
+    // Over a megabyte of characters of two, three and four bytes (so windows end inside
+    // some), a resize in the middle, and a last character cut short.
+    let script = r#"i=0; while [ $i -lt 9000 ]; do echo "line $i: é€😀 é€😀 é€😀 é€😀 é€😀 é€😀 é€😀 é€😀 é€😀"; i=$((i+1)); done;
+        while [ "$(stty size)" = "40 120" ]; do sleep 0.05; done; echo "resized to $(stty size)";
+        i=0; while [ $i -lt 9000 ]; do echo "after $i: é€😀 é€😀 é€😀 é€😀 é€😀 é€😀 é€😀 é€😀"; i=$((i+1)); done; printf 'end \342\202'; exit 3"#;
+    let id =
+        d.ok(&["session", "start", "--device", &d.device, "--cols", "120", "--rows", "40", "--", "sh", "-c", script]).trim().to_string();
+    d.wait_text(&id, "line 8999", secs(60));
+    let mut a = Attached::start(&d, &id, &[], 90, 25);
+    assert!(a.wait_exit(secs(60)));
+    assert_eq!(d.wait_ended(&id, secs(30))["exit_code"], 3);
+
+    let (_, cast) = parse(&d.ok(&["session", "export", &id]));
+    let token = d.token();
+    let (mut from, mut windows, mut events) = (0u64, 0, Vec::new());
+    let length = loop {
+        let (status, body) = support::http(&d.url, "GET", &format!("/api/v1/sessions/{id}/recording?from={from}"), Some(&token), b"");
+        assert_eq!(status, 200, "{body}");
+        let w: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((w["cols"].as_u64(), w["rows"].as_u64(), w["from"].as_u64()), (Some(120), Some(40), Some(from)), "{}", &body[..200]);
+        windows += 1;
+        for e in w["events"].as_array().unwrap() {
+            events.push((e["t_us"].as_u64().unwrap(), e["code"].as_str().unwrap().to_string(), e["data"].as_str().unwrap().to_string()));
+        }
+        match w["next"].as_u64() {
+            Some(next) => from = next,
+            None => break w["length_us"].as_u64().unwrap(),
+        }
+    };
+    assert!(windows >= 3, "{windows} windows");
+    // Times only go forward, and the same marks come at the same times.
+    assert!(events.windows(2).all(|p| p[0].0 <= p[1].0));
+    let marks =
+        |e: &[(u64, String, String)]| e.iter().filter(|e| e.1 != "o").map(|e| (e.0 / 1000, e.1.clone(), e.2.clone())).collect::<Vec<_>>();
+    let cast_marks: Vec<_> =
+        cast.iter().filter(|e| e.code != "o").map(|e| (((e.time * 1e6).round() as u64) / 1000, e.code.clone(), e.data.clone())).collect();
+    assert_eq!(marks(&events), cast_marks);
+    assert_eq!(length / 1000, cast_marks.last().unwrap().0, "the length is the exit's time");
+    // The same output, every character whole but the one cut short at the end.
+    let from_windows = merged(events.into_iter().map(|(_, c, d)| (c, d)));
+    assert_eq!(from_windows, merged(cast.into_iter().map(|e| (e.code, e.data))));
+    let text: String = from_windows.iter().filter(|(c, _)| c == "o").map(|(_, d)| d.as_str()).collect();
+    assert_eq!(text.matches('\u{fffd}').count(), 1, "only the cut character is replaced");
+    assert!(text.ends_with("end \u{fffd}"));
+
+    // Past the end: nothing, and no next window.
+    let (status, body) = support::http(&d.url, "GET", &format!("/api/v1/sessions/{id}/recording?from=999999999"), Some(&token), b"");
+    assert_eq!(status, 200, "{body}");
+    let w: Value = serde_json::from_str(&body).unwrap();
+    assert!(w["next"].is_null() && w["events"].as_array().unwrap().iter().all(|e| e["code"] != "o"), "{w}");
+    let (status, _) = support::http(&d.url, "GET", &format!("/api/v1/sessions/{id}/recording?from=-1"), Some(&token), b"");
+    assert_eq!(status, 400);
+}

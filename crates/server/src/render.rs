@@ -1,6 +1,7 @@
 //! Turning a stored output stream into things people read: plain text and an asciicast
 //! v3 file (screens come from checkpoints: `crate::screens`).
 
+use drover_api as api;
 use drover_core::SessionId;
 use drover_render::asciicast::{CastWriter, Event, Header};
 use drover_render::text::TextRenderer;
@@ -144,16 +145,119 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
         last_t = last_t.max(m.t_micros);
         emit(&mut w, mark_event(m));
     }
-    if let (Some(code), false) = (row.exit_code, row.outcome.is_live()) {
-        let ended = row.ended_at.as_deref().and_then(drover_store::parse_time);
-        let ran = row.started_at.as_deref().and_then(drover_store::parse_time).zip(ended).map(|(s, e)| e - s);
-        let exit_t = ran.and_then(|d| d.num_microseconds()).and_then(|us| u64::try_from(us).ok()).unwrap_or(0);
-        emit(&mut w, Event::Exit { t_micros: last_t.max(exit_t), status: code });
+    if let Some((t_micros, status)) = exit(row, last_t) {
+        emit(&mut w, Event::Exit { t_micros, status });
     }
     if let Some(e) = failed {
         return Err(StoreError::Corrupt(e));
     }
     w.into_inner().map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// How an ended session's recording ends: its exit status, at its run's length or after
+/// its last event (`last_t`), whichever is later. None while it runs.
+fn exit(row: &SessionRow, last_t: u64) -> Option<(u64, i32)> {
+    let (Some(code), false) = (row.exit_code, row.outcome.is_live()) else { return None };
+    let ended = row.ended_at.as_deref().and_then(drover_store::parse_time);
+    let ran = row.started_at.as_deref().and_then(drover_store::parse_time).zip(ended).map(|(s, e)| e - s);
+    let exit_t = ran.and_then(|d| d.num_microseconds()).and_then(|us| u64::try_from(us).ok()).unwrap_or(0);
+    Some((last_t.max(exit_t), code))
+}
+
+/// The stretch of a recording from output offset `from` on, about `max_bytes` of output
+/// with the marks that go among it (as in [`asciicast`]: a mark before the first output
+/// at or after its time), cut where no character is split: what a player fetches as it
+/// plays, so neither it nor the server holds a whole recording.
+pub async fn window(store: &Store, row: &SessionRow, from: u64, max_bytes: usize) -> Result<api::RecordingWindow, StoreError> {
+    let (starts, marks): (Vec<_>, Vec<_>) = store.marks(row.id).await?.into_iter().partition(|m| m.kind == "s");
+    let (cols, rows) = starts.first().and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
+    let last_out = store.last_output_time(row.id).await?.unwrap_or(0);
+    let last_mark = marks.iter().map(|m| m.t_micros).max().unwrap_or(0);
+    let length_us = exit(row, last_out.max(last_mark)).map_or(last_out.max(last_mark), |(t, _)| t);
+    // Marks already given: those up to the time of the output just before `from`.
+    let given_until = match from {
+        0 => None,
+        _ => store.read_output_rows(row.id, from - 1, 1).await?.first().map(|c| c.t_micros),
+    };
+    let chunks = store.read_output_rows(row.id, from, max_bytes).await?;
+    let more = chunks.iter().map(|c| c.data.len()).sum::<usize>() >= max_bytes;
+    let mut out = Window::new(from);
+    let mut marks = marks.into_iter().filter(|m| given_until.is_none_or(|t| m.t_micros > t)).peekable();
+    for c in chunks {
+        while let Some(m) = marks.next_if(|m| m.t_micros <= c.t_micros) {
+            out.mark(m);
+        }
+        out.output(c);
+    }
+    let mut next = None;
+    if more {
+        next = Some(out.end - out.carry.len() as u64);
+    } else {
+        out.flush();
+        marks.for_each(|m| out.mark(m));
+        if let Some((t_us, status)) = exit(row, out.last_t.max(length_us)) {
+            out.events.push(api::RecordingEvent { t_us, code: "x".into(), data: status.to_string() });
+        }
+    }
+    Ok(api::RecordingWindow { cols, rows, length_us, from, events: out.events, next })
+}
+
+/// A recording window's events as they are gathered, output decoded as UTF-8 across
+/// chunk boundaries.
+struct Window {
+    events: Vec<api::RecordingEvent>,
+    /// Bytes of a character a chunk ended inside, for the next chunk.
+    carry: Vec<u8>,
+    /// The time of the last output.
+    last_t: u64,
+    /// The offset after the last output.
+    end: u64,
+}
+
+impl Window {
+    fn new(from: u64) -> Window {
+        Window { events: Vec::new(), carry: Vec::new(), last_t: 0, end: from }
+    }
+
+    fn mark(&mut self, m: drover_store::Mark) {
+        self.events.push(api::RecordingEvent { t_us: m.t_micros, code: m.kind, data: m.data });
+    }
+
+    fn output(&mut self, c: OutputChunk) {
+        self.carry.extend_from_slice(&c.data);
+        self.end = c.offset + c.data.len() as u64;
+        self.last_t = c.t_micros;
+        let rest = self.carry.split_off(self.carry.len() - incomplete_tail(&self.carry));
+        let text = String::from_utf8_lossy(&std::mem::replace(&mut self.carry, rest)).into_owned();
+        if !text.is_empty() {
+            self.events.push(api::RecordingEvent { t_us: c.t_micros, code: "o".into(), data: text });
+        }
+    }
+
+    /// At the recording's end: a character cut short is shown as what it is.
+    fn flush(&mut self) {
+        if !self.carry.is_empty() {
+            let text = String::from_utf8_lossy(&std::mem::take(&mut self.carry)).into_owned();
+            self.events.push(api::RecordingEvent { t_us: self.last_t, code: "o".into(), data: text });
+        }
+    }
+}
+
+/// How many bytes at the end of `b` begin a character that is not finished there.
+fn incomplete_tail(b: &[u8]) -> usize {
+    for k in 1..=b.len().min(3) {
+        let byte = b[b.len() - k];
+        if byte & 0xC0 != 0x80 {
+            let needs = match byte {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if needs > k { k } else { 0 };
+        }
+    }
+    0
 }
 
 /// The terminal sizes a session's output was written at: the size it started at, then
@@ -194,5 +298,47 @@ fn mark_event(m: drover_store::Mark) -> Event {
             None => Event::Marker { t_micros: m.t_micros, label: format!("resize {}", m.data) },
         },
         _ => Event::Marker { t_micros: m.t_micros, label: m.data },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_character_cut_at_the_end_is_found() {
+        assert_eq!(incomplete_tail(b""), 0);
+        assert_eq!(incomplete_tail(b"abc"), 0);
+        let euro = "€".as_bytes(); // three bytes
+        assert_eq!(incomplete_tail(euro), 0);
+        assert_eq!(incomplete_tail(&euro[..1]), 1);
+        assert_eq!(incomplete_tail(&euro[..2]), 2);
+        let face = "😀".as_bytes(); // four bytes
+        assert_eq!(incomplete_tail(&face[..3]), 3);
+        assert_eq!(incomplete_tail(&[b'a', face[0]]), 1);
+        // A stray continuation byte is no character's start: nothing to hold back.
+        assert_eq!(incomplete_tail(&[0x80]), 0);
+    }
+
+    #[test]
+    fn output_split_inside_characters_is_decoded_whole() {
+        let session = SessionId::new();
+        let text = "a€😀b";
+        let mut w = Window::new(0);
+        let mut offset = 0;
+        for (t, piece) in text.as_bytes().chunks(2).enumerate() {
+            w.output(OutputChunk { session, offset, t_micros: t as u64, data: Bytes::copy_from_slice(piece) });
+            offset += piece.len() as u64;
+        }
+        w.flush();
+        let joined: String = w.events.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(joined, text);
+        assert!(w.events.iter().all(|e| !e.data.contains('\u{fffd}')), "{:?}", w.events);
+        // Cut inside a character at the end, the rest waits for the next window.
+        let mut w = Window::new(0);
+        w.output(OutputChunk { session, offset: 0, t_micros: 0, data: Bytes::copy_from_slice(&"x€".as_bytes()[..2]) });
+        assert_eq!((w.end, w.carry.len()), (2, 1));
+        assert_eq!(w.events[0].data, "x");
     }
 }

@@ -246,6 +246,15 @@ impl Store {
         Ok(pieces)
     }
 
+    /// The time of a session's last stored output, µs since its start (None: none stored).
+    pub async fn last_output_time(&self, session: SessionId) -> Result<Option<u64>> {
+        let row = sqlx::query("SELECT t_micros FROM output_chunks WHERE session_id = $1 ORDER BY start_offset DESC LIMIT 1")
+            .bind(session.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get::<i64, _>("t_micros") as u64))
+    }
+
     /// Deletes a session's stored output (retention), in `tx`.
     pub(crate) async fn remove_output(&self, tx: &mut sqlx::AnyConnection, session: SessionId) -> Result<()> {
         sqlx::query("DELETE FROM output_chunks WHERE session_id = $1").bind(session.to_string()).execute(&mut *tx).await?;

@@ -9,7 +9,7 @@ import { OutcomeBadge, StateBadge } from "../badges";
 import { outcomeHelp } from "../outcomes";
 import { duration, ago, cap, when, bytes, money, moneyExact } from "../format";
 import { subscribe } from "../live";
-import { Player, parseCast, type Cast, type Screen } from "../player";
+import { Player, type RecordingWindow, type Screen } from "../player";
 import { AgentLink, RepoLink } from "../links";
 import { SendBox } from "../sendbox";
 import { keySequence, LiveTerminal, pillHelp, pillText, type Pill } from "../terminal";
@@ -257,8 +257,16 @@ async function screenAt(id: string, us?: number): Promise<Screen> {
     if (!r.ok) throw new Error(`the server answered ${r.status}`);
     const cols = Number(r.headers.get("x-drover-cols")) || 80;
     const rows = Number(r.headers.get("x-drover-rows")) || 24;
-    return { cols, rows, data: new Uint8Array(await r.arrayBuffer()) };
+    const offset = Number(r.headers.get("x-drover-offset")) || 0;
+    return { cols, rows, offset, data: new Uint8Array(await r.arrayBuffer()) };
   }
+}
+
+/** The window of a session's recording from output offset `from` on. */
+async function recordingAt(id: string, from: number): Promise<RecordingWindow> {
+  const r = await fetch(`/api/v1/sessions/${enc(id)}/recording?from=${from}`, { credentials: "same-origin" });
+  if (!r.ok) throw new Error(`the server answered ${r.status}`);
+  return r.json();
 }
 
 function FinalScreen({ id }: { id: string }) {
@@ -290,41 +298,38 @@ function FinalScreen({ id }: { id: string }) {
 
 function Recording({ id }: { id: string }) {
   const el = useRef<HTMLDivElement>(null);
-  const [cast, setCast] = useState<Cast | null>(null);
   const [player, setPlayer] = useState<Player | null>(null);
   const [pos, setPos] = useState(0);
   const [playing, setPlaying] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [speed, setSpeed] = useState(1);
   useEffect(() => {
-    fetch(`/api/v1/sessions/${enc(id)}/export`, { credentials: "same-origin" })
-      .then(async (r) => {
-        if (!r.ok) throw new Error(`the server answered ${r.status}`);
-        setCast(parseCast(await r.text()));
+    if (!el.current) return;
+    let opened: Player | null = null;
+    let gone = false;
+    const onTick = (position: number, isPlaying: boolean) => {
+      setPos(position);
+      setPlaying(isPlaying);
+    };
+    Player.open(el.current, (from) => recordingAt(id, from), (us) => screenAt(id, us), onTick)
+      .then((p) => {
+        if (gone) return p.dispose();
+        opened = p;
+        setPlayer(p);
+        // Its last frame until Play (which starts from the beginning), not a blank box.
+        p.seek(p.length).then(() => el.current?.setAttribute("data-seeked", String(p.length)));
       })
       .catch((e) => setError(String(e.message ?? e)));
+    return () => {
+      gone = true;
+      opened?.dispose();
+    };
   }, [id]);
-  useEffect(() => {
-    if (!cast || !el.current) return;
-    const p = new Player(
-      el.current,
-      cast,
-      (position, isPlaying) => {
-        setPos(position);
-        setPlaying(isPlaying);
-      },
-      (us) => screenAt(id, us),
-    );
-    // Its last frame until Play (which starts from the beginning), not a blank box.
-    p.seek(cast.length).then(() => el.current?.setAttribute("data-seeked", String(cast.length)));
-    setPlayer(p);
-    return () => p.dispose();
-  }, [cast]);
   return (
     <section aria-labelledby="rec-h">
       <h2 id="rec-h">Recording</h2>
       {error && <p class="error">{error}</p>}
-      {cast && (
+      {player && (
         <div class="player-controls">
           <button type="button" class="button" onClick={() => (playing ? player?.pause() : player?.play())} data-testid="play">
             {playing ? "Pause" : "Play"}
@@ -332,7 +337,7 @@ function Recording({ id }: { id: string }) {
           <input
             type="range"
             min={0}
-            max={Math.max(cast.length, 0.001)}
+            max={Math.max(player.length, 0.001)}
             step={0.01}
             value={pos}
             aria-label="Position in the recording"
@@ -342,7 +347,7 @@ function Recording({ id }: { id: string }) {
             }}
           />
           <span class="muted">
-            {duration(pos)} / {duration(cast.length)}
+            {duration(pos)} / {duration(player.length)}
           </span>
           <select
             aria-label="Speed"

@@ -134,6 +134,7 @@ fn routes() -> Router<AppState> {
         .route("/api/v1/sessions/{id}/text", get(sessions::text))
         .route("/api/v1/sessions/{id}/output", get(sessions::output))
         .route("/api/v1/sessions/{id}/export", get(sessions::export))
+        .route("/api/v1/sessions/{id}/recording", get(sessions::recording))
         .route("/api/v1/sessions/{id}/events", get(events::for_session))
         .route("/api/v1/sessions/{id}/terminal", get(viewer::terminal))
         .route("/api/v1/events", get(events::list))

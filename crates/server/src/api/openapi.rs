@@ -218,6 +218,7 @@ const ROUTES: &[Route] = &[
     rq("GET", "/api/v1/sessions/{id}/text", "What the run printed, as plain text.", &[("lines", Q::Int, "Only the last N lines."), ("complete", Q::Bool, "Only settled lines (for following).")], json(body::<api::SessionText>())),
     rq("GET", "/api/v1/sessions/{id}/output", "Raw stored output from an offset (long-poll; `x-drover-offset`, `x-drover-outcome`, `x-drover-size`).", &[("from", Q::Int, "First offset wanted."), ("wait_ms", Q::Int, "Wait up to this many milliseconds for output (at most 30000).")], Reply::Bytes("application/octet-stream", "Terminal bytes.")),
     r("GET", "/api/v1/sessions/{id}/export", "The recording as asciicast v3.", None, Reply::Bytes("application/x-asciicast", "An asciicast v3 file.")),
+    rq("GET", "/api/v1/sessions/{id}/recording", "The recording a window at a time (about 512 KiB of output and the marks among it), for a player that fetches as it plays.", &[("from", Q::Int, "The output offset to start at: 0, a window's `next`, or a screen's `x-drover-offset`.")], json(body::<api::RecordingWindow>())),
     rq("GET", "/api/v1/sessions/{id}/events", "A session's activity, oldest first.", EVENT_QUERY, List(body::<api::EventView>())),
     rq("GET", "/api/v1/sessions/{id}/terminal", "Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent).", TERMINAL_QUERY, Reply::Socket("The terminal.")),
     rq("GET", "/api/v1/events", "The workspace's activity.", EVENT_QUERY, List(body::<api::EventView>())),

@@ -513,6 +513,31 @@ pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Pat
     ))
 }
 
+/// Output bytes in one window of `recording`: a few seconds of a busy agent's redraws,
+/// small enough that a player fetches one without a pause.
+const WINDOW_BYTES: usize = 512 * 1024;
+
+/// Parameters of `recording`.
+#[derive(Debug, Deserialize)]
+pub struct WindowParams {
+    /// The output offset to start at: 0, a window's `next`, or a screen's
+    /// `x-drover-offset` (what a player seeks to).
+    pub from: Option<u64>,
+}
+
+/// `GET /api/v1/sessions/{id}/recording?from=`: the recording a window at a time, for a
+/// player that fetches as it plays; the whole file is `export`.
+pub async fn recording(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(p): Query<WindowParams>,
+) -> Result<Json<drover_api::RecordingWindow>, ApiError> {
+    let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
+    check_recording(&row)?;
+    Ok(Json(render::window(&state.store, &row, p.from.unwrap_or(0), WINDOW_BYTES).await?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::strip_echo;
