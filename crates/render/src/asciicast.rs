@@ -172,6 +172,17 @@ impl<W: Write> CastWriter<W> {
         }
     }
 
+    /// The writer, for taking what was written so far (a file sent as it is written).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.w
+    }
+
+    /// Flushes held output bytes and the writer: the file is complete.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.flush_held()?;
+        self.w.flush()
+    }
+
     /// Flushes held output bytes and the writer, and returns the writer.
     pub fn into_inner(mut self) -> io::Result<W> {
         self.flush_held()?;

@@ -1,12 +1,14 @@
 //! Turning a stored output stream into things people read: plain text and an asciicast
 //! v3 file (screens come from checkpoints: `crate::screens`).
 
+use bytes::Bytes;
 use drover_api as api;
 use drover_core::SessionId;
 use drover_render::asciicast::{CastWriter, Event, Header};
 use drover_render::text::TextRenderer;
 use drover_render::transcript::Transcript;
 use drover_store::{CheckpointAt, OutputChunk, ScreenCheckpoint, SessionRow, Store, StoreError};
+use futures_util::Stream;
 
 /// Bytes read from the store per query.
 const PAGE: usize = 4 * 1024 * 1024;
@@ -111,7 +113,9 @@ async fn transcript_from(
 /// The session's recording as an asciicast v3 file: the header has the size it started
 /// at (later sizes are `r` events) and its command quoted so a shell reads back the same
 /// argv; the exit event comes at the time the program ended, not at its last output.
-pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, StoreError> {
+/// Made a page of stored output at a time as it is sent: the server holds a page, not
+/// the recording.
+pub async fn asciicast(store: Store, row: SessionRow) -> Result<impl Stream<Item = Result<Bytes, StoreError>>, StoreError> {
     let (starts, marks): (Vec<_>, Vec<_>) = store.marks(row.id).await?.into_iter().partition(|m| m.kind == "s");
     // Sessions recorded before their first size was kept fall back to their size now.
     let (cols, rows) = starts.first().and_then(|m| parse_size(&m.data)).unwrap_or((row.cols, row.rows));
@@ -123,35 +127,60 @@ pub async fn asciicast(store: &Store, row: &SessionRow) -> Result<Vec<u8>, Store
         command: Some(drover_core::argv::join(&row.command)),
         title: Some(row.title.clone()).filter(|t| !t.is_empty()),
     };
-    let mut marks = marks.into_iter().peekable();
-    let mut w = CastWriter::new(Vec::new(), &header).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let mut last_t = 0;
-    let mut failed = None;
-    let mut emit = |w: &mut CastWriter<Vec<u8>>, e: Event| {
-        if let Err(err) = w.event(e) {
-            failed = Some(err.to_string());
+    let w = CastWriter::new(Vec::new(), &header).map_err(corrupt)?;
+    let cast = Cast { store, row, marks: marks.into_iter().peekable(), w, from: 0, last_t: 0 };
+    Ok(futures_util::stream::try_unfold(Some(cast), |cast| async move {
+        let Some(mut cast) = cast else { return Ok(None) };
+        let more = cast.page().await?;
+        let bytes = Bytes::from(std::mem::take(cast.w.get_mut()));
+        Ok(Some((bytes, more.then_some(cast))))
+    }))
+}
+
+/// A recording file being written: where its output is read up to, and the marks left.
+struct Cast {
+    store: Store,
+    row: SessionRow,
+    marks: std::iter::Peekable<std::vec::IntoIter<drover_store::Mark>>,
+    w: CastWriter<Vec<u8>>,
+    /// The output offset read up to.
+    from: u64,
+    /// The time of the last event written.
+    last_t: u64,
+}
+
+impl Cast {
+    /// Writes the next page of output with the marks that go before it (a mark before
+    /// the first output at or after its time); once the output is all written, the marks
+    /// after it and the exit. False once the file is complete.
+    async fn page(&mut self) -> Result<bool, StoreError> {
+        let chunks = self.store.read_output_rows(self.row.id, self.from, PAGE).await?;
+        let Some(last) = chunks.last() else {
+            for m in self.marks.by_ref() {
+                self.last_t = self.last_t.max(m.t_micros);
+                self.w.event(mark_event(m)).map_err(corrupt)?;
+            }
+            if let Some((t_micros, status)) = exit(&self.row, self.last_t) {
+                self.w.event(Event::Exit { t_micros, status }).map_err(corrupt)?;
+            }
+            self.w.finish().map_err(corrupt)?;
+            return Ok(false);
+        };
+        self.from = last.offset + last.data.len() as u64;
+        for c in chunks {
+            while let Some(m) = self.marks.next_if(|m| m.t_micros <= c.t_micros) {
+                self.w.event(mark_event(m)).map_err(corrupt)?;
+            }
+            self.last_t = self.last_t.max(c.t_micros);
+            self.w.event(Event::Output { t_micros: c.t_micros, data: c.data.into() }).map_err(corrupt)?;
         }
-    };
-    let mut chunks = Vec::new();
-    each_chunk(store, row.id, 0, |c| chunks.push(c)).await?;
-    for c in chunks {
-        while let Some(m) = marks.next_if(|m| m.t_micros <= c.t_micros) {
-            emit(&mut w, mark_event(m));
-        }
-        last_t = last_t.max(c.t_micros);
-        emit(&mut w, Event::Output { t_micros: c.t_micros, data: c.data.into() });
+        Ok(true)
     }
-    for m in marks {
-        last_t = last_t.max(m.t_micros);
-        emit(&mut w, mark_event(m));
-    }
-    if let Some((t_micros, status)) = exit(row, last_t) {
-        emit(&mut w, Event::Exit { t_micros, status });
-    }
-    if let Some(e) = failed {
-        return Err(StoreError::Corrupt(e));
-    }
-    w.into_inner().map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// A recording that cannot be written as asciicast.
+fn corrupt(e: std::io::Error) -> StoreError {
+    StoreError::Corrupt(e.to_string())
 }
 
 /// How an ended session's recording ends: its exit status, at its run's length or after
@@ -304,7 +333,6 @@ fn mark_event(m: drover_store::Mark) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     #[test]
     fn a_character_cut_at_the_end_is_found() {

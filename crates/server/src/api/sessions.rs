@@ -502,7 +502,7 @@ pub async fn output(
 pub async fn export(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
     let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
-    let cast = render::asciicast(&state.store, &row).await?;
+    let cast = axum::body::Body::from_stream(render::asciicast(state.store.clone(), row.clone()).await?);
     let disposition = format!("attachment; filename=\"{}.cast\"", row.id);
     Ok((
         [
