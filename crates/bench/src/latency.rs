@@ -1,8 +1,11 @@
 //! Input-to-echo latency: a keystroke typed into `drover session attach` until its echo
-//! comes back out of attach, to `cat` in the session; against the same through a bare
-//! PTY (`cat` run directly in the bench's PTY). Idle, then with other sessions streaming.
+//! comes back out of attach, to `cat` in the session; against the same through `tmux
+//! attach` (the baseline the goal is set against) and a bare PTY (`cat` run directly in
+//! the bench's PTY). Idle, then with other sessions streaming. Keys come `gap` apart, as
+//! people type: back to back, every process stays hot and wake-ups cost nothing.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -28,20 +31,34 @@ pub struct Percentiles {
 pub struct Latency {
     /// Keystrokes per run.
     pub keys: usize,
+    /// Milliseconds between one key's echo and the next key.
+    pub gap_ms: u64,
     /// Bare PTY baseline.
     pub bare_pty: Percentiles,
+    /// `tmux attach`, nothing else running (None if tmux is not installed).
+    pub tmux_idle: Option<Percentiles>,
+    /// `tmux attach` with `streams` other tmux sessions printing.
+    pub tmux_loaded: Option<Percentiles>,
     /// Through drover, nothing else running.
     pub drover_idle: Percentiles,
     /// Through drover with `streams` other sessions printing.
     pub drover_loaded: Percentiles,
-    /// Sessions streaming during the loaded run.
+    /// Sessions streaming during the loaded runs.
     pub streams: usize,
 }
 
-fn keystrokes(p: &mut PtyProc, keys: usize) -> Result<Percentiles> {
+/// What the streaming sessions of the loaded runs print.
+const STREAM: &str = "while :; do seq 1 1000; sleep 0.1; done";
+
+/// The keys typed: letters no escape sequence a terminal multiplexer sends ends with, so
+/// an echo is not mistaken for a redraw's cursor movement.
+const KEYS: &[u8] = b"jkowyz";
+
+fn keystrokes(p: &mut PtyProc, keys: usize, gap: Duration) -> Result<Percentiles> {
     let mut lat = Vec::with_capacity(keys);
     for i in 0..keys {
-        let ch = b'a' + (i % 26) as u8;
+        std::thread::sleep(gap);
+        let ch = KEYS[i % KEYS.len()];
         let before = p.bytes();
         let t0 = Instant::now();
         p.write(&[ch])?;
@@ -57,7 +74,7 @@ fn keystrokes(p: &mut PtyProc, keys: usize) -> Result<Percentiles> {
     Ok(Percentiles { p50_ms: percentile(&mut lat, 50.0), p99_ms: percentile(&mut lat, 99.0), max_ms: percentile(&mut lat, 100.0) })
 }
 
-pub(crate) fn through_drover(up: &Up, keys: usize) -> Result<Percentiles> {
+pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration) -> Result<Percentiles> {
     let id = up.start_session(80, 24, &["cat"])?;
     up.wait_running(&id)?;
     let home = up.home.path().to_str().context("home")?.to_string();
@@ -69,32 +86,98 @@ pub(crate) fn through_drover(up: &Up, keys: usize) -> Result<Percentiles> {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let r = keystrokes(&mut attach, keys);
+    let r = keystrokes(&mut attach, keys, gap);
     drop(attach);
     let _ = up.cli(&["session", "stop", &id]);
     r
 }
 
-/// Runs the latency comparison.
-pub fn run(exe: &Path, keys: usize, streams: usize) -> Result<Latency> {
-    let mut bare = PtyProc::spawn(&["cat"], &[], 80, 24)?;
-    std::thread::sleep(Duration::from_millis(200));
-    let bare_pty = keystrokes(&mut bare, keys)?;
-    drop(bare);
-    let up = Up::start(exe)?;
-    let drover_idle = through_drover(&up, keys)?;
-    let mut ids = Vec::new();
-    for _ in 0..streams {
-        ids.push(up.start_session(100, 30, &["sh", "-c", "while :; do seq 1 1000; sleep 0.1; done"])?);
+/// A tmux server of the bench's own, killed when dropped.
+struct Tmux {
+    sock: String,
+}
+
+impl Tmux {
+    fn start() -> Option<Tmux> {
+        let t = Tmux { sock: format!("drover-bench-lat-{}", std::process::id()) };
+        t.run(&["new-session", "-d", "-s", "lat", "-x", "80", "-y", "24", "cat"]).ok()?;
+        Some(t)
+    }
+
+    fn run(&self, args: &[&str]) -> Result<()> {
+        let st = Command::new("tmux").args(["-L", &self.sock, "-f", "/dev/null"]).args(args).stdin(Stdio::null()).status()?;
+        anyhow::ensure!(st.success(), "tmux {args:?} failed");
+        Ok(())
+    }
+
+    /// Keystrokes through a `tmux attach` client to `cat` in session `lat`.
+    fn keystrokes(&self, keys: usize, gap: Duration) -> Result<Percentiles> {
+        let mut client = PtyProc::spawn(&["tmux", "-L", &self.sock, "attach", "-t", "lat"], &[], 80, 24)?;
+        std::thread::sleep(Duration::from_millis(500));
+        let r = keystrokes(&mut client, keys, gap);
+        client.kill();
+        r
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// tmux attach idle, then with `streams` other tmux sessions streaming.
+fn through_tmux(keys: usize, gap: Duration, streams: usize) -> Result<Option<(Percentiles, Percentiles)>> {
+    let Some(tmux) = Tmux::start() else { return Ok(None) };
+    let idle = tmux.keystrokes(keys, gap)?;
+    for i in 0..streams {
+        tmux.run(&["new-session", "-d", "-s", &format!("s{i}"), "-x", "100", "-y", "30", STREAM])?;
     }
     std::thread::sleep(Duration::from_secs(1));
-    let drover_loaded = through_drover(&up, keys)?;
-    let r = Latency { keys, bare_pty, drover_idle, drover_loaded, streams };
-    let show =
-        |name: &str, p: &Percentiles| println!("  {name:<38} p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms", p.p50_ms, p.p99_ms, p.max_ms);
-    println!("latency ({keys} keystrokes to cat, echo seen by the typing client; goal p99 < 5 ms):");
-    show("bare PTY", &r.bare_pty);
-    show("drover attach", &r.drover_idle);
-    show(&format!("drover attach, {streams} other sessions streaming"), &r.drover_loaded);
+    let loaded = tmux.keystrokes(keys, gap)?;
+    Ok(Some((idle, loaded)))
+}
+
+/// Runs the latency comparison.
+pub fn run(exe: &Path, keys: usize, gap_ms: u64, streams: usize) -> Result<Latency> {
+    let gap = Duration::from_millis(gap_ms);
+    let mut bare = PtyProc::spawn(&["cat"], &[], 80, 24)?;
+    std::thread::sleep(Duration::from_millis(200));
+    let bare_pty = keystrokes(&mut bare, keys, gap).context("through a bare PTY")?;
+    drop(bare);
+    let tmux = through_tmux(keys, gap, streams).context("through tmux")?;
+    let up = Up::start(exe)?;
+    let drover_idle = through_drover(&up, keys, gap).context("through drover")?;
+    let mut ids = Vec::new();
+    for _ in 0..streams {
+        ids.push(up.start_session(100, 30, &["sh", "-c", STREAM])?);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let drover_loaded = through_drover(&up, keys, gap).context("through drover, loaded")?;
+    let (tmux_idle, tmux_loaded) = tmux.map_or((None, None), |(i, l)| (Some(i), Some(l)));
+    let r = Latency { keys, gap_ms, bare_pty, tmux_idle, tmux_loaded, drover_idle, drover_loaded, streams };
+    report(&r);
     Ok(r)
+}
+
+fn report(r: &Latency) {
+    let show =
+        |name: &str, p: &Percentiles| println!("  {name:<44} p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms", p.p50_ms, p.p99_ms, p.max_ms);
+    let ratio = |d: &Percentiles, t: &Option<Percentiles>| {
+        if let Some(t) = t {
+            println!("  {:<44} p50 {:.2}×  p99 {:.2}× (goal ≤ 2×, ≤ 3×)", "  drover ÷ tmux", d.p50_ms / t.p50_ms, d.p99_ms / t.p99_ms);
+        }
+    };
+    println!("latency ({} keystrokes to cat, {} ms apart, echo seen by the typing client):", r.keys, r.gap_ms);
+    show("bare PTY", &r.bare_pty);
+    if let Some(t) = &r.tmux_idle {
+        show("tmux attach", t);
+    }
+    show("drover attach", &r.drover_idle);
+    ratio(&r.drover_idle, &r.tmux_idle);
+    if let Some(t) = &r.tmux_loaded {
+        show(&format!("tmux attach, {} other sessions streaming", r.streams), t);
+    }
+    show(&format!("drover attach, {} other sessions streaming", r.streams), &r.drover_loaded);
+    ratio(&r.drover_loaded, &r.tmux_loaded);
 }

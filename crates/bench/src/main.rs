@@ -57,6 +57,9 @@ struct Args {
     /// Keystrokes per latency run.
     #[arg(long, default_value_t = 1000)]
     keys: usize,
+    /// Milliseconds between keystrokes in the latency runs (people type with gaps).
+    #[arg(long, default_value_t = 30)]
+    gap_ms: u64,
     /// Other sessions streaming during the loaded latency run.
     #[arg(long, default_value_t = 20)]
     streams: usize,
@@ -125,7 +128,7 @@ fn main() -> Result<()> {
         report.insert("throughput".into(), serde_json::to_value(r)?);
     }
     if want("latency") {
-        let r = latency::run(&exe, args.keys, args.streams)?;
+        let r = latency::run(&exe, args.keys, args.gap_ms, args.streams)?;
         report.insert("latency".into(), serde_json::to_value(r)?);
     }
     if want("memory") {
