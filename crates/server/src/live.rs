@@ -94,7 +94,7 @@ pub struct Heap {
 /// library's ([`read_heap_with`]).
 static HEAP_READER: std::sync::OnceLock<fn() -> Option<Heap>> = std::sync::OnceLock::new();
 
-/// Makes [`heap`] (and `drover_heap_bytes`) read the heap through `reader`: for a binary
+/// Makes the heap figures (`drover_heap_bytes`, the soak's) read the heap through `reader`: for a binary
 /// that sets its own global allocator. The first call wins.
 pub fn read_heap_with(reader: fn() -> Option<Heap>) {
     let _ = HEAP_READER.set(reader);
