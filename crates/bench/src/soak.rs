@@ -4,9 +4,9 @@
 //! --follow`) coming and going. At the end every session's stored output is checked
 //! line by line (no number missing, none twice) and the server's and device's memory
 //! over the run is reported: resident memory at the end against the first sample after
-//! warm-up (the first five minutes, or half of a shorter run), with the server's heap in
-//! use and its live structures (scraped from its `/metrics`) beside it, so growth can be
-//! told apart as something kept (heap in use grows) or the allocator's (it does not).
+//! warm-up (the first five minutes, or half of a shorter run), with both heaps in use
+//! and the server's live structures (scraped from their `/metrics`) beside it, so growth
+//! can be told apart as something kept (heap in use grows) or the allocator's (it does not).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -47,6 +47,8 @@ pub struct SoakReport {
     pub device_rss_mb: (f64, f64, f64),
     /// The server's heap in use (MB): first after warm-up, last, highest.
     pub server_heap_mb: (f64, f64, f64),
+    /// The device daemon's heap in use (MB): first after warm-up, last, highest.
+    pub device_heap_mb: (f64, f64, f64),
     /// Whether the run met the goal: server RSS at the end within 10% of its first
     /// sample after warm-up, the device's within 5%, nothing missing, doubled or short.
     pub flat: bool,
@@ -69,6 +71,8 @@ pub struct Sample {
     pub server_sqlite_mb: f64,
     /// The server's live structures (`drover_live_items`): hubs, viewers, tasks.
     pub hubs_viewers_tasks: (u64, u64, u64),
+    /// The device daemon's heap in use and held free by the allocator (MB).
+    pub device_heap_mb: (f64, f64),
 }
 
 struct Procs {
@@ -140,10 +144,12 @@ fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// Both processes' memory now, and the server's heap and live structures.
-fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: &str) -> Sample {
-    let text = scrape(metrics).unwrap_or_default();
+/// Both processes' memory now, their heaps, and the server's live structures; `metrics`
+/// is where the server serves its metrics and where the device daemon serves its own.
+fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: (&str, &str)) -> Sample {
+    let (text, device) = (scrape(metrics.0).unwrap_or_default(), scrape(metrics.1).unwrap_or_default());
     let mb = |series: &str| metric(&text, series).map_or(f64::NAN, |b| b / 1e6);
+    let device_mb = |series: &str| metric(&device, series).map_or(f64::NAN, |b| b / 1e6);
     let n = |structure: &str| metric(&text, &format!("drover_live_items{{structure=\"{structure}\"}}")).unwrap_or(f64::NAN) as u64;
     Sample {
         minute: start.elapsed().as_secs_f64() / 60.0,
@@ -152,6 +158,7 @@ fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: &str) -> Sa
         server_heap_mb: (mb("drover_heap_bytes{state=\"in_use\"}"), mb("drover_heap_bytes{state=\"free\"}")),
         server_sqlite_mb: mb("drover_sqlite_memory_bytes"),
         hubs_viewers_tasks: (n("hubs"), n("hub_viewers"), n("tasks")),
+        device_heap_mb: (device_mb("drover_heap_bytes{state=\"in_use\"}"), device_mb("drover_heap_bytes{state=\"free\"}")),
     }
 }
 
@@ -165,7 +172,8 @@ fn summary(samples: &[f64]) -> (f64, f64, f64) {
 pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Result<SoakReport> {
     let (server_home, device_home) = (tempfile::tempdir()?, tempfile::tempdir()?);
     let mut procs = Procs { children: Vec::new(), device_home: device_home.path().to_path_buf() };
-    let metrics = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    let port = || -> Result<String> { Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())) };
+    let (metrics, device_metrics) = (port()?, port()?);
     let server_args = ["server", "--listen", "127.0.0.1:0", "--stop-grace", "1", "--metrics-listen", &metrics];
     let mut server = spawn(exe, server_home.path(), &server_args)?;
     let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
@@ -187,7 +195,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
     let cred: serde_json::Value = serde_json::from_str(&cli(exe, home, &["--json", "device", "add", "soak", "--slots", &slots])?)?;
     let token = cred["enrollment_token"].as_str().context("device enrollment token")?.to_string();
     let link = LinkProxy::start(url.trim_start_matches("http://").parse()?)?;
-    let device_args = ["device", "--server", &link.url(), "--token", &token, "--name", "soak", "--slots", &slots];
+    let device_args =
+        ["device", "--server", &link.url(), "--token", &token, "--name", "soak", "--slots", &slots, "--metrics-listen", &device_metrics];
     let device = spawn(exe, device_home.path(), &device_args)?;
     let device_pid = device.id();
     procs.children.push(device);
@@ -223,7 +232,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
             next_cut += cut_every;
         }
         if now >= next_sample {
-            samples.push(sample(start, server_pid, device_pid, &metrics));
+            samples.push(sample(start, server_pid, device_pid, (&metrics, &device_metrics)));
             next_sample += Duration::from_secs(15);
         }
         if now >= next_viewer {
@@ -250,7 +259,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         let _ = v.kill();
         let _ = v.wait();
     }
-    samples.push(sample(start, server_pid, device_pid, &metrics));
+    samples.push(sample(start, server_pid, device_pid, (&metrics, &device_metrics)));
 
     for id in &ids {
         cli(exe, home, &["session", "stop", id])?;
@@ -275,7 +284,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         doubled += d;
     }
     let of = |f: fn(&Sample) -> f64| summary(&samples.iter().map(f).collect::<Vec<_>>());
-    let (server_rss_mb, device_rss_mb, server_heap_mb) = (of(|s| s.server_rss_mb), of(|s| s.device_rss_mb), of(|s| s.server_heap_mb.0));
+    let (server_rss_mb, device_rss_mb) = (of(|s| s.server_rss_mb), of(|s| s.device_rss_mb));
+    let (server_heap_mb, device_heap_mb) = (of(|s| s.server_heap_mb.0), of(|s| s.device_heap_mb.0));
     let growth = |(first, last, _): (f64, f64, f64)| last / first;
     let flat = growth(server_rss_mb) <= 1.10 && growth(device_rss_mb) <= 1.05 && missing + doubled + short == 0;
     let report = SoakReport {
@@ -291,6 +301,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         server_rss_mb,
         device_rss_mb,
         server_heap_mb,
+        device_heap_mb,
         flat,
         samples,
     };
@@ -302,11 +313,12 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         format!("{what} {first:.1} → {last:.1} MB (max {max:.1}, end/start {:.2})", last / first)
     };
     println!(
-        "soak: from minute {:.1} to the end: {}; {}; {}",
+        "soak: from minute {:.1} to the end: {}; {}; {}; {}",
         report.warmup_minutes,
         line("server RSS", server_rss_mb),
         line("server heap in use", server_heap_mb),
-        line("device RSS", device_rss_mb)
+        line("device RSS", device_rss_mb),
+        line("device heap in use", device_heap_mb)
     );
     // One sample a minute (every fourth), to read the shape.
     let per_minute = |f: fn(&Sample) -> String| report.samples.iter().step_by(4).map(f).collect::<Vec<_>>().join(" ");
@@ -316,6 +328,10 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         per_minute(|s| format!("{:.0}/{:.0}/{:.1}", s.server_heap_mb.0, s.server_heap_mb.1, s.server_sqlite_mb))
     );
     println!("soak: device RSS each minute (MB): {}", per_minute(|s| format!("{:.1}", s.device_rss_mb)));
+    println!(
+        "soak: device heap in use / free each minute (MB): {}",
+        per_minute(|s| format!("{:.1}/{:.1}", s.device_heap_mb.0, s.device_heap_mb.1))
+    );
     println!(
         "soak: server hubs/viewers/tasks each minute: {}",
         per_minute(|s| format!("{}/{}/{}", s.hubs_viewers_tasks.0, s.hubs_viewers_tasks.1, s.hubs_viewers_tasks.2))

@@ -345,7 +345,8 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
     print_missing(&offer);
     if let Some(l) = metrics_listener {
         println!("  metrics: {}", crate::metrics::describe(&l));
-        crate::metrics::spawn("device", drover_device::metrics::serve(config.metrics.clone(), l));
+        let serve = drover_device::metrics::serve(config.metrics.clone(), l, drover_server::metrics::process_registry);
+        crate::metrics::spawn("device", serve);
     }
     tokio::select! {
         r = drover_device::run(config) => r.context("the device daemon stopped"),

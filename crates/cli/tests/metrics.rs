@@ -193,6 +193,9 @@ fn a_device_daemon_serves_its_own_metrics_and_a_server_its_own() {
     promtool(&first, "device");
     assert_eq!(value(&first, "drover_device_link_up"), Some(1.0), "{first}");
     assert_eq!(value(&first, "drover_device_shims"), Some(0.0), "{first}");
+    // The daemon's own memory, to tell what it keeps from what its allocator holds.
+    assert!(value(&first, "process_resident_memory_bytes") > Some(0.0), "{first}");
+    assert!(value(&first, "drover_heap_bytes{state=\"in_use\"}") > Some(0.0), "{first}");
 
     // A session's shim is counted while it runs, its output as it is forwarded.
     let id = s.cli.start(&["sh", "-c", "echo device-metrics; sleep 60"]);

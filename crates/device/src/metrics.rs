@@ -108,15 +108,16 @@ impl Drop for ShimGuard {
 }
 
 /// Serves `/metrics` without credentials on `listener` until the process ends:
-/// OpenMetrics when the scraper asks for it, else Prometheus' text format.
-pub async fn serve(metrics: DeviceMetrics, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// OpenMetrics when the scraper asks for it, else Prometheus' text format. `process`
+/// gives, on every scrape, what the process as a whole holds now (its memory).
+pub async fn serve(metrics: DeviceMetrics, listener: tokio::net::TcpListener, process: fn() -> Registry) -> std::io::Result<()> {
     use axum::http::{header, HeaderMap, StatusCode};
     let registry = Arc::new(metrics.registry());
     let scrape = move |headers: HeaderMap| {
         let registry = registry.clone();
         async move {
             let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-            let (content_type, body) = encode(&registry, accept);
+            let (content_type, body) = encode(&[&registry, &process()], accept);
             ([(header::CONTENT_TYPE, content_type)], body)
         }
     };
@@ -126,15 +127,20 @@ pub async fn serve(metrics: DeviceMetrics, listener: tokio::net::TcpListener) ->
     axum::serve(listener, app).await
 }
 
-/// `registry` as OpenMetrics text when `accept` asks for it, else Prometheus text 0.0.4.
-fn encode(registry: &Registry, accept: &str) -> (&'static str, String) {
+/// `registries` as OpenMetrics text when `accept` asks for it, else Prometheus text 0.0.4.
+fn encode(registries: &[&Registry], accept: &str) -> (&'static str, String) {
     use prometheus_client::encoding::{prometheus_text, text};
     let mut body = String::new();
     if accept.contains("application/openmetrics-text") {
-        text::encode(&mut body, registry).expect("writing to a String");
+        for r in registries {
+            text::encode_registry(&mut body, r).expect("writing to a String");
+        }
+        text::encode_eof(&mut body).expect("writing to a String");
         return ("application/openmetrics-text; version=1.0.0; charset=utf-8", body);
     }
-    prometheus_text::encode(&mut body, registry).expect("writing to a String");
+    for r in registries {
+        prometheus_text::encode(&mut body, r).expect("writing to a String");
+    }
     (prometheus_text::CONTENT_TYPE, body)
 }
 
@@ -150,7 +156,7 @@ mod tests {
         m.forwarded(10);
         m.reconnecting();
         m.sandbox_failed(SandboxFailure::Confinement);
-        let t = encode(&registry, "").1;
+        let t = encode(&[&registry], "").1;
         for line in [
             "drover_device_shims 1",
             "drover_device_forwarded_bytes_total 10",
@@ -162,7 +168,7 @@ mod tests {
             assert!(t.lines().any(|l| l == line), "no line `{line}` in:\n{t}");
         }
         drop(guard);
-        assert!(encode(&registry, "").1.lines().any(|l| l == "drover_device_shims 0"));
-        assert!(encode(&registry, "application/openmetrics-text").1.trim_end().ends_with("# EOF"));
+        assert!(encode(&[&registry], "").1.lines().any(|l| l == "drover_device_shims 0"));
+        assert!(encode(&[&registry, &Registry::default()], "application/openmetrics-text").1.trim_end().ends_with("# EOF"));
     }
 }

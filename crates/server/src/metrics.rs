@@ -489,6 +489,16 @@ fn register_memory(r: &mut Registry, state: &AppState) {
         items.get_or_create(&StructureLabel { structure }).set(gauge_value(n));
     }
     r.register("drover_live_items", "What this server holds in memory now, by structure (items; bytes for *_bytes)", items);
+    register_process(r);
+    if let Some((in_use, _)) = drover_store::sqlite_memory() {
+        r.register("drover_sqlite_memory_bytes", "SQLite's heap in this process: page caches, prepared statements, schemas", gauge(in_use));
+    }
+}
+
+/// This process's memory now: its resident memory and its heap (in use, and held free
+/// by the allocator). The server's scrape has them; so has a lone device daemon's
+/// (`drover device --metrics-listen`), through [`process_registry`].
+fn register_process(r: &mut Registry) {
     if let Some(rss) = crate::live::resident_bytes() {
         r.register("process_resident_memory_bytes", "Resident memory of this process", gauge(rss));
     }
@@ -498,9 +508,14 @@ fn register_memory(r: &mut Registry, state: &AppState) {
         heap.get_or_create(&HeapLabel { state: "free" }).set(gauge_value(h.free));
         r.register("drover_heap_bytes", "The heap: bytes allocated and in use, and bytes the allocator holds resident beyond them", heap);
     }
-    if let Some((in_use, _)) = drover_store::sqlite_memory() {
-        r.register("drover_sqlite_memory_bytes", "SQLite's heap in this process: page caches, prepared statements, schemas", gauge(in_use));
-    }
+}
+
+/// A registry of this process's memory as it is now (resident memory, the heap): for a
+/// process that is not a server, such as a lone device daemon, to serve beside its own.
+pub fn process_registry() -> Registry {
+    let mut r = Registry::default();
+    register_process(&mut r);
+    r
 }
 
 /// A gauge reading `v`.
