@@ -44,6 +44,13 @@ pub(crate) fn rss_mb(pid: u32) -> f64 {
     status_kb(pid, "status", "VmRSS:") / 1024.0
 }
 
+/// Of a process's resident memory, what is its own (anonymous: heap, stacks), in MB; the
+/// rest is pages of files it maps (its executable's code, shared with every other
+/// `drover` process), which grows only as code is first run and is bounded by the binary.
+pub(crate) fn anon_mb(pid: u32) -> f64 {
+    status_kb(pid, "status", "RssAnon:") / 1024.0
+}
+
 fn pss_mb(pid: u32) -> f64 {
     status_kb(pid, "smaps_rollup", "Pss:") / 1024.0
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::memory::rss_mb;
+use crate::memory::{anon_mb, rss_mb};
 use drover_linkproxy::LinkProxy;
 
 /// What the soak run found.
@@ -45,6 +45,10 @@ pub struct SoakReport {
     pub server_rss_mb: (f64, f64, f64),
     /// Device daemon memory (RSS, MB): first after warm-up, last, highest.
     pub device_rss_mb: (f64, f64, f64),
+    /// Of the server's RSS, its anonymous memory (MB): first after warm-up, last, highest.
+    pub server_anon_mb: (f64, f64, f64),
+    /// Of the device daemon's RSS, its anonymous memory (MB): first, last, highest.
+    pub device_anon_mb: (f64, f64, f64),
     /// The server's heap in use (MB): first after warm-up, last, highest.
     pub server_heap_mb: (f64, f64, f64),
     /// The device daemon's heap in use (MB): first after warm-up, last, highest.
@@ -65,6 +69,9 @@ pub struct Sample {
     pub server_rss_mb: f64,
     /// Device daemon RSS (MB).
     pub device_rss_mb: f64,
+    /// Of each RSS, the anonymous memory (MB): server, device. The rest is the
+    /// executable's pages, shared between them and every shim.
+    pub anon_mb: (f64, f64),
     /// The server's heap in use and held free by the allocator (MB; NaN if unknown).
     pub server_heap_mb: (f64, f64),
     /// Of the heap in use, SQLite's: page caches, statements, schemas (MB).
@@ -155,6 +162,7 @@ fn sample(start: Instant, server_pid: u32, device_pid: u32, metrics: (&str, &str
         minute: start.elapsed().as_secs_f64() / 60.0,
         server_rss_mb: rss_mb(server_pid),
         device_rss_mb: rss_mb(device_pid),
+        anon_mb: (anon_mb(server_pid), anon_mb(device_pid)),
         server_heap_mb: (mb("drover_heap_bytes{state=\"in_use\"}"), mb("drover_heap_bytes{state=\"free\"}")),
         server_sqlite_mb: mb("drover_sqlite_memory_bytes"),
         hubs_viewers_tasks: (n("hubs"), n("hub_viewers"), n("tasks")),
@@ -286,6 +294,7 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
     let of = |f: fn(&Sample) -> f64| summary(&samples.iter().map(f).collect::<Vec<_>>());
     let (server_rss_mb, device_rss_mb) = (of(|s| s.server_rss_mb), of(|s| s.device_rss_mb));
     let (server_heap_mb, device_heap_mb) = (of(|s| s.server_heap_mb.0), of(|s| s.device_heap_mb.0));
+    let (server_anon_mb, device_anon_mb) = (of(|s| s.anon_mb.0), of(|s| s.anon_mb.1));
     let growth = |(first, last, _): (f64, f64, f64)| last / first;
     let flat = growth(server_rss_mb) <= 1.10 && growth(device_rss_mb) <= 1.05 && missing + doubled + short == 0;
     let report = SoakReport {
@@ -300,6 +309,8 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         warmup_minutes: warm.as_secs_f64() / 60.0,
         server_rss_mb,
         device_rss_mb,
+        server_anon_mb,
+        device_anon_mb,
         server_heap_mb,
         device_heap_mb,
         flat,
@@ -313,21 +324,23 @@ pub fn run(exe: &Path, sessions: usize, minutes: f64, cut_every: Duration) -> Re
         format!("{what} {first:.1} → {last:.1} MB (max {max:.1}, end/start {:.2})", last / first)
     };
     println!(
-        "soak: from minute {:.1} to the end: {}; {}; {}; {}",
+        "soak: from minute {:.1} to the end: {}; {}; {}; {}; {}; {}",
         report.warmup_minutes,
         line("server RSS", server_rss_mb),
+        line("of it anonymous", server_anon_mb),
         line("server heap in use", server_heap_mb),
         line("device RSS", device_rss_mb),
+        line("of it anonymous", device_anon_mb),
         line("device heap in use", device_heap_mb)
     );
     // One sample a minute (every fourth), to read the shape.
     let per_minute = |f: fn(&Sample) -> String| report.samples.iter().step_by(4).map(f).collect::<Vec<_>>().join(" ");
-    println!("soak: server RSS each minute (MB): {}", per_minute(|s| format!("{:.0}", s.server_rss_mb)));
+    println!("soak: server RSS (anonymous) each minute (MB): {}", per_minute(|s| format!("{:.0}({:.0})", s.server_rss_mb, s.anon_mb.0)));
     println!(
         "soak: server heap in use / free / SQLite's each minute (MB): {}",
         per_minute(|s| format!("{:.0}/{:.0}/{:.1}", s.server_heap_mb.0, s.server_heap_mb.1, s.server_sqlite_mb))
     );
-    println!("soak: device RSS each minute (MB): {}", per_minute(|s| format!("{:.1}", s.device_rss_mb)));
+    println!("soak: device RSS (anonymous) each minute (MB): {}", per_minute(|s| format!("{:.1}({:.1})", s.device_rss_mb, s.anon_mb.1)));
     println!(
         "soak: device heap in use / free each minute (MB): {}",
         per_minute(|s| format!("{:.1}/{:.1}", s.device_heap_mb.0, s.device_heap_mb.1))
