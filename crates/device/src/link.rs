@@ -22,7 +22,7 @@ use tracing::Instrument;
 
 use crate::config::DeviceConfig;
 use crate::metrics::SandboxFailure;
-use crate::session::{spawn_session, Registry, SessionCmd, Uplink};
+use crate::session::{spawn_session, Outgoing, Registry, SessionCmd, Uplink, OUTPUT_BUDGET};
 use crate::spawn;
 
 /// Waits between connection attempts: 200 ms doubling to 10 s, up to a quarter longer.
@@ -55,7 +55,7 @@ pub async fn run(config: DeviceConfig) -> std::io::Result<()> {
 /// [`run`], inside the device's span.
 async fn run_linked(config: DeviceConfig) -> std::io::Result<()> {
     std::fs::create_dir_all(config.sessions_dir())?;
-    let registry: Registry = Arc::new(Mutex::new(Default::default()));
+    let registry = Registry::new(OUTPUT_BUDGET);
     let preparing: Preparing = Arc::new(Mutex::new(Default::default()));
     adopt_existing(&config, &registry).await;
     // Failed connections in a row; a refusal waits the longest at once.
@@ -127,12 +127,14 @@ async fn connect_once(config: &DeviceConfig, registry: &Registry, preparing: &Pr
         identity.check(&seen);
     }
     let (mut sink, mut stream) = ws.split();
-    let (up_tx, mut up_rx) = mpsc::channel::<Message>(UPLINK_QUEUE);
+    let (up_tx, mut up_rx) = mpsc::channel::<Outgoing>(UPLINK_QUEUE);
     let writer = tokio::spawn(async move {
-        while let Some(m) = up_rx.recv().await {
-            if sink.send(m).await.is_err() {
+        // A message's share of the output budget is given back once it is written.
+        while let Some(Outgoing { message, held }) = up_rx.recv().await {
+            if sink.send(message).await.is_err() {
                 return;
             }
+            drop(held);
         }
     });
     let result = converse(config, registry, preparing, &up_tx, &mut stream).await;
@@ -150,7 +152,7 @@ async fn converse(
     up: &Uplink,
     stream: &mut WsStream,
 ) -> Result<(), LinkError> {
-    let sessions: Vec<_> = registry.lock().expect("registry lock").values().map(|h| h.report()).collect();
+    let sessions: Vec<_> = registry.lock().values().map(|h| h.report()).collect();
     let sandbox = Some(crate::confine::offer(config));
     let hello = DeviceMessage::Hello { version: PROTOCOL_VERSION, name: config.name.clone(), slots: config.slots, sessions, sandbox };
     send(up, &hello).await;
@@ -166,7 +168,7 @@ async fn converse(
     tracing::info!(server = %config.server_url, sessions = resume.len(), "connected");
     config.metrics.link(true);
     let resumed: HashSet<SessionId> = resume.iter().map(|(s, _)| *s).collect();
-    let handles: Vec<_> = registry.lock().expect("registry lock").iter().map(|(id, h)| (*id, h.clone())).collect();
+    let handles: Vec<_> = registry.lock().iter().map(|(id, h)| (*id, h.clone())).collect();
     for (id, handle) in handles {
         let cmd = match resume.iter().find(|(s, _)| *s == id) {
             Some((_, from)) => SessionCmd::Resume { from: *from, uplink: up.clone() },
@@ -215,11 +217,11 @@ async fn converse(
 }
 
 fn handle(registry: &Registry, id: SessionId) -> Option<crate::session::SessionHandle> {
-    registry.lock().expect("registry lock").get(&id).cloned()
+    registry.lock().get(&id).cloned()
 }
 
 async fn send(up: &Uplink, msg: &DeviceMessage) {
-    let _ = up.send(Message::Text(serde_json::to_string(msg).expect("serialises").into())).await;
+    let _ = up.send(Message::Text(serde_json::to_string(msg).expect("serialises").into()).into()).await;
 }
 
 async fn dispatch(config: &DeviceConfig, registry: &Registry, preparing: &Preparing, up: &Uplink, msg: ServerMessage) {

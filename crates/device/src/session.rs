@@ -14,7 +14,7 @@ use drover_term::dir::SessionDir;
 use drover_term::recording::RecordingReader;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::evidence::{Evidence, COMMIT_CHECK, USAGE_CHECK};
@@ -22,9 +22,31 @@ use crate::metrics::{DeviceMetrics, ShimGuard};
 
 /// Output read from files per frame when the shim is gone.
 const FILE_CHUNK: usize = 64 * 1024;
+/// Output the daemon holds on its way to the server, across all its sessions: read from
+/// shims (or files) and not yet written to the server's socket. Past it, sessions stop
+/// reading their shims, which keep the rest (a shim's frame is up to 256 KiB, so a
+/// queue counted in frames would let hundreds of sessions hold gigabytes).
+pub const OUTPUT_BUDGET: usize = 8 * 1024 * 1024;
+/// Frames a session's shim reader may hand its session ahead (each also within
+/// [`OUTPUT_BUDGET`]).
+const SHIM_FRAMES: usize = 4;
+
+/// A message for the server, holding its share of [`OUTPUT_BUDGET`] until it is written.
+pub struct Outgoing {
+    /// What is sent.
+    pub message: Message,
+    /// The output budget its bytes take, given back when it is dropped.
+    pub held: Option<OwnedSemaphorePermit>,
+}
+
+impl From<Message> for Outgoing {
+    fn from(message: Message) -> Outgoing {
+        Outgoing { message, held: None }
+    }
+}
 
 /// The sending side of the current server connection.
-pub type Uplink = mpsc::Sender<Message>;
+pub type Uplink = mpsc::Sender<Outgoing>;
 
 /// What the link asks of a session.
 pub enum SessionCmd {
@@ -58,8 +80,29 @@ impl SessionHandle {
     }
 }
 
-/// Sessions on this device.
-pub type Registry = Arc<Mutex<HashMap<SessionId, SessionHandle>>>;
+/// Sessions on this device, and the output budget they share; cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    sessions: Arc<Mutex<HashMap<SessionId, SessionHandle>>>,
+    budget: Arc<Semaphore>,
+}
+
+impl Registry {
+    /// No sessions, and `budget` bytes of output they may hold in flight.
+    pub fn new(budget: usize) -> Registry {
+        Registry { sessions: Arc::default(), budget: Arc::new(Semaphore::new(budget)) }
+    }
+
+    /// The sessions, by id.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, SessionHandle>> {
+        self.sessions.lock().expect("registry lock")
+    }
+}
+
+/// `bytes` of output as permits of a budget (at least one, at most the whole budget).
+fn permits(bytes: usize) -> u32 {
+    bytes.clamp(1, OUTPUT_BUDGET) as u32
+}
 
 /// Starts the task for a session whose shim is `shim` (None: the shim is gone), counting
 /// in `metrics`.
@@ -73,7 +116,7 @@ pub fn spawn_session(
     let (tx, rx) = mpsc::channel(256);
     let report = Arc::new(Mutex::new(SessionReport { session: id, written: 0, running: shim.is_some() }));
     let handle = SessionHandle { tx, report: report.clone() };
-    registry.lock().expect("registry lock").insert(id, handle.clone());
+    registry.lock().insert(id, handle.clone());
     let evidence = Evidence::read(&dir);
     let task = SessionTask {
         id,
@@ -88,13 +131,14 @@ pub fn spawn_session(
         ended_sent: false,
         resubscribing: false,
         metrics: metrics.clone(),
+        budget: registry.budget.clone(),
     };
     // Inside the device's span (the caller's), and its own.
     let span = tracing::info_span!("session", session = %id);
     tokio::spawn(tracing::Instrument::instrument(
         async move {
             task.run(shim, rx).await;
-            registry.lock().expect("registry lock").remove(&id);
+            registry.lock().remove(&id);
         },
         span,
     ));
@@ -103,21 +147,22 @@ pub fn spawn_session(
 
 /// The link to a running shim. Frames are read by a task of their own and handed over
 /// whole: a frame read must never be abandoned halfway (as a `select!` would), or the
-/// stream loses its framing.
+/// stream loses its framing. Each frame holds its share of the output budget.
 struct ShimLink {
     wr: OwnedWriteHalf,
-    frames: mpsc::Receiver<Vec<u8>>,
+    frames: mpsc::Receiver<(Vec<u8>, OwnedSemaphorePermit)>,
     reader: tokio::task::JoinHandle<()>,
     /// Counted in `drover_device_shims` while it lives.
     _counted: ShimGuard,
 }
 
 impl ShimLink {
-    fn new(mut rd: OwnedReadHalf, wr: OwnedWriteHalf, counted: ShimGuard) -> ShimLink {
-        let (tx, frames) = mpsc::channel(64);
+    fn new(mut rd: OwnedReadHalf, wr: OwnedWriteHalf, counted: ShimGuard, budget: Arc<Semaphore>) -> ShimLink {
+        let (tx, frames) = mpsc::channel(SHIM_FRAMES);
         let reader = tokio::spawn(async move {
             while let Ok(Some(frame)) = read_frame(&mut rd).await {
-                if tx.send(frame).await.is_err() {
+                let Ok(held) = budget.clone().acquire_many_owned(permits(frame.len())).await else { return };
+                if tx.send((frame, held)).await.is_err() {
                     return;
                 }
             }
@@ -148,6 +193,8 @@ struct SessionTask {
     /// their way and must not be taken for the new one's (they would skip bytes).
     resubscribing: bool,
     metrics: DeviceMetrics,
+    /// The device's output budget, shared by its sessions.
+    budget: Arc<Semaphore>,
 }
 
 impl SessionTask {
@@ -180,7 +227,7 @@ impl SessionTask {
                     }
                 }
                 frame = frame => match frame {
-                    Some(f) => self.on_shim_frame(f.into()).await,
+                    Some((f, held)) => self.on_shim_frame(f.into(), held).await,
                     None => {
                         link = None;
                         self.collect_exit();
@@ -203,7 +250,7 @@ impl SessionTask {
                 let mut r = self.report.lock().expect("report lock");
                 r.written = written;
                 r.running = self.exit.is_none();
-                Some(ShimLink::new(rd, wr, self.metrics.shim()))
+                Some(ShimLink::new(rd, wr, self.metrics.shim(), self.budget.clone()))
             }
             _ => None,
         }
@@ -281,16 +328,18 @@ impl SessionTask {
         }
     }
 
-    async fn on_shim_frame(&mut self, frame: Bytes) {
+    /// Handles a frame from the shim; `held` is its share of the output budget, given
+    /// back once it is written to the server (or dropped).
+    async fn on_shim_frame(&mut self, frame: Bytes, held: OwnedSemaphorePermit) {
         let Ok(frame) = ShimFrame::decode_shared_from_shim(&frame) else {
             tracing::warn!(session = %self.id, "undecodable frame from shim");
             return;
         };
         let id = self.id;
         match frame {
-            ShimFrame::Output { offset, t_micros, data } => self.output(offset, t_micros, data).await,
+            ShimFrame::Output { offset, t_micros, data } => self.output(offset, t_micros, data, Some(held)).await,
             ShimFrame::Snapshot(snapshot) => {
-                self.send_binary(DeviceBinary::Snapshot { session: id, snapshot }).await;
+                self.send_binary(DeviceBinary::Snapshot { session: id, snapshot }, Some(held)).await;
             }
             ShimFrame::Event(ev) => {
                 let msg = match ev {
@@ -329,7 +378,7 @@ impl SessionTask {
     }
 
     /// Forwards output, dropping what the server already has and trimming overlaps.
-    async fn output(&mut self, offset: u64, t_micros: u64, data: Bytes) {
+    async fn output(&mut self, offset: u64, t_micros: u64, data: Bytes, held: Option<OwnedSemaphorePermit>) {
         if self.resubscribing {
             if offset > self.expected {
                 // The old subscription's, ahead of where the server stands: the new one
@@ -355,7 +404,7 @@ impl SessionTask {
         if self.uplink.is_some() {
             self.metrics.forwarded(data.len());
         }
-        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }).await;
+        self.send_binary(DeviceBinary::Output { session: self.id, offset, t_micros, data }, held).await;
         // An end held back for these bytes goes once they are all sent.
         if self.exit.as_ref().is_some_and(|e| self.expected >= e.final_offset) && !self.ended_sent {
             self.send_end().await;
@@ -370,7 +419,8 @@ impl SessionTask {
         if let Ok(reader) = RecordingReader::open(&self.dir.output(), &self.dir.index()) {
             while let Ok(Some(chunk)) = reader.read_chunk(self.expected, FILE_CHUNK) {
                 let before = self.expected;
-                self.output(chunk.offset, chunk.t_micros, chunk.data.into()).await;
+                let Ok(held) = self.budget.clone().acquire_many_owned(permits(chunk.data.len())).await else { break };
+                self.output(chunk.offset, chunk.t_micros, chunk.data.into(), Some(held)).await;
                 if self.expected == before || self.uplink.is_none() {
                     break;
                 }
@@ -432,18 +482,62 @@ impl SessionTask {
 
     async fn send(&mut self, msg: DeviceMessage) {
         let text = serde_json::to_string(&msg).expect("device messages serialise");
-        self.push(Message::Text(text.into())).await;
+        self.push(Message::Text(text.into()).into()).await;
     }
 
-    async fn send_binary(&mut self, frame: DeviceBinary) {
-        self.push(Message::Binary(frame.encode().into())).await;
+    async fn send_binary(&mut self, frame: DeviceBinary, held: Option<OwnedSemaphorePermit>) {
+        self.push(Outgoing { message: Message::Binary(frame.encode().into()), held }).await;
     }
 
-    async fn push(&mut self, msg: Message) {
+    async fn push(&mut self, msg: Outgoing) {
         if let Some(up) = &self.uplink {
             if up.send(msg).await.is_err() {
                 self.uplink = None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits (up to 10 s) until `ready` holds.
+    async fn until(mut ready: impl FnMut() -> bool) {
+        for _ in 0..1000 {
+            if ready() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("never happened");
+    }
+
+    #[tokio::test]
+    async fn a_shim_is_read_no_further_ahead_than_the_output_budget() {
+        let (mut shim, ours) = UnixStream::pair().unwrap();
+        let (rd, wr) = ours.into_split();
+        // Room for two 4 KiB frames and a half.
+        let budget = Arc::new(Semaphore::new(10 * 1024));
+        let mut link = ShimLink::new(rd, wr, DeviceMetrics::default().shim(), budget.clone());
+        tokio::spawn(async move {
+            for _ in 0..20 {
+                write_frame(&mut shim, &[&[7u8; 4096]]).await.unwrap();
+            }
+            // Kept open: the reader waits on the budget, not on the end.
+            std::future::pending::<()>().await;
+        });
+        until(|| budget.available_permits() < 4096).await;
+        // A frame counted as a frame, not in bytes, would let more through meanwhile.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(link.frames.len(), 2, "two frames within the budget, the third waits");
+        // A frame written to the server gives its share back, and one more is read.
+        let (frame, held) = link.frames.recv().await.unwrap();
+        assert_eq!(frame.len(), 4096);
+        drop(held);
+        until(|| link.frames.len() == 2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        // The fourth waits, holding the 2 KiB left toward its 4.
+        assert_eq!((link.frames.len(), budget.available_permits()), (2, 0));
     }
 }
