@@ -167,6 +167,56 @@ fn a_stalled_viewer_never_holds_the_program_or_other_viewers_back() {
     drop(stalled);
 }
 
+/// `n` bytes of letters and digits, the same every run.
+fn paste(n: usize) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut x: u32 = 7;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            ALPHABET[(x >> 16) as usize % ALPHABET.len()]
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_paste_through_attach_arrives_whole_and_in_order() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; head -c 300000 | cksum; sleep 600"]);
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    a.wait_for("READY", secs(20));
+    let data = paste(300_000);
+    a.type_bytes(&data);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &data).unwrap();
+    let expected = std::process::Command::new("cksum").stdin(std::fs::File::open(file.path()).unwrap()).output().unwrap();
+    let expected = String::from_utf8(expected.stdout).unwrap();
+    d.wait_text(&id, expected.trim(), secs(60));
+}
+
+/// Input waits for a program that does not read it without holding up the program's
+/// output or its Stop, as long as it fits the shim's queue (256 pieces; beyond that the
+/// device waits for the shim, as it always has).
+#[test]
+fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_stop() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; while :; do echo tick; sleep 0.1; done"]);
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    a.wait_for("READY", secs(20));
+    // Far more than the terminal holds: most of it waits in the shim for a read that
+    // never comes.
+    a.type_bytes(&paste(200_000));
+    let ticks = || d.ok(&["session", "tail", &id, "--lines", "100000"]).matches("tick").count();
+    let before = ticks();
+    let deadline = std::time::Instant::now() + secs(30);
+    while ticks() < before + 10 {
+        assert!(std::time::Instant::now() < deadline, "the program's output stopped while its input waited");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    d.ok(&["session", "stop", &id]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] != "running");
+}
+
 /// The answer a program printed after its `n`th terminal query (see the asker below).
 fn answer(d: &Drover, id: &str, n: u32) -> String {
     let text = d.wait_text(id, &format!("GOT{n}:"), secs(20));

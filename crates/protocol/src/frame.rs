@@ -5,6 +5,8 @@
 //! ids are 16 raw UUID bytes. A reader that finds a longer length, a short body or an
 //! unknown tag returns [`FrameError`] and the link is closed.
 
+use std::io::IoSlice;
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest payload accepted on any framed link.
@@ -57,15 +59,22 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Vec<u8
     Ok(Some(buf))
 }
 
-/// Writes one length-prefixed frame made of `parts` (written without copying them together).
+/// Writes one length-prefixed frame made of `parts` (written without copying them
+/// together): in one system call when the writer takes it all, so the reader is woken
+/// once for the whole frame, not once for its length and again for its body.
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> Result<(), FrameError> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     if len > MAX_FRAME_LEN {
         return Err(FrameError::TooLong(len));
     }
-    w.write_all(&(len as u32).to_be_bytes()).await?;
-    for p in parts {
-        w.write_all(p).await?;
+    let prefix = (len as u32).to_be_bytes();
+    let mut slices: Vec<IoSlice<'_>> = std::iter::once(&prefix[..]).chain(parts.iter().copied()).map(IoSlice::new).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match w.write_vectored(rest).await? {
+            0 => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
+            n => IoSlice::advance_slices(&mut rest, n),
+        }
     }
     Ok(())
 }
@@ -149,6 +158,38 @@ mod tests {
         write_frame(&mut buf, &[]).await.unwrap();
         let mut r = &buf[..];
         assert_eq!(read_frame(&mut r).await.unwrap().unwrap(), b"abcd");
+        assert_eq!(read_frame(&mut r).await.unwrap().unwrap(), b"");
+        assert!(read_frame(&mut r).await.unwrap().is_none());
+    }
+
+    /// A writer that takes at most three bytes a call, as a full socket may.
+    struct Trickle(Vec<u8>);
+
+    impl tokio::io::AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(3);
+            self.0.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_frame_written_in_pieces_arrives_whole() {
+        let mut w = Trickle(Vec::new());
+        write_frame(&mut w, &[b"", b"hello", b"", b" world", b""]).await.unwrap();
+        write_frame(&mut w, &[b"", b""]).await.unwrap();
+        let mut r = &w.0[..];
+        assert_eq!(read_frame(&mut r).await.unwrap().unwrap(), b"hello world");
         assert_eq!(read_frame(&mut r).await.unwrap().unwrap(), b"");
         assert!(read_frame(&mut r).await.unwrap().is_none());
     }

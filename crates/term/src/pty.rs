@@ -64,17 +64,31 @@ pub struct Spawned {
 }
 
 impl Spawned {
-    /// Whether more output is waiting to be read right now (without blocking).
-    pub fn readable(&self) -> impl Fn() -> bool + Send + 'static {
+    /// Whether output is waiting to be read (or the terminal has closed): said at once
+    /// when called with `wait` false, after waiting for it with `wait` true.
+    pub fn readable(&self) -> impl Fn(bool) -> bool + Send + 'static {
         let fd = self.reader.as_raw_fd();
-        move || {
+        move |wait| {
             let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd, zero timeout; the fd outlives the reader thread
-            // because the reader is kept until the shim exits.
-            let n = unsafe { libc::poll(&mut p, 1, 0) };
-            n == 1 && p.revents & libc::POLLIN != 0
+            // SAFETY: one valid pollfd; the fd outlives the reader thread because the
+            // reader is kept until the shim exits.
+            let n = unsafe { libc::poll(&mut p, 1, if wait { -1 } else { 0 }) };
+            n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
         }
     }
+}
+
+/// Makes the terminal's open file (shared by the master, the reader and the writer, which
+/// are copies of one descriptor) non-blocking: reads and writes say `WouldBlock` instead
+/// of waiting.
+pub fn set_nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: F_GETFL / F_SETFL on an open descriptor.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags == -1 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Resolves `program` the way execvp would, to give a clear error before spawning.

@@ -10,6 +10,8 @@ use drover_protocol::shim::ShimExit;
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::mpsc;
 
 use super::state::InputItem;
@@ -19,6 +21,9 @@ use crate::recording::RecordingWriter;
 
 /// How long after the program exits the reader may keep draining the terminal.
 const DRAIN: Duration = Duration::from_secs(2);
+
+/// How often input is retried on a terminal once hung up and opened again while full.
+const HUNG_UP_RETRY: Duration = Duration::from_millis(50);
 
 /// How long the shim keeps killing what a run left behind before it gives up.
 const TREE_END: Duration = Duration::from_secs(30);
@@ -31,8 +36,7 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     *shared.master.lock().expect("master lock") = Some(master);
     let (tx, rx) = mpsc::channel::<InputItem>(256);
     *shared.input.lock().expect("input lock") = Some(tx);
-    let writer: Box<dyn Write + Send> = Box::new(writer);
-    std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop(writer, rx)).expect("spawn writer");
+    start_writer(writer, rx);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let s = shared.clone();
     std::thread::Builder::new()
@@ -46,9 +50,64 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     std::thread::Builder::new().name("waiter".into()).spawn(move || wait(shared, run, done_rx)).expect("spawn waiter");
 }
 
-fn write_loop(mut writer: Box<dyn Write + Send>, mut rx: mpsc::Receiver<InputItem>) {
+/// Writes input to the PTY in order. On the shim's runtime, the terminal made
+/// non-blocking, so a keystroke from the device is written by the thread that received
+/// it, with no other thread to wake; a thread that may block is the fallback should the
+/// terminal not be watched by the runtime.
+fn start_writer(writer: std::fs::File, rx: mpsc::Receiver<InputItem>) {
+    // SAFETY: a `File` owns its descriptor, open until the `AsyncFd` drops it.
+    let writer = match unsafe { AsyncFd::register_with_interest(writer, Interest::WRITABLE) } {
+        Ok(fd) => match crate::pty::set_nonblocking(fd.get_ref()) {
+            Ok(()) => {
+                tokio::spawn(write_loop(fd, rx));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("writing to the terminal from a thread of its own: {e}");
+                fd.into_inner()
+            }
+        },
+        Err(e) => {
+            let (writer, e) = e.into_parts();
+            tracing::warn!("writing to the terminal from a thread of its own: {e}");
+            writer
+        }
+    };
+    std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop_blocking(writer, rx)).expect("spawn writer");
+}
+
+async fn write_loop(fd: AsyncFd<std::fs::File>, mut rx: mpsc::Receiver<InputItem>) {
+    while let Some(item) = rx.recv().await {
+        let result = write_all(&fd, &item.bytes).await;
+        if let Some(done) = item.done {
+            let _ = done.send(result);
+        }
+    }
+}
+
+/// Writes all of `bytes`, waiting while the program's input is full (a closed terminal
+/// is an error, as is any other).
+async fn write_all(fd: &AsyncFd<std::fs::File>, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let mut ready = fd.writable().await?;
+        // A hang-up, once seen, stays in the readiness for good: should the terminal be
+        // open again and full, waiting for it to be writable would return at once.
+        let hung_up = ready.ready().is_write_closed();
+        match ready.try_io(|f| f.get_ref().write(bytes)) {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) if hung_up => tokio::time::sleep(HUNG_UP_RETRY).await,
+            Err(_would_block) => {}
+        }
+    }
+    Ok(())
+}
+
+fn write_loop_blocking(mut writer: std::fs::File, mut rx: mpsc::Receiver<InputItem>) {
     while let Some(item) = rx.blocking_recv() {
-        let result = writer.write_all(&item.bytes).and_then(|_| writer.flush());
+        let result = writer.write_all(&item.bytes);
         if let Some(done) = item.done {
             let _ = done.send(result);
         }

@@ -17,10 +17,11 @@ const READ_BUF: usize = 64 * 1024;
 /// terminal have gone.
 ///
 /// The kernel hands a PTY's output over at most 4 KB per read; whatever more is already
-/// waiting (`readable`) is read into the same buffer first, so a flood is recorded and
-/// published in batches of up to 64 KB (one file write, one wake-up) without delaying
-/// output that trickles.
-pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: impl Fn() -> bool, mut recording: RecordingWriter) {
+/// waiting (`readable(false)`) is read into the same buffer first, so a flood is recorded
+/// and published in batches of up to 64 KB (one file write, one wake-up) without
+/// delaying output that trickles. The reader may be non-blocking (the PTY's input is
+/// written from the shim's runtime): with nothing to read, it waits in `readable(true)`.
+pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: impl Fn(bool) -> bool, mut recording: RecordingWriter) {
     let mut buf = vec![0u8; READ_BUF];
     let mut scanner = QueryScanner::new();
     let mut found = Vec::new();
@@ -32,9 +33,14 @@ pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: imp
                 Ok(0) => closed = true,
                 Ok(got) => n += got,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && n == 0 => {
+                    readable(true);
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(_) => closed = true,
             }
-            if closed || n == 0 || n + 4096 > buf.len() || !readable() {
+            if closed || n == 0 || n + 4096 > buf.len() || !readable(false) {
                 break;
             }
         }
