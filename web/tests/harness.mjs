@@ -102,11 +102,12 @@ export async function startDrover(extra = []) {
   return d;
 }
 
-/** Debian's Chromium, headless, with nothing reaching out to the network. */
-export async function browser() {
+/** Debian's Chromium, headless, with nothing reaching out to the network; `extra` are
+ * more command-line switches. */
+export async function browser(extra = []) {
   return chromium.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", ...extra],
   });
 }
 

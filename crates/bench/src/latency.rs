@@ -77,18 +77,30 @@ fn keystrokes(p: &mut PtyProc, keys: usize, gap: Duration) -> Result<Percentiles
 pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration) -> Result<Percentiles> {
     let id = up.start_session(80, 24, &["cat"])?;
     up.wait_running(&id)?;
+    let r = through_attach(up, &id, keys, gap);
+    let _ = up.cli(&["session", "stop", &id]);
+    r
+}
+
+/// Keystrokes through a `drover session attach` to session `id` (running `cat`), which
+/// is left running.
+pub(crate) fn through_attach(up: &Up, id: &str, keys: usize, gap: Duration) -> Result<Percentiles> {
     let home = up.home.path().to_str().context("home")?.to_string();
     let exe = up.exe.to_str().context("exe")?.to_string();
-    let mut attach = PtyProc::spawn(&[&exe, "session", "attach", &id], &[("DROVER_HOME", &home)], 80, 24)?;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !up.cli(&["--json", "session", "show", &id])?.contains("\"attached\": 1") {
+    // A viewer that just left may still be counted: the count below must be attach's.
+    while !up.cli(&["--json", "session", "show", id])?.contains("\"attached\": 0") {
+        anyhow::ensure!(Instant::now() < deadline, "an earlier viewer never left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut attach = PtyProc::spawn(&[&exe, "session", "attach", id], &[("DROVER_HOME", &home)], 80, 24)?;
+    while !up.cli(&["--json", "session", "show", id])?.contains("\"attached\": 1") {
         anyhow::ensure!(Instant::now() < deadline, "attach never connected");
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
     let r = keystrokes(&mut attach, keys, gap);
     drop(attach);
-    let _ = up.cli(&["session", "stop", &id]);
     r
 }
 

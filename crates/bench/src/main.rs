@@ -15,13 +15,16 @@
 //! hook: a held call raised until the inbox lists it, and Approve until the harness goes
 //! on, beside a health round trip. `--only screen` (not part of the default run) times a
 //! finished session's Final screen, from its screen checkpoints, against the live
-//! snapshot of the same session, at 1 MB, 100 MB and 1 GB of output.
+//! snapshot of the same session, at 1 MB, 100 MB and 1 GB of output. `--only browser`
+//! (not part of the default run: it needs the web dependencies) times keys typed into a
+//! session's live terminal in Chromium against `drover session attach` in the same run.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
 #![allow(clippy::too_many_lines)] // a benchmark reads best as one scenario per function
 
 mod attention;
+mod browser;
 mod drover;
 mod fleet;
 mod http;
@@ -103,7 +106,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = vec![1u64, 100, 1000])]
     screen_mb: Vec<u64>,
     /// Only these parts (throughput, latency, memory, list, task, usage, sandbox, tls; or soak,
-    /// fleet and screen, which the default run leaves out); default all but those three.
+    /// fleet, screen and browser, which the default run leaves out); default all but those.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -118,7 +121,9 @@ fn main() -> Result<()> {
         None => std::env::current_exe()?.parent().context("exe dir")?.join("drover"),
     };
     anyhow::ensure!(exe.exists(), "no drover binary at {} (build it: cargo build --release --bin drover)", exe.display());
-    let want = |part: &str| (args.only.is_empty() && !["soak", "fleet", "screen"].contains(&part)) || args.only.iter().any(|o| o == part);
+    let want = |part: &str| {
+        (args.only.is_empty() && !["soak", "fleet", "screen", "browser"].contains(&part)) || args.only.iter().any(|o| o == part)
+    };
     // PostgreSQL, for the parts that also run on it (Err: why not).
     let pg = if want("list") || want("fleet") { drover::Postgres::find(args.postgres.as_deref()) } else { Err("not needed".into()) };
     let mut report = serde_json::Map::new();
@@ -130,6 +135,10 @@ fn main() -> Result<()> {
     if want("latency") {
         let r = latency::run(&exe, args.keys, args.gap_ms, args.streams)?;
         report.insert("latency".into(), serde_json::to_value(r)?);
+    }
+    if want("browser") {
+        let r = browser::run(&exe, args.keys, args.gap_ms, args.runs)?;
+        report.insert("browser".into(), serde_json::to_value(r)?);
     }
     if want("memory") {
         let r = memory::run(&exe, args.idle)?;

@@ -1,0 +1,109 @@
+// Benchmark: typing into a session's live terminal with the browser in the loop, for
+// `drover-bench --only browser` (which starts the server, the session running `cat`,
+// and measures `drover session attach` on the same session in the same run).
+//
+// Signed in to the server in $DROVER_HOME, Chromium opens the session's page and types
+// KEYS keys into its terminal, GAP_MS apart. For each key, from the keydown (its event
+// time) until the WebSocket message carrying the echo is handed to the page, and until
+// xterm.js has the echo in its rows (the DOM it paints from). Prints one JSON line:
+// {"message_ms": [...], "screen_ms": [...]}.
+//
+// Chromium defers networking tasks after a key until its next frame
+// (DeferRendererTasksAfterInput): `undeferred` as the fourth argument turns that off, to
+// tell the browser's share from Drover's.
+//
+//   DROVER_BIN=… DROVER_HOME=… node bench/terminal.mjs SESSION KEYS GAP_MS [undeferred]
+
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { DROVER, browser, signedIn, until } from "../tests/harness.mjs";
+
+const [session, keys = "200", gap = "30", mode = "as-shipped"] = process.argv.slice(2);
+if (!session || !process.env.DROVER_HOME) {
+  console.error("usage: DROVER_HOME=… node bench/terminal.mjs SESSION [KEYS] [GAP_MS]");
+  process.exit(2);
+}
+const run = promisify(execFile);
+const d = {
+  async cli(...args) {
+    const { stdout } = await run(DROVER, args, { env: process.env });
+    return stdout;
+  },
+};
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+// Letters no escape sequence ends with, as the attach measurement types.
+const KEYS = "jkowyz";
+
+const b = await browser(mode === "undeferred" ? ["--disable-features=DeferRendererTasksAfterInput"] : []);
+try {
+  const { page, errors } = await signedIn(b, d);
+  // Before the page's own scripts: every message a WebSocket hands the page is noted
+  // with its time, ahead of the page's handler.
+  await page.addInitScript(() => {
+    const Socket = window.WebSocket;
+    window.__messages = [];
+    window.WebSocket = class extends Socket {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener("message", (m) => {
+          if (typeof m.data !== "string") window.__messages.push([performance.now(), new TextDecoder().decode(m.data)]);
+        });
+      }
+    };
+  });
+  await page.goto(`${new URL(page.url()).origin}/sessions/${session}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected", 30_000);
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  await page.evaluate(() => {
+    window.__keys = [];
+    window.addEventListener("keydown", (e) => window.__keys.push(e.timeStamp), true);
+    // Resolved the first time the rows hold what has been typed so far (the echo's
+    // message always comes first): the page is not polled while it works.
+    const rows = document.querySelector('[data-testid="terminal"] .xterm-rows');
+    new MutationObserver(() => {
+      const w = window.__wait;
+      if (w && w.shown === null && rows.textContent.replace(/\s+/g, "").endsWith(w.want)) {
+        w.shown = performance.now();
+        w.done();
+      }
+    }).observe(rows, { childList: true, subtree: true, characterData: true });
+  });
+  const message = [];
+  const screen = [];
+  let line = "";
+  for (let i = 0; i < Number(keys); i++) {
+    await sleep(Number(gap));
+    const key = KEYS[i % KEYS.length];
+    line += key;
+    await page.evaluate((want) => {
+      window.__messages.length = 0;
+      const w = { want, shown: null };
+      w.promise = new Promise((ok, fail) => {
+        w.done = ok;
+        setTimeout(() => fail(new Error(`no echo of ${JSON.stringify(want)} on screen in 10 s`)), 10_000);
+      });
+      window.__wait = w;
+    }, line);
+    await page.keyboard.press(key);
+    const [down, got, shown] = await page.evaluate(async (key) => {
+      const w = window.__wait;
+      await w.promise;
+      const down = window.__keys.at(-1);
+      const m = window.__messages.find(([t, text]) => t >= down && text.includes(key));
+      if (!m) throw new Error(`no message carried the echo of ${key}`);
+      return [down, m[0], w.shown];
+    }, key);
+    message.push(got - down);
+    screen.push(shown - down);
+    // A new line now and then, as the attach measurement does, so the line never wraps.
+    if (i % 64 === 63) {
+      await page.keyboard.press("Enter");
+      line = "";
+      await sleep(100);
+    }
+  }
+  if (errors.length) throw errors[0];
+  console.log(JSON.stringify({ message_ms: message, screen_ms: screen }));
+} finally {
+  await b.close();
+}
