@@ -62,7 +62,37 @@ pub struct Browser {
     pub gap_ms: u64,
     /// Each round's figures.
     pub rounds: Vec<Round>,
+    /// A large stream with Chromium watching, against the same with no viewer.
+    pub stream: Vec<StreamRound>,
 }
+
+/// One round of the stream: alone, then watched.
+#[derive(Debug, Serialize)]
+pub struct StreamRound {
+    /// Bytes the program printed.
+    pub bytes: u64,
+    /// The program's own rate with no viewer (MB/s).
+    pub alone_mb_s: f64,
+    /// The program's own rate with Chromium watching (MB/s).
+    pub watched_mb_s: f64,
+    /// From the program's end until its last line was in xterm.js's rows (ms).
+    pub final_screen_after_ms: f64,
+    /// Whether the rows then ended with the file's last line and the end line.
+    pub final_screen_right: bool,
+    /// The page's longest task while it watched (ms; 0 when none was over 50 ms).
+    pub longest_task_ms: f64,
+}
+
+/// What the stream page script prints.
+#[derive(Deserialize)]
+struct Watched {
+    seen_at_ms: f64,
+    rows: Vec<String>,
+    long_tasks_ms: Vec<f64>,
+}
+
+/// What the stream's program prints last: `STREAM-DONE <µs> <epoch ms> END`.
+const DONE: &str = "STREAM-DONE";
 
 /// What the page script prints.
 #[derive(Deserialize)]
@@ -77,7 +107,7 @@ fn web_dir() -> PathBuf {
 }
 
 /// Runs `rounds` rounds of `keys` keys, `gap_ms` apart, through attach and the browser.
-pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize) -> Result<Browser> {
+pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize, mb: usize) -> Result<Browser> {
     let web = web_dir();
     if !web.join("node_modules/playwright-core").exists() {
         bail!("the browser bench needs the web dependencies: (cd {} && npm ci)", web.display());
@@ -86,7 +116,7 @@ pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize) -> Result<Browse
     let id = up.start_session(80, 24, &["cat"])?;
     up.wait_running(&id)?;
     let gap = Duration::from_millis(gap_ms);
-    let mut out = Browser { keys, gap_ms, rounds: Vec::new() };
+    let mut out = Browser { keys, gap_ms, rounds: Vec::new(), stream: Vec::new() };
     for _ in 0..rounds.max(1) {
         let attach = through_attach(&up, &id, keys, gap).context("through attach")?;
         let browser = in_the_page(&web, &up, exe, &id, keys, gap_ms, "as-shipped")?;
@@ -94,8 +124,75 @@ pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize) -> Result<Browse
         out.rounds.push(Round { attach, browser, undeferred });
     }
     let _ = up.cli(&["session", "stop", &id]);
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("stream.txt");
+    let bytes = crate::throughput::make_file(&file, mb)?;
+    let text = std::fs::read_to_string(&file)?;
+    let last = text.lines().last().unwrap_or_default().to_string();
+    for _ in 0..rounds.max(1) {
+        out.stream.push(stream_round(&web, &up, exe, &file, bytes, &last)?);
+    }
     report(&out);
     Ok(out)
+}
+
+/// The program of a stream session: waits for a line, prints `file`, says when it ended.
+fn stream_program(file: &Path) -> String {
+    let quoted = format!("'{}'", file.display().to_string().replace('\'', "'\\''"));
+    format!(
+        "read go; s=$(date +%s%N); cat {quoted}; e=$(date +%s%N); echo \"{DONE} $(( (e - s) / 1000 )) $(( e / 1000000 )) END\"; sleep 600"
+    )
+}
+
+/// The µs the program took and the epoch ms it ended at, from its end line.
+fn parse_done(text: &str) -> Option<(f64, f64)> {
+    let line = text.lines().rev().find(|l| l.contains(DONE) && l.trim_end().ends_with("END"))?;
+    let mut words = line[line.find(DONE)?..].split_whitespace().skip(1);
+    Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+}
+
+fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: &str) -> Result<StreamRound> {
+    let program = stream_program(file);
+    let alone = up.start_session(120, 40, &["sh", "-c", &program])?;
+    up.wait_running(&alone)?;
+    up.cli(&["session", "input", &alone, "go"])?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let (alone_us, _) = loop {
+        if let Some(done) = parse_done(&up.cli(&["session", "tail", &alone, "--lines", "5"])?) {
+            break done;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the stream with no viewer never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = up.cli(&["session", "stop", &alone]);
+    let watched = up.start_session(120, 40, &["sh", "-c", &program])?;
+    up.wait_running(&watched)?;
+    let out = Command::new("node")
+        .current_dir(web)
+        .args(["bench/stream.mjs", &watched])
+        .env("DROVER_HOME", up.home.path())
+        .env("DROVER_BIN", exe)
+        .output()
+        .context("running node (is Node.js installed?)")?;
+    let _ = up.cli(&["session", "stop", &watched]);
+    if !out.status.success() {
+        bail!("the stream page script failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    let page: Watched = serde_json::from_str(line).with_context(|| format!("the stream page script printed {line:?}"))?;
+    let (watched_us, end_ms) = parse_done(&page.rows.join("\n")).context("the page's rows lost the end line")?;
+    let end_row = page.rows.iter().rposition(|r| r.contains(DONE)).unwrap_or(0);
+    let right = end_row > 0 && page.rows[end_row - 1].trim_end() == last;
+    let rate = |us: f64| bytes as f64 / 1e6 / (us / 1e6);
+    Ok(StreamRound {
+        bytes,
+        alone_mb_s: rate(alone_us),
+        watched_mb_s: rate(watched_us),
+        final_screen_after_ms: page.seen_at_ms - end_ms,
+        final_screen_right: right,
+        longest_task_ms: page.long_tasks_ms.iter().cloned().fold(0.0, f64::max),
+    })
 }
 
 fn in_the_page(web: &Path, up: &Up, exe: &Path, id: &str, keys: usize, gap_ms: u64, mode: &str) -> Result<InThePage> {
@@ -153,4 +250,23 @@ fn report(b: &Browser) {
     };
     page("Chromium", &|r| &r.browser);
     page("Chromium undeferred", &|r| &r.undeferred);
+    let Some(first) = b.stream.first() else { return };
+    let s = |f: &dyn Fn(&StreamRound) -> f64| median(b.stream.iter().map(f).collect());
+    let ratio = s(&|r| r.watched_mb_s / r.alone_mb_s);
+    let after = s(&|r| r.final_screen_after_ms);
+    let longest = b.stream.iter().map(|r| r.longest_task_ms).fold(0.0, f64::max);
+    let right = b.stream.iter().all(|r| r.final_screen_right);
+    println!("  {} MB streamed, Chromium watching against no viewer ({} rounds):", first.bytes >> 20, b.stream.len());
+    println!(
+        "    the program's rate {:.1} against {:.1} MB/s: {ratio:.2}× (goal ≥ 0.9: {})",
+        s(&|r| r.watched_mb_s),
+        s(&|r| r.alone_mb_s),
+        if ratio >= 0.9 { "met" } else { "not met" }
+    );
+    println!(
+        "    final screen {} {after:.0} ms after the end (goal right, ≤ 1 s: {})",
+        if right { "right" } else { "WRONG" },
+        if right && after <= 1000.0 { "met" } else { "not met" }
+    );
+    println!("    longest task {longest:.0} ms (goal none over 200 ms: {})", if longest <= 200.0 { "met" } else { "not met" });
 }

@@ -137,7 +137,7 @@ fn main() -> Result<()> {
         report.insert("latency".into(), serde_json::to_value(r)?);
     }
     if want("browser") {
-        let r = browser::run(&exe, args.keys, args.gap_ms, args.runs)?;
+        let r = browser::run(&exe, args.keys, args.gap_ms, args.runs, args.mb)?;
         report.insert("browser".into(), serde_json::to_value(r)?);
     }
     if want("memory") {

@@ -1,0 +1,59 @@
+// Benchmark: a session streaming a large file with Chromium watching its live terminal,
+// for `drover-bench --only browser` (which starts the session and measures the same
+// stream with no viewer in the same run).
+//
+// The session's program waits for a line, prints the file, then
+// `STREAM-DONE <µs it took> <epoch ms at its end> END`. Signed in to the server in
+// $DROVER_HOME, Chromium opens the session's page, types Enter once connected, and waits
+// until that line is in xterm.js's rows. Prints one JSON line: when it was seen (epoch
+// ms), the rows then, and the page's long tasks (the Long Tasks API: over 50 ms).
+//
+//   DROVER_BIN=… DROVER_HOME=… node bench/stream.mjs SESSION
+
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { DROVER, browser, signedIn, until } from "../tests/harness.mjs";
+
+const [session] = process.argv.slice(2);
+if (!session || !process.env.DROVER_HOME) {
+  console.error("usage: DROVER_HOME=… node bench/stream.mjs SESSION");
+  process.exit(2);
+}
+const run = promisify(execFile);
+const d = {
+  async cli(...args) {
+    const { stdout } = await run(DROVER, args, { env: process.env });
+    return stdout;
+  },
+};
+
+const b = await browser();
+try {
+  const { page, errors } = await signedIn(b, d);
+  await page.addInitScript(() => {
+    window.__long = [];
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.__long.push(e.duration);
+    }).observe({ type: "longtask", buffered: true });
+  });
+  await page.goto(`${new URL(page.url()).origin}/sessions/${session}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected", 30_000);
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  const done = page.evaluate(
+    () =>
+      new Promise((ok, fail) => {
+        const rows = document.querySelector('[data-testid="terminal"] .xterm-rows');
+        const seen = () => /STREAM-DONE \d+ \d+ END/.test(rows.textContent);
+        const finish = () => ok({ seen_at_ms: Date.now(), rows: [...rows.children].map((r) => r.textContent.replace(/\s+$/, "")) });
+        new MutationObserver(() => seen() && finish()).observe(rows, { childList: true, subtree: true, characterData: true });
+        setTimeout(() => fail(new Error("the end of the stream never showed in 300 s")), 300_000);
+      }),
+  );
+  await page.keyboard.press("Enter");
+  const result = await done;
+  const long = await page.evaluate(() => window.__long);
+  if (errors.length) throw errors[0];
+  console.log(JSON.stringify({ ...result, long_tasks_ms: long }));
+} finally {
+  await b.close();
+}
