@@ -195,8 +195,7 @@ fn a_large_paste_through_attach_arrives_whole_and_in_order() {
 }
 
 /// Input waits for a program that does not read it without holding up the program's
-/// output or its Stop, as long as it fits the shim's queue (256 pieces; beyond that the
-/// device waits for the shim, as it always has).
+/// output or its Stop.
 #[test]
 fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_stop() {
     let d = Drover::up();
@@ -215,6 +214,23 @@ fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_st
     }
     d.ok(&["session", "stop", &id]);
     d.wait_for(&id, secs(20), |s| s["outcome"] != "running");
+}
+
+/// A program that never reads its input cannot make its session unstoppable by being
+/// sent more than the shim holds (16 MiB): what does not fit is refused, and Stop still
+/// comes through.
+#[test]
+fn more_input_than_the_shim_holds_for_a_program_that_does_not_read_leaves_stop_working() {
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; while :; do echo tick; sleep 0.1; done"]);
+    let mut a = Attached::start(&d, &id, &[], 80, 24);
+    a.wait_for("READY", secs(20));
+    let piece = paste(8192);
+    for _ in 0..2_500 {
+        a.type_bytes(&piece);
+    }
+    d.ok(&["session", "stop", &id]);
+    d.wait_for(&id, secs(30), |s| s["outcome"] != "running");
 }
 
 /// The answer a program printed after its `n`th terminal query (see the asker below).

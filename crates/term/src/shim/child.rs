@@ -34,7 +34,7 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     let Spawned { pid, reader, writer, master, program_status, group } = spawned;
     *shared.pid.lock().expect("pid lock") = Some(pid);
     *shared.master.lock().expect("master lock") = Some(master);
-    let (tx, rx) = mpsc::channel::<InputItem>(256);
+    let (tx, rx) = mpsc::unbounded_channel::<InputItem>();
     *shared.input.lock().expect("input lock") = Some(tx);
     start_writer(writer, rx);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
@@ -54,7 +54,7 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
 /// non-blocking, so a keystroke from the device is written by the thread that received
 /// it, with no other thread to wake; a thread that may block is the fallback should the
 /// terminal not be watched by the runtime.
-fn start_writer(writer: std::fs::File, rx: mpsc::Receiver<InputItem>) {
+fn start_writer(writer: std::fs::File, rx: mpsc::UnboundedReceiver<InputItem>) {
     // SAFETY: a `File` owns its descriptor, open until the `AsyncFd` drops it.
     let writer = match unsafe { AsyncFd::register_with_interest(writer, Interest::WRITABLE) } {
         Ok(fd) => match crate::pty::set_nonblocking(fd.get_ref()) {
@@ -76,7 +76,7 @@ fn start_writer(writer: std::fs::File, rx: mpsc::Receiver<InputItem>) {
     std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop_blocking(writer, rx)).expect("spawn writer");
 }
 
-async fn write_loop(fd: AsyncFd<std::fs::File>, mut rx: mpsc::Receiver<InputItem>) {
+async fn write_loop(fd: AsyncFd<std::fs::File>, mut rx: mpsc::UnboundedReceiver<InputItem>) {
     while let Some(item) = rx.recv().await {
         let result = write_all(&fd, &item.bytes).await;
         if let Some(done) = item.done {
@@ -105,7 +105,7 @@ async fn write_all(fd: &AsyncFd<std::fs::File>, mut bytes: &[u8]) -> std::io::Re
     Ok(())
 }
 
-fn write_loop_blocking(mut writer: std::fs::File, mut rx: mpsc::Receiver<InputItem>) {
+fn write_loop_blocking(mut writer: std::fs::File, mut rx: mpsc::UnboundedReceiver<InputItem>) {
     while let Some(item) = rx.blocking_recv() {
         let result = writer.write_all(&item.bytes);
         if let Some(done) = item.done {

@@ -87,7 +87,7 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
             };
             match ShimFrame::decode_from_device(&frame) {
                 Ok(ShimFrame::Input(bytes)) => {
-                    if let Err(e) = shared.write_input(bytes, false).await {
+                    if let Err(e) = shared.queue_input(bytes, false) {
                         tracing::debug!("input dropped: {e}");
                     }
                 }
@@ -154,7 +154,23 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
             shared.screen.resize(cols, rows).await;
             None
         }
-        ShimRequest::SendText { req, text } => Some(ShimFrame::Event(send_text(shared, req, &text).await)),
+        ShimRequest::SendText { req, text } => match send_text(shared, req, &text).await {
+            // Queued in order here; its delivery is awaited on the side, so a program that
+            // does not read holds up neither this link nor the Stop behind it.
+            Queued::Waiting { written, delivered } => {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let event = match written.await {
+                        Ok(Ok(())) => delivered,
+                        Ok(Err(e)) => ShimEvent::NotDelivered { req, reason: format!("could not write to the terminal: {e}") },
+                        Err(_) => ShimEvent::NotDelivered { req, reason: "the program has ended".into() },
+                    };
+                    let _ = tx.send(Out::Frame(ShimFrame::Event(event).encode())).await;
+                });
+                None
+            }
+            Queued::Answered(event) => Some(ShimFrame::Event(event)),
+        },
         ShimRequest::Stop { grace_ms } => {
             child::stop(shared.clone(), Duration::from_millis(grace_ms));
             None
@@ -179,20 +195,29 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
     }
 }
 
-async fn send_text(shared: &Shared, req: u64, text: &str) -> ShimEvent {
+/// Text to send, once queued for the program.
+enum Queued {
+    /// Queued: `delivered` is the event to send once `written` says it was written.
+    Waiting { written: tokio::sync::oneshot::Receiver<std::io::Result<()>>, delivered: ShimEvent },
+    /// Not queued: the answer now.
+    Answered(ShimEvent),
+}
+
+async fn send_text(shared: &Shared, req: u64, text: &str) -> Queued {
     if shared.exit().is_some() {
-        return ShimEvent::NotDelivered { req, reason: "the session has ended".into() };
+        return Queued::Answered(ShimEvent::NotDelivered { req, reason: "the session has ended".into() });
     }
     let bracketed_paste = shared.screen.modes().await.map(|m| m.bracketed_paste).unwrap_or(false);
     let bytes = match drover_core::input::encode(text, bracketed_paste) {
         Ok(b) => b,
-        Err(e) => return ShimEvent::NotDelivered { req, reason: e.to_string() },
+        Err(e) => return Queued::Answered(ShimEvent::NotDelivered { req, reason: e.to_string() }),
     };
     let offset = shared.out.lock().expect("out lock").written;
     let t_micros = shared.now_micros();
-    match shared.write_input(bytes, true).await {
-        Ok(()) => ShimEvent::Delivered { req, bracketed_paste, offset, t_micros },
-        Err(e) => ShimEvent::NotDelivered { req, reason: format!("could not write to the terminal: {e}") },
+    match shared.queue_input(bytes, true) {
+        Ok(Some(written)) => Queued::Waiting { written, delivered: ShimEvent::Delivered { req, bracketed_paste, offset, t_micros } },
+        Ok(None) => Queued::Answered(ShimEvent::Delivered { req, bracketed_paste, offset, t_micros }),
+        Err(e) => Queued::Answered(ShimEvent::NotDelivered { req, reason: format!("could not write to the terminal: {e}") }),
     }
 }
 

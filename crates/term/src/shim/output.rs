@@ -94,14 +94,12 @@ fn answer_queries(shared: &Shared, found: &[queries::Query]) {
     if !shared.headless() {
         return;
     }
-    let tx = shared.input.lock().expect("input lock").clone();
-    let Some(tx) = tx else { return };
     for q in found {
         let cursor = match q {
             queries::Query::CursorPosition => shared.screen.modes_blocking().cursor,
             _ => (0, 0),
         };
-        let bytes = queries::answer(*q, cursor);
-        let _ = tx.blocking_send(super::state::InputItem { bytes, done: None });
+        // Dropped, not waited for, when the program is not reading its input.
+        let _ = shared.queue_input(queries::answer(*q, cursor), false);
     }
 }

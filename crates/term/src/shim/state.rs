@@ -1,6 +1,6 @@
 //! The shim's shared state: output ring and counters, size, exit, viewers.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -23,6 +23,25 @@ pub struct InputItem {
     pub bytes: Vec<u8>,
     /// Told the result once the bytes are written.
     pub done: Option<oneshot::Sender<std::io::Result<()>>>,
+    /// Its share of [`INPUT_BUDGET`], given back when the writer is done with it.
+    _held: Held,
+}
+
+/// The most input the shim holds for its program, in bytes: beyond it, what is sent is
+/// refused (a program that does not read cannot make its sender, or the Stop behind it,
+/// wait), and up to it a paste into a program that reads slowly is kept whole.
+pub const INPUT_BUDGET: usize = 16 << 20;
+
+/// Bytes counted in the input queue until dropped.
+struct Held {
+    queued: Arc<AtomicUsize>,
+    len: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.len, Ordering::AcqRel);
+    }
 }
 
 /// What the ring keeps: whole reads as they came (each with its own time), no expiry.
@@ -114,7 +133,9 @@ pub struct Shared {
     /// The device released the finished shim.
     pub released: Notify,
     /// Writes to the PTY, in order.
-    pub input: Mutex<Option<mpsc::Sender<InputItem>>>,
+    pub input: Mutex<Option<mpsc::UnboundedSender<InputItem>>>,
+    /// Bytes in the input queue (at most [`INPUT_BUDGET`]).
+    input_queued: Arc<AtomicUsize>,
     /// The PTY master, for resizing.
     pub master: Mutex<Option<crate::pty::Master>>,
     exit: Mutex<Option<ShimExit>>,
@@ -140,6 +161,7 @@ impl Shared {
             clients: AtomicU32::new(0),
             released: Notify::new(),
             input: Mutex::new(None),
+            input_queued: Arc::new(AtomicUsize::new(0)),
             master: Mutex::new(None),
             exit: Mutex::new(None),
         }
@@ -190,25 +212,30 @@ impl Shared {
         Next::Gap(ring_start)
     }
 
-    /// Queues bytes for the PTY; the receiver is told once they are written.
-    pub async fn write_input(&self, bytes: Vec<u8>, confirm: bool) -> std::io::Result<()> {
-        let tx = self.input.lock().expect("input lock").clone();
-        let Some(tx) = tx else {
-            return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"));
-        };
+    /// Queues bytes for the PTY without waiting; with `confirm`, the receiver is told
+    /// once they are written. Refused (`WouldBlock`) when the queue would hold more than
+    /// [`INPUT_BUDGET`]: a program that does not read its input does not hold up whoever
+    /// sends it, nor the Stop behind it.
+    pub fn queue_input(&self, bytes: Vec<u8>, confirm: bool) -> std::io::Result<Option<oneshot::Receiver<std::io::Result<()>>>> {
+        let ended = || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended");
+        let tx = self.input.lock().expect("input lock").clone().ok_or_else(ended)?;
+        let len = bytes.len();
+        let held = Held { queued: self.input_queued.clone(), len };
+        if self.input_queued.fetch_add(len, Ordering::AcqRel) + len > INPUT_BUDGET {
+            drop(held);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the program is not reading its input (16 MiB of it already waits)",
+            ));
+        }
         let (done, rx) = if confirm {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
         } else {
             (None, None)
         };
-        tx.send(InputItem { bytes, done })
-            .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"))?;
-        match rx {
-            Some(rx) => rx.await.unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended"))),
-            None => Ok(()),
-        }
+        tx.send(InputItem { bytes, done, _held: held }).map_err(|_| ended())?;
+        Ok(rx)
     }
 
     /// Whether no interactive viewer is attached.
