@@ -23,7 +23,7 @@ pub struct InputItem {
     pub bytes: Vec<u8>,
     /// Told the result once the bytes are written.
     pub done: Option<oneshot::Sender<std::io::Result<()>>>,
-    /// Its share of [`INPUT_BUDGET`], given back when the writer is done with it.
+    /// Its share of `INPUT_BUDGET`, given back when the writer is done with it.
     _held: Held,
 }
 
@@ -134,7 +134,7 @@ pub struct Shared {
     pub released: Notify,
     /// Writes to the PTY, in order.
     pub input: Mutex<Option<mpsc::UnboundedSender<InputItem>>>,
-    /// Bytes in the input queue (at most [`INPUT_BUDGET`]).
+    /// Bytes in the input queue (at most `INPUT_BUDGET`).
     input_queued: Arc<AtomicUsize>,
     /// The PTY master, for resizing.
     pub master: Mutex<Option<crate::pty::Master>>,
@@ -214,7 +214,7 @@ impl Shared {
 
     /// Queues bytes for the PTY without waiting; with `confirm`, the receiver is told
     /// once they are written. Refused (`WouldBlock`) when the queue would hold more than
-    /// [`INPUT_BUDGET`]: a program that does not read its input does not hold up whoever
+    /// `INPUT_BUDGET`: a program that does not read its input does not hold up whoever
     /// sends it, nor the Stop behind it.
     pub fn queue_input(&self, bytes: Vec<u8>, confirm: bool) -> std::io::Result<Option<oneshot::Receiver<std::io::Result<()>>>> {
         let ended = || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the program has ended");
