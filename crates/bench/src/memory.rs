@@ -1,6 +1,7 @@
 //! Memory of idle sessions: with N idle sessions running at once, each one's shim (RSS
-//! and PSS, which splits pages shared between shims fairly) plus its share of what the
-//! daemon and server grew by. Baseline: what tmux grows by per idle session.
+//! and PSS, which splits pages shared between shims fairly) and its run's PID-namespace
+//! init, plus its share of what the daemon and server grew by. Baselines: dtach's
+//! process per session (PSS, measured the same way) and what tmux grows by per session.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -26,8 +27,11 @@ pub struct Memory {
     pub init_pss_mb: f64,
     /// Growth of the `up` process (server + daemon) per session.
     pub up_share_mb: f64,
-    /// shim PSS + up share: the cost of one idle session (goal < 8 MB).
+    /// shim PSS + init PSS + up share: the cost of one idle session (goal ≤ 0.5 MB).
     pub per_session_mb: f64,
+    /// PSS of each `dtach -n` process holding an idle session, median (None if dtach is
+    /// not installed).
+    pub dtach_pss_mb: Option<f64>,
     /// tmux server growth per idle session, for reference.
     pub tmux_per_session_mb: Option<f64>,
 }
@@ -79,6 +83,43 @@ fn tmux(n: usize) -> Option<f64> {
     Some((after - before) / n as f64)
 }
 
+/// The processes whose command line names `needle`.
+fn pids_naming(needle: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle)))
+        .collect()
+}
+
+/// dtach's cost of an idle session: the PSS of each of `n` `dtach -n` processes, each
+/// holding `sleep` in a terminal of its own, median; None if dtach is not installed.
+fn dtach(n: usize) -> Option<f64> {
+    let dir = tempfile::tempdir().ok()?;
+    let sockets = dir.path().display().to_string();
+    for i in 0..n {
+        let sock = format!("{sockets}/s{i}");
+        let ok = Command::new("dtach").args(["-n", &sock, "-z", "sleep", "1000000"]).stdin(Stdio::null()).status().ok()?.success();
+        if !ok {
+            return None;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let masters: Vec<u32> = pids_naming(&sockets)
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "dtach"))
+        .collect();
+    let mut pss: Vec<f64> = masters.iter().map(|p| pss_mb(*p)).collect();
+    for pid in &masters {
+        // SAFETY: kill(2) on a process the bench started (and its group); no memory is
+        // involved. Its `sleep` gets SIGHUP as the terminal the process held closes.
+        unsafe {
+            libc::kill(-(*pid as i32), libc::SIGKILL);
+            libc::kill(*pid as i32, libc::SIGKILL);
+        }
+    }
+    (!pss.is_empty()).then(|| median(&mut pss))
+}
+
 /// Runs the memory measurement.
 pub fn run(exe: &Path, n: usize) -> Result<Memory> {
     let up = Up::start(exe)?;
@@ -109,15 +150,17 @@ pub fn run(exe: &Path, n: usize) -> Result<Memory> {
         init_pss_mb,
         up_share_mb,
         per_session_mb: shim_pss_mb + init_pss_mb + up_share_mb,
+        dtach_pss_mb: dtach(n),
         tmux_per_session_mb: tmux(n),
     };
     println!(
-        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; run init PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal < 8){}",
+        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; run init PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal ≤ 0.5){}{}",
         r.shim_rss_mb,
         r.shim_pss_mb,
         r.init_pss_mb,
         r.up_share_mb,
         r.per_session_mb,
+        r.dtach_pss_mb.map(|t| format!("; dtach {t:.2} MB PSS per session")).unwrap_or_else(|| "; dtach not installed".into()),
         r.tmux_per_session_mb.map(|t| format!("; tmux grows {t:.2} MB per session")).unwrap_or_default()
     );
     Ok(r)
