@@ -10,22 +10,14 @@
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/stream.mjs SESSION
 
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { DROVER, browser, signedIn, until } from "../tests/harness.mjs";
+import { browser, runningDrover, signedIn, until } from "../tests/harness.mjs";
 
 const [session] = process.argv.slice(2);
 if (!session || !process.env.DROVER_HOME) {
   console.error("usage: DROVER_HOME=… node bench/stream.mjs SESSION");
   process.exit(2);
 }
-const run = promisify(execFile);
-const d = {
-  async cli(...args) {
-    const { stdout } = await run(DROVER, args, { env: process.env });
-    return stdout;
-  },
-};
+const d = runningDrover();
 
 const b = await browser();
 try {

@@ -14,22 +14,14 @@
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/terminal.mjs SESSION KEYS GAP_MS [undeferred]
 
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { DROVER, browser, signedIn, until } from "../tests/harness.mjs";
+import { browser, runningDrover, signedIn, until } from "../tests/harness.mjs";
 
 const [session, keys = "200", gap = "30", mode = "as-shipped"] = process.argv.slice(2);
 if (!session || !process.env.DROVER_HOME) {
   console.error("usage: DROVER_HOME=… node bench/terminal.mjs SESSION [KEYS] [GAP_MS]");
   process.exit(2);
 }
-const run = promisify(execFile);
-const d = {
-  async cli(...args) {
-    const { stdout } = await run(DROVER, args, { env: process.env });
-    return stdout;
-  },
-};
+const d = runningDrover();
 const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
 // Letters no escape sequence ends with, as the attach measurement types.
 const KEYS = "jkowyz";

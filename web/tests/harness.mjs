@@ -102,6 +102,16 @@ export async function startDrover(extra = []) {
   return d;
 }
 
+/** The CLI against a server already running in $DROVER_HOME (the benches' `drover up`). */
+export function runningDrover() {
+  return {
+    async cli(...args) {
+      const { stdout } = await run(DROVER, args, { env: process.env });
+      return stdout;
+    },
+  };
+}
+
 /** Debian's Chromium, headless, with nothing reaching out to the network; `extra` are
  * more command-line switches. */
 export async function browser(extra = []) {
