@@ -167,20 +167,9 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
     let _ = up.cli(&["session", "stop", &alone]);
     let watched = up.start_session(120, 40, &["sh", "-c", &program])?;
     up.wait_running(&watched)?;
-    let out = Command::new("node")
-        .current_dir(web)
-        .args(["bench/stream.mjs", &watched])
-        .env("DROVER_HOME", up.home.path())
-        .env("DROVER_BIN", exe)
-        .output()
-        .context("running node (is Node.js installed?)")?;
+    let page = page_script(web, up, exe, &["bench/stream.mjs", &watched]);
     let _ = up.cli(&["session", "stop", &watched]);
-    if !out.status.success() {
-        bail!("the stream page script failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().last().unwrap_or_default();
-    let page: Watched = serde_json::from_str(line).with_context(|| format!("the stream page script printed {line:?}"))?;
+    let page: Watched = page?;
     let (watched_us, end_ms) = parse_done(&page.rows.join("\n")).context("the page's rows lost the end line")?;
     let end_row = page.rows.iter().rposition(|r| r.contains(DONE)).unwrap_or(0);
     let right = end_row > 0 && page.rows[end_row - 1].trim_end() == last;
@@ -196,20 +185,27 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
 }
 
 fn in_the_page(web: &Path, up: &Up, exe: &Path, id: &str, keys: usize, gap_ms: u64, mode: &str) -> Result<InThePage> {
+    let args = ["bench/terminal.mjs", id, &keys.to_string(), &gap_ms.to_string(), mode];
+    let mut times: PageTimes = page_script(web, up, exe, &args)?;
+    Ok(InThePage { message: Spread::of(&mut times.message_ms), screen: Spread::of(&mut times.screen_ms) })
+}
+
+/// Runs a page script (`node ARGS` in `web`) against the bench's server and reads the
+/// JSON line it prints last.
+fn page_script<T: serde::de::DeserializeOwned>(web: &Path, up: &Up, exe: &Path, args: &[&str]) -> Result<T> {
     let out = Command::new("node")
         .current_dir(web)
-        .args(["bench/terminal.mjs", id, &keys.to_string(), &gap_ms.to_string(), mode])
+        .args(args)
         .env("DROVER_HOME", up.home.path())
         .env("DROVER_BIN", exe)
         .output()
         .context("running node (is Node.js installed?)")?;
     if !out.status.success() {
-        bail!("the page script failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
-    let mut times: PageTimes = serde_json::from_str(line).with_context(|| format!("the page script printed {line:?}"))?;
-    Ok(InThePage { message: Spread::of(&mut times.message_ms), screen: Spread::of(&mut times.screen_ms) })
+    serde_json::from_str(line).with_context(|| format!("{} printed {line:?}", args[0]))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

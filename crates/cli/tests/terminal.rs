@@ -179,12 +179,19 @@ fn paste(n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A session running `script` after putting its terminal in raw mode without echo, and
+/// an attach client to it once the script runs.
+fn raw_session(d: &Drover, script: &str) -> (String, Attached) {
+    let id = d.start(&["sh", "-c", &format!("stty raw -echo; echo READY; {script}")]);
+    let a = Attached::start(d, &id, &[], 80, 24);
+    a.wait_for("READY", secs(20));
+    (id, a)
+}
+
 #[test]
 fn a_large_paste_through_attach_arrives_whole_and_in_order() {
     let d = Drover::up();
-    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; head -c 300000 | cksum; sleep 600"]);
-    let mut a = Attached::start(&d, &id, &[], 80, 24);
-    a.wait_for("READY", secs(20));
+    let (id, mut a) = raw_session(&d, "head -c 300000 | cksum; sleep 600");
     let data = paste(300_000);
     a.type_bytes(&data);
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -199,9 +206,7 @@ fn a_large_paste_through_attach_arrives_whole_and_in_order() {
 #[test]
 fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_stop() {
     let d = Drover::up();
-    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; while :; do echo tick; sleep 0.1; done"]);
-    let mut a = Attached::start(&d, &id, &[], 80, 24);
-    a.wait_for("READY", secs(20));
+    let (id, mut a) = raw_session(&d, "while :; do echo tick; sleep 0.1; done");
     // Far more than the terminal holds: most of it waits in the shim for a read that
     // never comes.
     a.type_bytes(&paste(200_000));
@@ -222,9 +227,7 @@ fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_st
 #[test]
 fn more_input_than_the_shim_holds_for_a_program_that_does_not_read_leaves_stop_working() {
     let d = Drover::up();
-    let id = d.start(&["sh", "-c", "stty raw -echo; echo READY; while :; do echo tick; sleep 0.1; done"]);
-    let mut a = Attached::start(&d, &id, &[], 80, 24);
-    a.wait_for("READY", secs(20));
+    let (id, mut a) = raw_session(&d, "while :; do echo tick; sleep 0.1; done");
     let piece = paste(8192);
     for _ in 0..2_500 {
         a.type_bytes(&piece);
