@@ -2245,7 +2245,12 @@ export interface components {
         SandboxId: string;
         /** @description A batch of the sandbox list. */
         SandboxList: {
-            /** @description Pass as `cursor` for the next batch; null at the end. */
+            /**
+             * @description Pass as `cursor` for the next batch; null at the end. A search of one or two
+             *     characters (which no index serves) looks through a bounded number of sandboxes per
+             *     batch, so its batch may hold fewer than `limit` rows, or none, and still have a
+             *     cursor: keep going until it is null.
+             */
             next_cursor: string | null;
             /** @description The sandboxes, newest first. */
             sandboxes: components["schemas"]["SandboxView"][];

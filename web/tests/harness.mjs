@@ -53,6 +53,8 @@ export async function startDrover(extra = []) {
   });
   const d = {
     home,
+    /** Its PostgreSQL database's URL, or null on SQLite (`drover.db` in the home). */
+    database: databaseEnv(home).DROVER_DATABASE ?? null,
     url,
     login,
     async cli(...args) {

@@ -83,7 +83,10 @@ pub struct SandboxView {
 pub struct SandboxList {
     /// The sandboxes, newest first.
     pub sandboxes: Vec<SandboxView>,
-    /// Pass as `cursor` for the next batch; null at the end.
+    /// Pass as `cursor` for the next batch; null at the end. A search of one or two
+    /// characters (which no index serves) looks through a bounded number of sandboxes per
+    /// batch, so its batch may hold fewer than `limit` rows, or none, and still have a
+    /// cursor: keep going until it is null.
     pub next_cursor: Option<String>,
 }
 

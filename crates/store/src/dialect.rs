@@ -126,6 +126,49 @@ impl Engine {
         }
     }
 
+    /// The start of the list's batch query (sandboxes `b` of workspace `$1`) when it is
+    /// searched on the index: on SQLite the workspace is only a filter there (`+`), so
+    /// the planner, which has no statistics, looks the matches up by row rather than walk
+    /// the whole list in order testing each.
+    pub(crate) fn sandbox_search_head(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "SELECT b.* FROM sandboxes b WHERE +b.workspace_id = $1",
+            Engine::Postgres => "SELECT b.* FROM sandboxes b WHERE b.workspace_id = $1",
+        }
+    }
+
+    /// The start of the list's batch query when the newest rows are walked: on SQLite
+    /// with each row's `rid`, for [`Engine::sandbox_walk`].
+    pub(crate) fn sandbox_walk_head(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "SELECT b.rowid AS rid, b.* FROM sandboxes b WHERE b.workspace_id = $1",
+            Engine::Postgres => "SELECT b.* FROM sandboxes b WHERE b.workspace_id = $1",
+        }
+    }
+
+    /// The newest `rows` rows of the list's batch query `batch` that match the text
+    /// parameter `text` (as [`Engine::sandbox_search`] takes it) or are the sandbox or
+    /// session id `id`. SQLite asks its FTS index only about the rowids those rows span,
+    /// so the match is the index's own (Unicode case folding included) and a common word
+    /// costs no more than a rare one.
+    pub(crate) fn sandbox_walk(self, batch: &str, rows: usize, text: &str, id: &str) -> String {
+        let newest = format!("{batch} ORDER BY b.created_at DESC, b.id DESC LIMIT {rows}");
+        match self {
+            Engine::Sqlite => format!(
+                "WITH w AS MATERIALIZED ({newest})
+                 SELECT * FROM w b
+                 WHERE b.rid IN (SELECT rowid FROM sandbox_search WHERE sandbox_search MATCH {text}
+                                 AND rowid >= (SELECT min(rid) FROM w) AND rowid <= (SELECT max(rid) FROM w))
+                    OR b.id = {id} OR b.last_session_id = {id}"
+            ),
+            Engine::Postgres => format!(
+                "SELECT * FROM ({newest}) b
+                 WHERE b.title ILIKE {text} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name ILIKE {text} ESCAPE '\\')
+                    OR b.id = {id} OR b.last_session_id = {id}"
+            ),
+        }
+    }
+
     /// `LIKE` that ignores ASCII case (SQLite's `LIKE` does; PostgreSQL's is `ILIKE`).
     pub(crate) fn like(self) -> &'static str {
         match self {

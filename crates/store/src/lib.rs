@@ -127,7 +127,7 @@ pub use output::{Mark, OutputChunk};
 pub use push::{local_minute, valid_zone, DuePush, NotifyChoices, PushSubscriptionRow};
 pub use repos::RepoRow;
 pub use retention::Pruned;
-pub use sandboxes::{LastRun, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask};
+pub use sandboxes::{LastRun, SandboxBatch, SandboxCursor, SandboxFilter, SandboxItem, SandboxTask, SHORT_SEARCH_ROWS};
 pub use screens::{CheckpointAt, ScreenCheckpoint, ScreenDue};
 pub use sessions::{NewSession, RecordedUsage, RouteChange, RunTimes, SessionRow};
 pub use skills::SkillRow;

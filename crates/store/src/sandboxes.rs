@@ -119,6 +119,22 @@ fn like_pattern(q: &str) -> String {
     p
 }
 
+/// The clause of the list's `filter` on sandboxes `b`.
+fn filter_clause(filter: SandboxFilter) -> &'static str {
+    match filter {
+        SandboxFilter::Live => " AND b.live = 1",
+        SandboxFilter::Open => " AND b.state NOT IN ('done', 'abandoned', 'stopped')",
+        SandboxFilter::All => "",
+    }
+}
+
+/// A batch as asked for: the next one starts after its last row when it is full.
+fn full_batch(items: Vec<SandboxItem>, limit: i64) -> SandboxBatch {
+    let next =
+        (items.len() as i64 == limit).then(|| items.last().map(|b| SandboxCursor { created_at: b.created_at.clone(), id: b.id })).flatten();
+    SandboxBatch { items, next }
+}
+
 /// A full-text phrase matching `q` literally (quotes doubled), for the trigram index.
 fn phrase(q: &str) -> String {
     format!("\"{}\"", q.replace('"', "\"\""))
@@ -179,8 +195,9 @@ fn item(r: &sqlx::any::AnyRow) -> Result<SandboxItem> {
 enum Search<'a> {
     /// Not searched.
     None,
-    /// A short text (under three characters): the list walked in order.
-    Short(&'a str),
+    /// A short text (under three characters, which no index serves): the list walked in
+    /// order, at most this many rows per batch.
+    Short(&'a str, usize),
     /// On its index (trigram or FTS), then sorted.
     Indexed(&'a str),
     /// Among the newest [`WALK_ROWS`] only (a common word finds its batch there).
@@ -189,6 +206,21 @@ enum Search<'a> {
 
 /// Sandboxes a search looks through in order before it takes the index.
 const WALK_ROWS: usize = 2000;
+
+/// Sandboxes a short search looks through per batch: a batch that finds fewer matches
+/// than asked for there ends at the last row looked at, and the next goes on from it, so
+/// no batch reads the whole list.
+pub const SHORT_SEARCH_ROWS: usize = 20_000;
+
+/// A batch of the sandbox list and where the next one starts.
+#[derive(Debug, Clone)]
+pub struct SandboxBatch {
+    /// The rows, newest first.
+    pub items: Vec<SandboxItem>,
+    /// Where the next batch starts (None: the list ends here). A short search may end a
+    /// batch with fewer rows than asked for, or none, and still go on.
+    pub next: Option<SandboxCursor>,
+}
 
 impl Store {
     /// A batch of the sandbox list, newest first, after `cursor`.
@@ -199,27 +231,71 @@ impl Store {
         search: Option<&str>,
         cursor: Option<&SandboxCursor>,
         limit: i64,
-    ) -> Result<Vec<SandboxItem>> {
+    ) -> Result<SandboxBatch> {
+        self.list_sandboxes_scanning(workspace, filter, search, cursor, limit, SHORT_SEARCH_ROWS).await
+    }
+
+    /// [`Store::list_sandboxes`], a short search looking through at most `scan` rows.
+    async fn list_sandboxes_scanning(
+        &self,
+        workspace: WorkspaceId,
+        filter: SandboxFilter,
+        search: Option<&str>,
+        cursor: Option<&SandboxCursor>,
+        limit: i64,
+        scan: usize,
+    ) -> Result<SandboxBatch> {
         let search = search.map(str::trim).filter(|q| !q.is_empty());
         let how = match search {
             // Three characters or more: the trigram index (or FTS) finds the substring (or
-            // the id). On PostgreSQL a common word matches thousands, which the index
-            // path must all sort: the newest WALK_ROWS are looked through first, and only
-            // a search that finds less than a batch there takes the index.
-            Some(q) if q.chars().count() >= 3 && self.engine.search_takes_pattern() => {
+            // the id). A common word matches thousands, which the index path must all
+            // sort: the newest WALK_ROWS are looked through first, and only a search
+            // that finds less than a batch there takes the index.
+            Some(q) if q.chars().count() >= 3 => {
                 let first = self.sandbox_batch(workspace, filter, Search::Walk(q), cursor, limit).await?;
                 if first.len() as i64 == limit {
-                    return Ok(first);
+                    return Ok(full_batch(first, limit));
                 }
                 Search::Indexed(q)
             }
-            Some(q) if q.chars().count() >= 3 => Search::Indexed(q),
             // Shorter ones match so much that walking the list in order finds a batch
-            // quickly.
-            Some(q) => Search::Short(q),
+            // quickly; one that matches little is looked for `scan` rows at a time.
+            Some(q) => {
+                let items = self.sandbox_batch(workspace, filter, Search::Short(q, scan), cursor, limit).await?;
+                if items.len() as i64 == limit {
+                    return Ok(full_batch(items, limit));
+                }
+                let next = self.sandbox_scan_end(workspace, filter, cursor, scan).await?;
+                return Ok(SandboxBatch { items, next });
+            }
             None => Search::None,
         };
-        self.sandbox_batch(workspace, filter, how, cursor, limit).await
+        let items = self.sandbox_batch(workspace, filter, how, cursor, limit).await?;
+        Ok(full_batch(items, limit))
+    }
+
+    /// The `scan`th row of the list after `cursor`, where the next batch of a short search
+    /// starts (None: no row follows it, the list ends there).
+    async fn sandbox_scan_end(
+        &self,
+        workspace: WorkspaceId,
+        filter: SandboxFilter,
+        cursor: Option<&SandboxCursor>,
+        scan: usize,
+    ) -> Result<Option<SandboxCursor>> {
+        let mut sql = format!("SELECT b.created_at, b.id FROM sandboxes b WHERE b.workspace_id = $1{}", filter_clause(filter));
+        if cursor.is_some() {
+            sql.push_str(" AND (b.created_at, b.id) < ($2, $3)");
+        }
+        sql.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT 2 OFFSET {}", scan.saturating_sub(1)));
+        let mut query = sqlx::query_as::<_, (String, String)>(&sql).bind(workspace.to_string());
+        if let Some(c) = cursor {
+            query = query.bind(c.created_at.clone()).bind(c.id.to_string());
+        }
+        match query.fetch_all(&self.pool).await?.as_slice() {
+            [(created_at, id), _] => Ok(Some(SandboxCursor { created_at: created_at.clone(), id: parse_id(id)? })),
+            _ => Ok(None),
+        }
     }
 
     /// One batch of the sandbox list, searched `how`.
@@ -235,7 +311,16 @@ impl Store {
         // are joined to the rest: every join is to at most one row, so the batch is the
         // same, and a planner with stale statistics (a fleet's runs started since the
         // last ANALYZE) cannot join every match before taking the first few.
-        let mut batch = String::from("SELECT * FROM sandboxes b WHERE b.workspace_id = $1");
+        let engine = self.engine;
+        // On its index, the search's few matches are looked up by row and sorted: the
+        // workspace is then only a filter, or SQLite, with no statistics, walks the whole
+        // list in order to test each row against them.
+        let head = match how {
+            Search::Indexed(_) => engine.sandbox_search_head(),
+            Search::Walk(_) => engine.sandbox_walk_head(),
+            Search::None | Search::Short(..) => "SELECT b.* FROM sandboxes b WHERE b.workspace_id = $1",
+        };
+        let mut batch = format!("{head}{}", filter_clause(filter));
         // Parameters are numbered as the clauses that use them are added: $1 is the
         // workspace, then whatever applies (PostgreSQL refuses parameters left unused).
         let mut args: Vec<String> = vec![workspace.to_string()];
@@ -243,39 +328,33 @@ impl Store {
             args.push(v);
             format!("${}", args.len())
         };
-        match filter {
-            SandboxFilter::Live => batch.push_str(" AND b.live = 1"),
-            SandboxFilter::Open => batch.push_str(" AND b.state NOT IN ('done', 'abandoned', 'stopped')"),
-            SandboxFilter::All => {}
-        }
-        let like = self.engine.like();
-        match how {
-            Search::None | Search::Walk(_) => {}
-            Search::Indexed(q) => {
-                let text = if self.engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
-                let (text, id) = (arg(text), arg(q.to_string()));
-                batch.push_str(&self.engine.sandbox_search(&text, &id));
-            }
-            Search::Short(q) => {
-                let p = arg(like_pattern(q));
-                batch.push_str(&format!(
-                    " AND (b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\'))"
-                ));
-            }
+        let like = engine.like();
+        if let Search::Indexed(q) = how {
+            let text = if engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
+            let (text, id) = (arg(text), arg(q.to_string()));
+            batch.push_str(&engine.sandbox_search(&text, &id));
         }
         if let Some(c) = cursor {
             let (at, id) = (arg(c.created_at.clone()), arg(c.id.to_string()));
             batch.push_str(&format!(" AND (b.created_at, b.id) < ({at}, {id})"));
         }
-        if let Search::Walk(q) = how {
-            // What the indexed search matches (title, device name, sandbox or session id),
-            // among the newest WALK_ROWS.
-            let (p, id) = (arg(like_pattern(q)), arg(q.to_string()));
-            batch = format!(
-                "SELECT * FROM ({batch} ORDER BY b.created_at DESC, b.id DESC LIMIT {WALK_ROWS}) b
-                 WHERE b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\')
-                    OR b.id = {id} OR b.last_session_id = {id}"
-            );
+        match how {
+            Search::None | Search::Indexed(_) => {}
+            Search::Walk(q) => {
+                // What the indexed search matches (title, device name, sandbox or session
+                // id), among the newest WALK_ROWS.
+                let text = if engine.search_takes_pattern() { like_pattern(q) } else { phrase(q) };
+                let (text, id) = (arg(text), arg(q.to_string()));
+                batch = engine.sandbox_walk(&batch, WALK_ROWS, &text, &id);
+            }
+            Search::Short(q, scan) => {
+                // Among the next `scan` rows only; the caller goes on from the last of them.
+                let p = arg(like_pattern(q));
+                batch = format!(
+                    "SELECT * FROM ({batch} ORDER BY b.created_at DESC, b.id DESC LIMIT {scan}) b
+                     WHERE b.title {like} {p} ESCAPE '\\' OR b.device_id IN (SELECT n.id FROM devices n WHERE n.name {like} {p} ESCAPE '\\')"
+                );
+            }
         }
         batch.push_str(&format!(" ORDER BY b.created_at DESC, b.id DESC LIMIT ${}", args.len() + 1));
         let sql = format!(
@@ -360,11 +439,11 @@ mod tests {
             s.end_session(*id, &ending, RunTimes { started_at: None, ended_at: &now() }, 0, "device box").await.unwrap();
         }
         assert_eq!(s.count_live_sessions(ws).await.unwrap(), 5);
-        let live = s.list_sandboxes(ws, SandboxFilter::Live, None, None, 100).await.unwrap();
+        let live = s.list_sandboxes(ws, SandboxFilter::Live, None, None, 100).await.unwrap().items;
         assert_eq!(live.len(), 5);
         assert!(live.iter().all(|b| b.live && b.state == SandboxState::Active));
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::Open, None, None, 100).await.unwrap().len(), 5);
-        let all = s.list_sandboxes(ws, SandboxFilter::All, None, None, 100).await.unwrap();
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::Open, None, None, 100).await.unwrap().items.len(), 5);
+        let all = s.list_sandboxes(ws, SandboxFilter::All, None, None, 100).await.unwrap().items;
         assert_eq!(all.len(), 7);
         let ended = all.iter().find(|b| b.last_run.as_ref().unwrap().id == ids[0]).unwrap();
         assert_eq!((ended.state, ended.live, ended.runs), (SandboxState::Stopped, false, 1));
@@ -373,7 +452,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut cursor = None;
         loop {
-            let page = s.list_sandboxes(ws, SandboxFilter::All, None, cursor.as_ref(), 3).await.unwrap();
+            let page = s.list_sandboxes(ws, SandboxFilter::All, None, cursor.as_ref(), 3).await.unwrap().items;
             if page.is_empty() {
                 break;
             }
@@ -383,32 +462,33 @@ mod tests {
         }
         assert_eq!(seen, all.iter().map(|b| b.id).collect::<Vec<_>>());
         // Search is literal (wildcards in the query are plain characters) and case-blind.
-        let hit = s.list_sandboxes(ws, SandboxFilter::All, Some("100%_D"), None, 100).await.unwrap();
+        let hit = s.list_sandboxes(ws, SandboxFilter::All, Some("100%_D"), None, 100).await.unwrap().items;
         assert_eq!(hit.len(), 1);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("%"), None, 100).await.unwrap().len(), 1);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("0%"), None, 100).await.unwrap().len(), 1);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("ob \"3"), None, 100).await.unwrap().len(), 0);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("OB 3 1"), None, 100).await.unwrap().len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("%"), None, 100).await.unwrap().items.len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("0%"), None, 100).await.unwrap().items.len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("ob \"3"), None, 100).await.unwrap().items.len(), 0);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("OB 3 1"), None, 100).await.unwrap().items.len(), 1);
         // A sandbox renamed is found by its new title only.
         sqlx::query("UPDATE sandboxes SET title = 'renamed thing' WHERE id = $1")
             .bind(all[0].id.to_string())
             .execute(&s.pool)
             .await
             .unwrap();
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("renamed"), None, 100).await.unwrap().len(), 1);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job 6"), None, 100).await.unwrap().len(), 0);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job%3"), None, 100).await.unwrap().len(), 0);
-        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("BOX"), None, 100).await.unwrap().len(), 7);
-        let by_session = s.list_sandboxes(ws, SandboxFilter::All, Some(&ids[4].to_string()), None, 100).await.unwrap();
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("renamed"), None, 100).await.unwrap().items.len(), 1);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job 6"), None, 100).await.unwrap().items.len(), 0);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("job%3"), None, 100).await.unwrap().items.len(), 0);
+        assert_eq!(s.list_sandboxes(ws, SandboxFilter::All, Some("BOX"), None, 100).await.unwrap().items.len(), 7);
+        let by_session = s.list_sandboxes(ws, SandboxFilter::All, Some(&ids[4].to_string()), None, 100).await.unwrap().items;
         assert_eq!(by_session.len(), 1);
         // Batches a search finds among the newest sandboxes (PostgreSQL looks there
         // first) are those the index finds: paged by 2, every match once, newest first.
         for q in ["job", "box"] {
-            let all: Vec<_> = s.list_sandboxes(ws, SandboxFilter::All, Some(q), None, 100).await.unwrap().iter().map(|b| b.id).collect();
+            let all: Vec<_> =
+                s.list_sandboxes(ws, SandboxFilter::All, Some(q), None, 100).await.unwrap().items.iter().map(|b| b.id).collect();
             assert!(all.len() > 4, "{q}: {all:?}");
             let (mut paged, mut cursor) = (Vec::new(), None);
             loop {
-                let page = s.list_sandboxes(ws, SandboxFilter::All, Some(q), cursor.as_ref(), 2).await.unwrap();
+                let page = s.list_sandboxes(ws, SandboxFilter::All, Some(q), cursor.as_ref(), 2).await.unwrap().items;
                 paged.extend(page.iter().map(|b| b.id));
                 match page.last() {
                     Some(last) if page.len() == 2 => cursor = Some(SandboxCursor { created_at: last.created_at.clone(), id: last.id }),
@@ -417,5 +497,64 @@ mod tests {
             }
             assert_eq!(paged, all, "{q}");
         }
+    }
+
+    #[tokio::test]
+    async fn short_searches_go_on_in_bounded_steps() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let dev = s.upsert_device(ws, "box", 4).await.unwrap();
+        for i in 0..9 {
+            let new = NewSession {
+                workspace: ws,
+                device: dev.id,
+                command: vec!["cat".into()],
+                cwd: "/".into(),
+                title: format!("job {i}{}", if i % 4 == 1 { " qz" } else { "" }),
+                cols: 80,
+                rows: 24,
+                created_by: "alice".into(),
+                operator: None,
+            };
+            s.create_session(&new).await.unwrap();
+        }
+        let everything = s.list_sandboxes(ws, SandboxFilter::All, None, None, 100).await.unwrap().items;
+        let expected: Vec<_> = everything.iter().filter(|b| b.title.ends_with("qz")).map(|b| b.title.clone()).collect();
+        assert_eq!(expected, ["job 5 qz", "job 1 qz"]);
+        // Three rows looked at per batch: batches of up to 2 matches, some short or empty,
+        // each going on from the last row looked at, until the list ends.
+        let (mut found, mut cursor, mut batches) = (Vec::new(), None, Vec::new());
+        loop {
+            let batch = s.list_sandboxes_scanning(ws, SandboxFilter::All, Some("QZ"), cursor.as_ref(), 2, 3).await.unwrap();
+            batches.push(batch.items.len());
+            found.extend(batch.items.iter().map(|b| b.title.clone()));
+            match batch.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(found, expected);
+        // Rows 8,7,6 (none), 5,4,3 (one), 2,1,0 (one): the list ends with the third.
+        assert_eq!(batches, [0, 1, 1]);
+        // No match at all: every batch empty, and the steps end with the list.
+        let mut steps = 0;
+        let mut cursor = None;
+        loop {
+            let batch = s.list_sandboxes_scanning(ws, SandboxFilter::All, Some("zz"), cursor.as_ref(), 2, 4).await.unwrap();
+            assert!(batch.items.is_empty());
+            steps += 1;
+            match batch.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(steps, 3, "9 rows, 4 at a time");
+        // Exactly a step's worth left: the step that reads it ends the list.
+        let batch = s.list_sandboxes_scanning(ws, SandboxFilter::All, Some("zz"), None, 2, 9).await.unwrap();
+        assert!(batch.next.is_none());
+        // A full batch goes on from its last row, as any batch does.
+        let full = s.list_sandboxes_scanning(ws, SandboxFilter::All, Some("jo"), None, 2, 3).await.unwrap();
+        assert_eq!(full.items.len(), 2);
+        assert_eq!(full.next.map(|c| c.id), Some(full.items[1].id));
     }
 }

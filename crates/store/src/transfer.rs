@@ -323,6 +323,6 @@ mod tests {
         let c = Store::open_sqlite(&dir.path().join("c.db")).await.unwrap();
         let e = c.import(|| Ok(std::io::Cursor::new(cut.to_vec()))).await.unwrap_err().to_string();
         assert!(e.contains("line"), "{e}");
-        assert_eq!(c.list_sandboxes(ws, crate::SandboxFilter::All, None, None, 10).await.unwrap().len(), 0, "nothing half-loaded");
+        assert_eq!(c.list_sandboxes(ws, crate::SandboxFilter::All, None, None, 10).await.unwrap().items.len(), 0, "nothing half-loaded");
     }
 }

@@ -224,20 +224,30 @@ export function SessionsPage() {
     setLoading(true);
     const p = new URLSearchParams({ filter: st.filter, limit: String(BATCH) });
     if (st.q.trim()) p.set("q", st.q.trim());
-    if (!reset && st.cursor) p.set("cursor", st.cursor);
+    let cursor = reset ? null : st.cursor;
     try {
-      const list = await api<SandboxList>(`/api/v1/sandboxes?${p}`);
-      if (gen !== generation.current) return;
-      setRows((old) => {
-        if (reset) return list.sandboxes;
-        // Rows a live update already placed keep their place; this batch's task totals
-        // are the freshest for their tasks.
-        let rows = [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))];
-        for (const b of list.sandboxes) rows = sameTaskTotals(rows, b);
-        return rows;
-      });
-      setCursor(list.next_cursor);
-      setDone(list.next_cursor === null);
+      // A search of one or two characters looks through part of the list per request,
+      // which may find less than a batch, or nothing, and go on: ask again until a
+      // batch's worth has come or the list ends.
+      for (let found = 0, asked = 0; ; asked++) {
+        if (cursor) p.set("cursor", cursor);
+        const list = await api<SandboxList>(`/api/v1/sandboxes?${p}`);
+        if (gen !== generation.current) return;
+        const first = reset && asked === 0;
+        setRows((old) => {
+          if (first) return list.sandboxes;
+          // Rows a live update already placed keep their place; this batch's task totals
+          // are the freshest for their tasks.
+          let rows = [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))];
+          for (const b of list.sandboxes) rows = sameTaskTotals(rows, b);
+          return rows;
+        });
+        found += list.sandboxes.length;
+        cursor = list.next_cursor;
+        if (cursor === null || found >= BATCH) break;
+      }
+      setCursor(cursor);
+      setDone(cursor === null);
       setError(null);
     } catch (e) {
       if (gen === generation.current) setError(errorText(e));

@@ -345,15 +345,32 @@ pub async fn repo(cmd: RepoCmd, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Rows `drover sandbox list` prints (the API's largest batch).
+const LIST_ROWS: usize = 200;
+
 /// Runs a sandbox command.
 pub async fn sandbox(cmd: SandboxCmd, json: bool) -> Result<()> {
     let client = Client::from_env()?;
     let SandboxCmd::List { filter, search } = cmd;
-    let mut path = format!("/api/v1/sandboxes?limit=200&filter={}", seg(&filter));
+    let mut base = format!("/api/v1/sandboxes?filter={}", seg(&filter));
     if let Some(q) = search {
-        path.push_str(&format!("&q={}", seg(&q)));
+        base.push_str(&format!("&q={}", seg(&q)));
     }
-    let list: SandboxList = client.get(&path).await?;
+    // The first LIST_ROWS rows: a short search may take several batches to find them.
+    let (mut sandboxes, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let mut path = format!("{base}&limit={}", LIST_ROWS - sandboxes.len());
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={}", seg(c)));
+        }
+        let batch: SandboxList = client.get(&path).await?;
+        sandboxes.extend(batch.sandboxes);
+        match batch.next_cursor {
+            Some(next) if sandboxes.len() < LIST_ROWS => cursor = Some(next),
+            _ => break,
+        }
+    }
+    let list = SandboxList { sandboxes, next_cursor: None };
     if json {
         return print_json(&list.sandboxes);
     }

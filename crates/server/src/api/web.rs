@@ -169,14 +169,14 @@ pub async fn sandboxes(
     }
     let cursor = p.cursor.as_deref().map(parse_cursor).transpose()?;
     let limit = p.limit.unwrap_or(50).clamp(1, 200);
-    let rows = state.store.list_sandboxes(caller.0.workspace(), filter, p.q.as_deref(), cursor.as_ref(), limit).await?;
-    let next_cursor = (rows.len() as i64 == limit).then(|| rows.last().map(|b| format!("{}|{}", b.created_at, b.id))).flatten();
+    let batch = state.store.list_sandboxes(caller.0.workspace(), filter, p.q.as_deref(), cursor.as_ref(), limit).await?;
+    let next_cursor = batch.next.map(|c| format!("{}|{}", c.created_at, c.id));
     // Newest first: the first item seen for a run is the one its row shows.
     let mut waiting = Waiting::new();
     for item in state.store.open_attention(caller.0.workspace()).await? {
         waiting.entry(item.session).or_insert_with(|| drover_core::attention::waiting_words(item.kind, item.tool.as_deref()));
     }
-    let sandboxes = rows.into_iter().map(|b| sandbox_view(&caller, b, &waiting)).collect();
+    let sandboxes = batch.items.into_iter().map(|b| sandbox_view(&caller, b, &waiting)).collect();
     Ok(Json(SandboxList { sandboxes, next_cursor }))
 }
 
