@@ -14,6 +14,10 @@ pub struct RingLimits {
     /// A piece that continues the newest one is joined onto it while the two together
     /// are no bigger than this (0: never), so small writes do not cost a piece each.
     pub join_up_to: usize,
+    /// ... and while the newest piece began less than this long ago: a quiet session's
+    /// occasional lines are pieces of their own, which leave as they age, rather than one
+    /// piece kept young by each line until it holds `join_up_to` bytes.
+    pub join_within: Duration,
     /// Pieces last added to longer ago than this leave (the newest always stays).
     pub max_age: Option<Duration>,
 }
@@ -26,6 +30,8 @@ struct Piece {
     t_micros: u64,
     data: Bytes,
     added: Instant,
+    /// When its first byte came (joining stops once this is `join_within` ago).
+    began: Instant,
 }
 
 impl Piece {
@@ -62,14 +68,18 @@ impl OutputRing {
     pub fn push(&mut self, offset: u64, t_micros: u64, data: Bytes, now: Instant) {
         self.held += data.len();
         match self.pieces.back_mut() {
-            Some(last) if last.end() == offset && last.data.len() + data.len() <= self.limits.join_up_to => {
+            Some(last)
+                if last.end() == offset
+                    && last.data.len() + data.len() <= self.limits.join_up_to
+                    && now.saturating_duration_since(last.began) < self.limits.join_within =>
+            {
                 let mut joined = BytesMut::with_capacity(last.data.len() + data.len());
                 joined.extend_from_slice(&last.data);
                 joined.extend_from_slice(&data);
                 last.data = joined.freeze();
                 last.added = now;
             }
-            _ => self.pieces.push_back(Piece { offset, t_micros, data, added: now }),
+            _ => self.pieces.push_back(Piece { offset, t_micros, data, added: now, began: now }),
         }
         while self.pieces.len() > 1 && (self.held > self.limits.bytes || self.front_expired(now)) {
             let old = self.pieces.pop_front().expect("non-empty");
@@ -131,7 +141,7 @@ impl OutputRing {
 mod tests {
     use super::*;
 
-    const PLAIN: RingLimits = RingLimits { bytes: 100, join_up_to: 0, max_age: None };
+    const PLAIN: RingLimits = RingLimits { bytes: 100, join_up_to: 0, join_within: Duration::ZERO, max_age: None };
 
     fn ring_of(limits: RingLimits, pieces: &[(u64, &str)]) -> OutputRing {
         let mut ring = OutputRing::new(limits);
@@ -176,7 +186,7 @@ mod tests {
 
     #[test]
     fn small_continuing_pieces_are_joined_up_to_the_limit() {
-        let limits = RingLimits { bytes: 100, join_up_to: 4, max_age: None };
+        let limits = RingLimits { bytes: 100, join_up_to: 4, join_within: Duration::from_secs(1), max_age: None };
         let ring = ring_of(limits, &[(0, "ab"), (2, "cd"), (4, "ef"), (9, "gh")]);
         assert_eq!(ring.pieces(), 3, "joined while ≤ 4 bytes and only when contiguous");
         assert_eq!(joined(ring.since(1)), b"bcdefgh");
@@ -185,7 +195,7 @@ mod tests {
 
     #[test]
     fn old_pieces_expire_but_the_newest_stays() {
-        let limits = RingLimits { bytes: 100, join_up_to: 0, max_age: Some(Duration::from_secs(60)) };
+        let limits = RingLimits { bytes: 100, join_up_to: 0, join_within: Duration::ZERO, max_age: Some(Duration::from_secs(60)) };
         let mut ring = OutputRing::new(limits);
         let then = Instant::now();
         ring.push(0, 0, Bytes::from_static(b"old"), then);
@@ -195,5 +205,29 @@ mod tests {
         assert_eq!((ring.start(), ring.held()), (Some(3), 6));
         ring.push(9, 0, Bytes::from_static(b"!"), then + Duration::from_secs(200));
         assert_eq!((ring.start(), ring.held()), (Some(9), 1));
+    }
+
+    #[test]
+    fn a_quiet_sessions_lines_are_not_joined_and_age_out() {
+        let limits = RingLimits {
+            bytes: 1 << 20,
+            join_up_to: 16 << 10,
+            join_within: Duration::from_secs(1),
+            max_age: Some(Duration::from_secs(60)),
+        };
+        let mut ring = OutputRing::new(limits);
+        let then = Instant::now();
+        // A burst is joined; a line every 10 s for an hour is not, and only the last
+        // minute's lines stay.
+        ring.push(0, 0, Bytes::from_static(b"burst-"), then);
+        ring.push(6, 0, Bytes::from_static(b"more"), then + Duration::from_millis(500));
+        assert_eq!(ring.pieces(), 1);
+        let line = [b'x'; 80];
+        for i in 1..=360u64 {
+            ring.push(10 + (i - 1) * 80, 0, Bytes::copy_from_slice(&line), then + Duration::from_secs(i * 10));
+        }
+        assert!(ring.pieces() <= 7, "{} pieces", ring.pieces());
+        assert!(ring.held() <= 7 * 80, "{} bytes held", ring.held());
+        assert_eq!(joined(ring.since(10 + 359 * 80)), line.to_vec());
     }
 }

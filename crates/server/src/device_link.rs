@@ -35,8 +35,9 @@ const DOWNLINK_FLUSH: usize = 64;
 
 /// The device link's read buffer. The WebSocket library zero-fills its whole read
 /// buffer before every read, so its larger default cost a fleet of quiet devices more
-/// in `memset` (and RSS) than their output did; larger frames take a few reads.
-const LINK_READ_BUFFER: usize = 16 * 1024;
+/// in `memset` (and RSS: all of it is touched, per link) than their output did; larger
+/// frames take a few reads.
+const LINK_READ_BUFFER: usize = 4 * 1024;
 
 /// `GET /api/v1/device/connect` (WebSocket), device credentials only.
 pub async fn connect(

@@ -25,12 +25,16 @@ const RING_BYTES: usize = 1024 * 1024;
 /// session's ring holds a few large buffers, not thousands of tiny ones (each piece
 /// costs far more in bookkeeping than its bytes).
 const RING_PIECE_BYTES: usize = 16 * 1024;
+/// Output is joined into a piece only while the piece is younger than this: a burst is
+/// joined, a quiet session's occasional lines are not (so they leave as they age).
+const RING_JOIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// Output older than this leaves the ring (the newest piece stays): a joining viewer's
 /// snapshot is fresh, so only recent bytes are ever needed, and a quiet session's ring
 /// stays small instead of filling to the cap over hours.
 const RING_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The hub's ring, from the three limits above.
-const RING: RingLimits = RingLimits { bytes: RING_BYTES, join_up_to: RING_PIECE_BYTES, max_age: Some(RING_AGE) };
+const RING: RingLimits =
+    RingLimits { bytes: RING_BYTES, join_up_to: RING_PIECE_BYTES, join_within: RING_JOIN_WITHIN, max_age: Some(RING_AGE) };
 /// Bytes queued for a viewer before it is considered lagging and re-synced.
 pub const VIEWER_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 

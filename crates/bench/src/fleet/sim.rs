@@ -75,7 +75,10 @@ pub(super) async fn send(sink: &mut Sink, msg: &DeviceMessage) -> Result<()> {
 pub(super) async fn device_link(url: &str, name: &str, token: &str, index: usize, c: &Counters) -> Result<()> {
     let mut request = url.into_client_request()?;
     request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true).await?;
+    // A small read buffer, as the server's: the library's default (zero-filled, so all
+    // of it touched) would cost the simulator 128 KiB a device.
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(4096);
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), true).await?;
     let (mut sink, mut stream) = ws.split();
     let hello = DeviceMessage::Hello {
         version: PROTOCOL_VERSION,

@@ -45,7 +45,7 @@ impl Drop for Held {
 }
 
 /// What the ring keeps: whole reads as they came (each with its own time), no expiry.
-const RING: RingLimits = RingLimits { bytes: RING_BYTES, join_up_to: 0, max_age: None };
+const RING: RingLimits = RingLimits { bytes: RING_BYTES, join_up_to: 0, join_within: std::time::Duration::ZERO, max_age: None };
 
 /// The output stream's state.
 pub struct OutState {
