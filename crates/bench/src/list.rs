@@ -51,8 +51,8 @@ pub async fn seed(url: &str, n: usize, live: usize) -> Result<()> {
             values(rows.len(), 9, |p| format!("({}, {}, {}, 'remote', {}, '/', {}, {}, {}, {}, 1, {})", p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]))
         );
         let sessions = format!(
-            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, started_at, ended_at) VALUES {}",
-            values(rows.len(), 7, |p| format!("({}, {}, {}, {}, '[\"agent\"]', '/', 120, 40, {}, 'bench', {}, {}, {})", p[0], p[1], p[2], p[3], p[4], p[5], p[5], p[6]))
+            "INSERT INTO sessions (id, workspace_id, sandbox_id, device_id, command, cwd, cols, rows, outcome, created_by, created_at, started_at, ended_at, screen_final) VALUES {}",
+            values(rows.len(), 8, |p| format!("({}, {}, {}, {}, '[\"agent\"]', '/', 120, 40, {}, 'bench', {}, {}, {}, {})", p[0], p[1], p[2], p[3], p[4], p[5], p[5], p[6], p[7]))
         );
         let (mut q1, mut q2) = (sqlx::query(&sandboxes), sqlx::query(&sessions));
         for &i in &rows {
@@ -72,11 +72,17 @@ pub async fn seed(url: &str, n: usize, live: usize) -> Result<()> {
                 .bind(at.clone())
                 .bind(ses.clone())
                 .bind(is_live as i64);
-            q2 = q2.bind(ses).bind(ws.clone()).bind(sbx).bind(dev.clone()).bind(outcome).bind(at.clone()).bind(if is_live {
-                None
-            } else {
-                Some(at)
-            });
+            // A finished run's Final screen was made long ago (the checkpointer has
+            // nothing left to do for the history).
+            q2 = q2
+                .bind(ses)
+                .bind(ws.clone())
+                .bind(sbx)
+                .bind(dev.clone())
+                .bind(outcome)
+                .bind(at.clone())
+                .bind(if is_live { None } else { Some(at) })
+                .bind(!is_live as i64);
         }
         q1.execute(&mut *tx).await?;
         q2.execute(&mut *tx).await?;

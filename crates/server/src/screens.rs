@@ -33,6 +33,10 @@ const QUIET_AFTER: Duration = Duration::from_secs(600);
 pub const MAX_TAIL_BYTES: u64 = 8 * 1024 * 1024;
 /// How often the checkpointer looks for sessions that need one.
 const PASS_EVERY: Duration = Duration::from_secs(1);
+/// A pass's look for due sessions reads every live session: the passes are spaced so
+/// that it takes at most one part in this many of the time (with a large fleet's live
+/// sessions it was a scan of them all every second, most of the server's CPU).
+const LOOK_SHARE: u32 = 20;
 /// Sessions handled per pass.
 const PASS_SESSIONS: i64 = 16;
 /// Bytes read from the store per step of the checkpointer.
@@ -165,28 +169,39 @@ async fn on_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Re
 pub fn spawn(state: AppState) {
     let cpu = LowPriority::start();
     tokio::spawn(async move {
+        let mut wait = PASS_EVERY;
         loop {
-            tokio::time::sleep(PASS_EVERY).await;
+            tokio::time::sleep(wait).await;
             if !state.leases.holds(Monitor::Screens) {
                 continue;
             }
-            if let Err(e) = pass(&state.store, &cpu).await {
-                tracing::warn!("making screen checkpoints: {e}");
+            match pass(&state.store, &cpu).await {
+                Ok(looked) => wait = pass_wait(looked),
+                Err(e) => tracing::warn!("making screen checkpoints: {e}"),
             }
         }
     });
 }
 
-/// One pass over the sessions that need a checkpoint.
-async fn pass(store: &Store, cpu: &LowPriority) -> Result<(), StoreError> {
+/// The wait before the next pass, after one whose look for due sessions took `looked`:
+/// [`PASS_EVERY`], or longer where that look is slow (it reads every live session), so
+/// it takes at most 1/[`LOOK_SHARE`] of the time.
+fn pass_wait(looked: Duration) -> Duration {
+    PASS_EVERY.max(looked * LOOK_SHARE)
+}
+
+/// One pass over the sessions that need a checkpoint; returns how long finding them took.
+async fn pass(store: &Store, cpu: &LowPriority) -> Result<Duration, StoreError> {
     let stale = chrono::Utc::now() - chrono::Duration::from_std(QUIET_AFTER).unwrap_or_default();
+    let t0 = std::time::Instant::now();
     let due = store.screens_due(EVERY_BYTES, QUIET_BYTES, &drover_store::format_time(stale), PASS_SESSIONS).await?;
+    let looked = t0.elapsed();
     for d in due {
         if let Err(e) = bring_up_to_date(store, cpu, &d).await {
             tracing::warn!(session = %d.session, "making a screen checkpoint: {e}");
         }
     }
-    Ok(())
+    Ok(looked)
 }
 
 /// Makes `due`'s missing checkpoints: one every [`EVERY_BYTES`] after its last, and for
@@ -274,5 +289,17 @@ impl LowPriority {
             }))
             .map_err(|_| StoreError::Io("the screen checkpoint thread has stopped".into()))?;
         rx.await.map_err(|_| StoreError::Io("the screen checkpoint thread has stopped".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_are_spaced_by_the_time_their_look_takes() {
+        assert_eq!(pass_wait(Duration::from_millis(5)), PASS_EVERY);
+        assert_eq!(pass_wait(PASS_EVERY / LOOK_SHARE), PASS_EVERY);
+        assert_eq!(pass_wait(Duration::from_millis(300)), Duration::from_millis(300) * LOOK_SHARE);
     }
 }
