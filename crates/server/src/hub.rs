@@ -359,6 +359,13 @@ impl Hubs {
         self.hubs.lock().expect("hubs").values().map(|h| h.attached()).sum()
     }
 
+    /// How long each hub has been idle (no output, no input, no viewer; None while
+    /// watched): what idle-parking looks at, found without reading the database.
+    pub fn idle_times(&self) -> Vec<(SessionId, Option<std::time::Duration>)> {
+        let hubs: Vec<(SessionId, Arc<Hub>)> = self.hubs.lock().expect("hubs").iter().map(|(s, h)| (*s, h.clone())).collect();
+        hubs.into_iter().map(|(s, h)| (s, h.idle_for())).collect()
+    }
+
     /// Hubs now (live sessions with output here).
     pub fn count(&self) -> u64 {
         self.hubs.lock().expect("hubs").len() as u64

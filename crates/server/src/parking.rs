@@ -30,18 +30,20 @@ pub fn spawn(state: AppState) {
     });
 }
 
-/// Parks every idle task-free session on a device linked here.
+/// Parks every idle task-free session on a device linked here. The hubs say which have
+/// been idle long enough (a fleet's live sessions are not all read every round); the
+/// database then says which of those work for no task.
 async fn park_idle(state: &AppState, after: Duration) -> Result<(), StoreError> {
-    for g in state.store.live_glances().await? {
-        let Some(hub) = state.hubs.get(g.session) else { continue };
-        if !idle_parked(Some(after), g.task_run, hub.idle_for()) {
+    for (session, idle) in state.hubs.idle_times() {
+        // Whether it works for a task is asked of the database for these few only.
+        if !idle_parked(Some(after), false, idle) {
             continue;
         }
         // Viewers on other replicas count too.
-        if state.topology.attached(state, g.session).await? > 0 {
+        if state.topology.attached(state, session).await? > 0 {
             continue;
         }
-        park(state, g.session, after).await?;
+        park(state, session, after).await?;
     }
     Ok(())
 }
@@ -49,6 +51,7 @@ async fn park_idle(state: &AppState, after: Duration) -> Result<(), StoreError> 
 /// Stops the session with the parking reason (its end records it, by [`PARK_ACTOR`]).
 async fn park(state: &AppState, session: SessionId, after: Duration) -> Result<(), StoreError> {
     let Some(row) = state.store.session(session).await? else { return Ok(()) };
+    // A task's run is the stall monitor's to replace, not parking's.
     if !row.outcome.is_live() || row.task.is_some() || !state.devices.is_local(row.device) {
         return Ok(());
     }
