@@ -6,6 +6,7 @@
 //! device is linked to it: it sees their output first-hand.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use drover_core::attention::{looks_like_prompt, reports_waiting, MAX_GUESS_LINE};
@@ -26,52 +27,66 @@ pub fn spawn(state: AppState) {
     let Some(after) = state.config.guess_after else { return };
     let every = (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     tokio::spawn(async move {
-        // Per run, the output offset it was last read at: each stillness is read once.
-        let mut read: HashMap<SessionId, u64> = HashMap::new();
+        let mut seen: HashMap<SessionId, Seen> = HashMap::new();
         loop {
             tokio::time::sleep(every).await;
-            if let Err(e) = round(&state, after, &mut read).await {
+            if let Err(e) = round(&state, after, &mut seen).await {
                 tracing::warn!("guessing which runs wait on a person: {e}");
             }
         }
     });
 }
 
-/// One look at every live task run linked here.
-async fn round(state: &AppState, after: Duration, read: &mut HashMap<SessionId, u64>) -> Result<(), StoreError> {
-    let glances = state.store.live_glances().await?;
-    read.retain(|s, _| glances.iter().any(|g| g.session == *s));
-    for g in glances.iter().filter(|g| g.task_run) {
-        let Some(hub) = state.hubs.get(g.session) else { continue };
+/// What the guesser knows of a live session here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// It works for no task: never guessed about (a session's task never changes).
+    NoTask,
+    /// A task run, read at this output offset: each stillness is read once.
+    ReadAt(u64),
+}
+
+/// One look at every live session linked here (its hub): the still task runs are read.
+/// The hubs say which are still, so a fleet's sessions are not all read from the
+/// database every round; a session is asked about its task only once.
+async fn round(state: &AppState, after: Duration, seen: &mut HashMap<SessionId, Seen>) -> Result<(), StoreError> {
+    let hubs: HashMap<SessionId, Arc<Hub>> = state.hubs.all().into_iter().collect();
+    seen.retain(|s, _| hubs.contains_key(s));
+    for (session, hub) in &hubs {
         let latest = hub.latest();
-        match read.get(&g.session) {
-            Some(&at) if at == latest => continue,
+        match seen.get(session) {
+            Some(Seen::NoTask) => continue,
+            Some(Seen::ReadAt(at)) if *at == latest => continue,
             // Output resumed since it was read: a guess made then no longer holds.
-            Some(_) => {
-                read.remove(&g.session);
-                state.store.clear_guesses(g.session).await?;
+            Some(Seen::ReadAt(_)) => {
+                seen.remove(session);
+                state.store.clear_guesses(*session).await?;
             }
             None => {}
         }
         if hub.since_output() < after {
             continue;
         }
-        read.insert(g.session, latest);
-        guess(state, g.session, &hub).await?;
+        let read = if guess(state, *session, hub).await? { Seen::ReadAt(latest) } else { Seen::NoTask };
+        seen.insert(*session, read);
     }
     Ok(())
 }
 
 /// Reads a still run's screen; raises a guess if it looks like it asks something.
-async fn guess(state: &AppState, session: SessionId, hub: &Hub) -> Result<(), StoreError> {
-    let Some(row) = state.store.session(session).await? else { return Ok(()) };
+/// False when the session works for no task (nothing is guessed about it, ever).
+async fn guess(state: &AppState, session: SessionId, hub: &Hub) -> Result<bool, StoreError> {
+    let Some(row) = state.store.session(session).await? else { return Ok(true) };
+    if row.task.is_none() {
+        return Ok(false);
+    }
     let harness = state.store.run_harness(session).await?.and_then(|h| Harness::parse(&h).ok());
     if harness.is_none_or(reports_waiting) || !state.store.session_attention(session).await?.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
-    let Some(line) = prompt_line(hub) else { return Ok(()) };
+    let Some(line) = prompt_line(hub) else { return Ok(true) };
     state.store.raise_attention(&row, &NewAttention::Guess(line), GUESSER).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// The line a still screen asks with, if it looks like it asks.

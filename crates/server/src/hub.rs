@@ -359,11 +359,10 @@ impl Hubs {
         self.hubs.lock().expect("hubs").values().map(|h| h.attached()).sum()
     }
 
-    /// How long each hub has been idle (no output, no input, no viewer; None while
-    /// watched): what idle-parking looks at, found without reading the database.
-    pub fn idle_times(&self) -> Vec<(SessionId, Option<std::time::Duration>)> {
-        let hubs: Vec<(SessionId, Arc<Hub>)> = self.hubs.lock().expect("hubs").iter().map(|(s, h)| (*s, h.clone())).collect();
-        hubs.into_iter().map(|(s, h)| (s, h.idle_for())).collect()
+    /// Every live hub here, with its session: for the rounds that look at each
+    /// (idle-parking, guesses) without reading the database.
+    pub fn all(&self) -> Vec<(SessionId, Arc<Hub>)> {
+        self.hubs.lock().expect("hubs").iter().map(|(s, h)| (*s, h.clone())).collect()
     }
 
     /// Hubs now (live sessions with output here).

@@ -34,9 +34,9 @@ pub fn spawn(state: AppState) {
 /// been idle long enough (a fleet's live sessions are not all read every round); the
 /// database then says which of those work for no task.
 async fn park_idle(state: &AppState, after: Duration) -> Result<(), StoreError> {
-    for (session, idle) in state.hubs.idle_times() {
+    for (session, hub) in state.hubs.all() {
         // Whether it works for a task is asked of the database for these few only.
-        if !idle_parked(Some(after), false, idle) {
+        if !idle_parked(Some(after), false, hub.idle_for()) {
             continue;
         }
         // Viewers on other replicas count too.
