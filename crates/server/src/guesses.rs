@@ -48,10 +48,12 @@ enum Seen {
 
 /// One look at every live session linked here (its hub): the still task runs are read.
 /// The hubs say which are still, so a fleet's sessions are not all read from the
-/// database every round; a session is asked about its task only once.
+/// database every round; whether a session works for a task is asked once, for all the
+/// newly still together.
 async fn round(state: &AppState, after: Duration, seen: &mut HashMap<SessionId, Seen>) -> Result<(), StoreError> {
     let hubs: HashMap<SessionId, Arc<Hub>> = state.hubs.all().into_iter().collect();
     seen.retain(|s, _| hubs.contains_key(s));
+    let mut still = Vec::new();
     for (session, hub) in &hubs {
         let latest = hub.latest();
         match seen.get(session) {
@@ -64,29 +66,34 @@ async fn round(state: &AppState, after: Duration, seen: &mut HashMap<SessionId, 
             }
             None => {}
         }
-        if hub.since_output() < after {
+        if hub.since_output() >= after {
+            still.push((*session, latest));
+        }
+    }
+    // None of these is known yet (a known one is still at the offset it was read at).
+    let ids: Vec<SessionId> = still.iter().map(|(s, _)| *s).collect();
+    let tasks = state.store.task_runs_among(&ids).await?;
+    for (session, latest) in still {
+        if !tasks.contains(&session) {
+            seen.insert(session, Seen::NoTask);
             continue;
         }
-        let read = if guess(state, *session, hub).await? { Seen::ReadAt(latest) } else { Seen::NoTask };
-        seen.insert(*session, read);
+        seen.insert(session, Seen::ReadAt(latest));
+        guess(state, session, &hubs[&session]).await?;
     }
     Ok(())
 }
 
-/// Reads a still run's screen; raises a guess if it looks like it asks something.
-/// False when the session works for no task (nothing is guessed about it, ever).
-async fn guess(state: &AppState, session: SessionId, hub: &Hub) -> Result<bool, StoreError> {
-    let Some(row) = state.store.session(session).await? else { return Ok(true) };
-    if row.task.is_none() {
-        return Ok(false);
-    }
+/// Reads a still task run's screen; raises a guess if it looks like it asks something.
+async fn guess(state: &AppState, session: SessionId, hub: &Hub) -> Result<(), StoreError> {
+    let Some(row) = state.store.session(session).await? else { return Ok(()) };
     let harness = state.store.run_harness(session).await?.and_then(|h| Harness::parse(&h).ok());
     if harness.is_none_or(reports_waiting) || !state.store.session_attention(session).await?.is_empty() {
-        return Ok(true);
+        return Ok(());
     }
-    let Some(line) = prompt_line(hub) else { return Ok(true) };
+    let Some(line) = prompt_line(hub) else { return Ok(()) };
     state.store.raise_attention(&row, &NewAttention::Guess(line), GUESSER).await?;
-    Ok(true)
+    Ok(())
 }
 
 /// The line a still screen asks with, if it looks like it asks.

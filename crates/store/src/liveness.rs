@@ -74,6 +74,9 @@ fn check_row(r: &sqlx::any::AnyRow) -> Result<LiveCheck> {
     })
 }
 
+/// Sessions asked about per statement by [`Store::task_runs_among`].
+const AMONG_BATCH: usize = 500;
+
 impl Store {
     /// Every live session, in every workspace, as the monitor's sweep sees it.
     pub async fn live_glances(&self) -> Result<Vec<LiveGlance>> {
@@ -103,6 +106,24 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Which of `sessions` work for a task (the rest are task-free): one read per few
+    /// hundred sessions, for rounds that look at many sessions at once.
+    pub async fn task_runs_among(&self, sessions: &[SessionId]) -> Result<std::collections::HashSet<SessionId>> {
+        let mut out = std::collections::HashSet::new();
+        for part in sessions.chunks(AMONG_BATCH) {
+            let marks: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
+            let sql = format!("SELECT id FROM sessions WHERE task_id IS NOT NULL AND id IN ({})", marks.join(", "));
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for id in part {
+                q = q.bind(id.to_string());
+            }
+            for id in q.fetch_all(&self.pool).await? {
+                out.insert(parse_id(&id)?);
+            }
+        }
+        Ok(out)
     }
 
     /// One live session as the monitor sees it, read now; None once it has ended.
@@ -170,5 +191,33 @@ mod tests {
         assert_eq!(stale[0].session.stale_flag, Some(StaleFlag::DeviceSilent));
         assert!(s.set_stale_flag(id, None).await.unwrap());
         assert!(s.stale_sessions(ws).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn task_runs_are_told_from_task_free_sessions_in_batches() {
+        let (s, _d) = store().await;
+        let (ws, _) = s.bootstrap("w", "alice").await.unwrap();
+        let free: Vec<SessionId> = task_free_sessions(&s, ws, 3).await;
+        let task = session(&s, ws).await;
+        sqlx::query("UPDATE sessions SET task_id = 'tsk_0190a0b0c0d0e0f00000000000000001' WHERE id = $1")
+            .bind(task.to_string())
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let mut asked: Vec<SessionId> = free.clone();
+        asked.push(task);
+        // More than a batch: ids that are no session at all are simply not task runs.
+        asked.extend((0..AMONG_BATCH).map(|_| SessionId::new()));
+        assert_eq!(s.task_runs_among(&asked).await.unwrap(), [task].into_iter().collect());
+        assert!(s.task_runs_among(&free).await.unwrap().is_empty());
+        assert!(s.task_runs_among(&[]).await.unwrap().is_empty());
+    }
+
+    async fn task_free_sessions(s: &Store, ws: WorkspaceId, n: usize) -> Vec<SessionId> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(session(s, ws).await);
+        }
+        out
     }
 }
