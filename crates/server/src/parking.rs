@@ -31,28 +31,28 @@ pub fn spawn(state: AppState) {
 }
 
 /// Parks every idle task-free session on a device linked here. The hubs say which have
-/// been idle long enough (a fleet's live sessions are not all read every round); the
-/// database then says which of those work for no task.
+/// been idle long enough (a fleet's live sessions are not all read every round); only
+/// those are read from the database.
 async fn park_idle(state: &AppState, after: Duration) -> Result<(), StoreError> {
     for (session, hub) in state.hubs.all() {
-        // Whether it works for a task is asked of the database for these few only.
-        if !idle_parked(Some(after), false, hub.idle_for()) {
-            continue;
+        let idle = hub.idle_for();
+        // Idle long enough were it task-free: the rest cost no read.
+        if idle_parked(Some(after), false, idle) {
+            park(state, session, after, idle).await?;
         }
-        // Viewers on other replicas count too.
-        if state.topology.attached(state, session).await? > 0 {
-            continue;
-        }
-        park(state, session, after).await?;
     }
     Ok(())
 }
 
-/// Stops the session with the parking reason (its end records it, by [`PARK_ACTOR`]).
-async fn park(state: &AppState, session: SessionId, after: Duration) -> Result<(), StoreError> {
+/// Stops the session with the parking reason (its end records it, by [`PARK_ACTOR`]),
+/// if it is parked: live here, task-free (a task's run is the stall monitor's to
+/// replace), idle for `idle`, and watched by nobody on any replica.
+async fn park(state: &AppState, session: SessionId, after: Duration, idle: Option<Duration>) -> Result<(), StoreError> {
     let Some(row) = state.store.session(session).await? else { return Ok(()) };
-    // A task's run is the stall monitor's to replace, not parking's.
-    if !row.outcome.is_live() || row.task.is_some() || !state.devices.is_local(row.device) {
+    if !row.outcome.is_live() || !state.devices.is_local(row.device) || !idle_parked(Some(after), row.task.is_some(), idle) {
+        return Ok(());
+    }
+    if state.topology.attached(state, session).await? > 0 {
         return Ok(());
     }
     if state.store.mark_stop_for(session, PARK_ACTOR, &parked_reason(after)).await? {
