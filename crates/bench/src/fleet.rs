@@ -27,6 +27,7 @@ use crate::http::Client;
 use crate::median;
 
 mod meter;
+pub mod replicas;
 mod sim;
 
 use meter::{measure, DbMeter, Sample};
@@ -223,15 +224,7 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
     let max = *sizes.last().expect("sizes");
     println!("fleet on {engine}: registering {max} devices");
     let t0 = Instant::now();
-    let creds = parallel(&up, max, |client, i| {
-        let name = format!("sim-{i:04}");
-        let added: serde_json::Value =
-            serde_json::from_slice(&client.post("/api/v1/devices", &serde_json::json!({ "name": name, "slots": SESSIONS_PER_DEVICE }))?)?;
-        let token = added["enrollment_token"].as_str().context("enrollment token")?;
-        let cred: serde_json::Value =
-            serde_json::from_slice(&client.post("/api/v1/devices/enroll", &serde_json::json!({ "token": token, "name": name }))?)?;
-        Ok((name, cred["token"].as_str().context("device token")?.to_string()))
-    })?;
+    let creds = register(&[&up], max, "sim")?;
     let history = args.sandboxes.saturating_sub(max * SESSIONS_PER_DEVICE);
     let db_url = database.clone().unwrap_or_else(|| format!("sqlite://{}", up.home.path().join("drover.db").display()));
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(crate::list::seed(&db_url, history, 0))?;
@@ -255,30 +248,8 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
     let mut connected = 0;
     for &size in sizes {
         let t0 = Instant::now();
-        for (i, (name, token)) in creds.iter().enumerate().take(size).skip(connected) {
-            rt.spawn(device(ws_url.clone(), name.clone(), token.clone(), i, counters.clone()));
-        }
-        let deadline = Instant::now() + Duration::from_secs(60 + size as u64 / 10);
-        while counters.connected.load(Relaxed) < size {
-            if Instant::now() > deadline || counters.links_lost.load(Relaxed) > 0 {
-                bail!(
-                    "{} of {size} devices connected; {} links lost: {:?}",
-                    counters.connected.load(Relaxed),
-                    counters.links_lost.load(Relaxed),
-                    counters.notes()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let new: Vec<(String, usize)> =
-            creds[connected..size].iter().flat_map(|(name, _)| (0..SESSIONS_PER_DEVICE).map(move |j| (name.clone(), j))).collect();
-        parallel(&up, new.len(), |client, k| {
-            let (name, j) = &new[k];
-            let body = serde_json::json!({ "device": name, "command": ["agent", "--fleet"], "title": format!("fleet {name} #{j}"), "cols": 120, "rows": 40 });
-            let view: serde_json::Value = serde_json::from_slice(&client.post("/api/v1/sessions", &body)?)?;
-            anyhow::ensure!(view["outcome"] == "running", "session on {name} is {} after its start", view["outcome"]);
-            Ok(())
-        })?;
+        connect(&rt, &[ws_url.as_str()], &creds, connected..size, &counters)?;
+        start_sessions(&[&up], &creds[connected..size])?;
         connected = size;
         let sessions = size * SESSIONS_PER_DEVICE;
         println!("  {size} devices connected, {sessions} sessions running ({:.1}s)", t0.elapsed().as_secs_f64());
@@ -432,21 +403,79 @@ fn stored_bytes(client: &Client) -> Result<u64> {
     Ok(value.context("no drover_output_bytes_total in /metrics")? as u64)
 }
 
-/// Runs `f(client, i)` for i in 0..n on a few threads, each with its own API client.
-fn parallel<T: Send>(up: &Up, n: usize, f: impl Fn(&Client, usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+/// Registers and enrolls `n` devices named `{prefix}-NNNN` with slots for their
+/// sessions, through the servers in `ups` in turn; their names and device tokens.
+fn register(ups: &[&Up], n: usize, prefix: &str) -> Result<Vec<(String, String)>> {
+    parallel(ups, n, |client, i| {
+        let name = format!("{prefix}-{i:04}");
+        let added: serde_json::Value =
+            serde_json::from_slice(&client.post("/api/v1/devices", &serde_json::json!({ "name": name, "slots": SESSIONS_PER_DEVICE }))?)?;
+        let token = added["enrollment_token"].as_str().context("enrollment token")?;
+        let cred: serde_json::Value =
+            serde_json::from_slice(&client.post("/api/v1/devices/enroll", &serde_json::json!({ "token": token, "name": name }))?)?;
+        Ok((name, cred["token"].as_str().context("device token")?.to_string()))
+    })
+}
+
+/// Links devices `range` of `creds` as simulated devices on `rt`, device i to
+/// `ws_urls[i % len]`, and waits until `counters` has them all connected.
+fn connect(
+    rt: &tokio::runtime::Runtime,
+    ws_urls: &[&str],
+    creds: &[(String, String)],
+    range: std::ops::Range<usize>,
+    counters: &Arc<Counters>,
+) -> Result<()> {
+    let size = range.end;
+    for i in range {
+        let (name, token) = &creds[i];
+        rt.spawn(device(ws_urls[i % ws_urls.len()].to_string(), name.clone(), token.clone(), i, counters.clone()));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60 + size as u64 / 10);
+    while counters.connected.load(Relaxed) < size {
+        if Instant::now() > deadline || counters.links_lost.load(Relaxed) > 0 {
+            bail!(
+                "{} of {size} devices connected; {} links lost: {:?}",
+                counters.connected.load(Relaxed),
+                counters.links_lost.load(Relaxed),
+                counters.notes()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Starts every device's sessions through the API, session k of all through
+/// `ups[k % len]`, and checks each is running once its start is answered.
+fn start_sessions(ups: &[&Up], devices: &[(String, String)]) -> Result<()> {
+    let new: Vec<(&str, usize)> = devices.iter().flat_map(|(name, _)| (0..SESSIONS_PER_DEVICE).map(move |j| (name.as_str(), j))).collect();
+    parallel(ups, new.len(), |client, k| {
+        let (name, j) = new[k];
+        let body = serde_json::json!({ "device": name, "command": ["agent", "--fleet"], "title": format!("fleet {name} #{j}"), "cols": 120, "rows": 40 });
+        let view: serde_json::Value = serde_json::from_slice(&client.post("/api/v1/sessions", &body)?)?;
+        anyhow::ensure!(view["outcome"] == "running", "session on {name} is {} after its start", view["outcome"]);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Runs `f(client, i)` for i in 0..n on a few threads, item i through `ups[i % len]`
+/// (each thread has its own API client for every server).
+fn parallel<T: Send>(ups: &[&Up], n: usize, f: impl Fn(&Client, usize) -> Result<T> + Sync) -> Result<Vec<T>> {
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..API_THREADS.min(n.max(1)))
             .map(|_| {
                 s.spawn(|| -> Result<()> {
-                    let client = Client::for_up(up)?;
+                    let clients = ups.iter().map(|up| Client::for_up(up)).collect::<Result<Vec<_>>>()?;
                     loop {
                         let i = next.fetch_add(1, Relaxed);
                         if i >= n {
                             return Ok(());
                         }
-                        let v = f(&client, i)?;
+                        let v = f(&clients[i % clients.len()], i)?;
                         out.lock().expect("lock")[i] = Some(v);
                     }
                 })

@@ -55,6 +55,11 @@ const STREAM: &str = "while :; do seq 1 1000; sleep 0.1; done";
 const KEYS: &[u8] = b"jkowyz";
 
 fn keystrokes(p: &mut PtyProc, keys: usize, gap: Duration) -> Result<Percentiles> {
+    Ok(Percentiles::of(&mut key_latencies(p, keys, gap)?))
+}
+
+/// Each keystroke's ms from being written until its echo comes back.
+fn key_latencies(p: &mut PtyProc, keys: usize, gap: Duration) -> Result<Vec<f64>> {
     let mut lat = Vec::with_capacity(keys);
     for i in 0..keys {
         std::thread::sleep(gap);
@@ -71,7 +76,14 @@ fn keystrokes(p: &mut PtyProc, keys: usize, gap: Duration) -> Result<Percentiles
             std::thread::sleep(Duration::from_millis(30));
         }
     }
-    Ok(Percentiles { p50_ms: percentile(&mut lat, 50.0), p99_ms: percentile(&mut lat, 99.0), max_ms: percentile(&mut lat, 100.0) })
+    Ok(lat)
+}
+
+impl Percentiles {
+    /// The percentiles of `ms` (sorts it).
+    pub fn of(ms: &mut [f64]) -> Percentiles {
+        Percentiles { p50_ms: percentile(ms, 50.0), p99_ms: percentile(ms, 99.0), max_ms: percentile(ms, 100.0) }
+    }
 }
 
 pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration) -> Result<Percentiles> {
@@ -85,6 +97,12 @@ pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration) -> Result<Perc
 /// Keystrokes through a `drover session attach` to session `id` (running `cat`), which
 /// is left running.
 pub(crate) fn through_attach(up: &Up, id: &str, keys: usize, gap: Duration) -> Result<Percentiles> {
+    Ok(Percentiles::of(&mut attach_latencies(up, id, keys, gap)?))
+}
+
+/// Each keystroke's echo ms through a `drover session attach` to session `id` (running
+/// `cat`) on `up`'s server, which is left running.
+pub(crate) fn attach_latencies(up: &Up, id: &str, keys: usize, gap: Duration) -> Result<Vec<f64>> {
     let home = up.home.path().to_str().context("home")?.to_string();
     let exe = up.exe.to_str().context("exe")?.to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -99,7 +117,7 @@ pub(crate) fn through_attach(up: &Up, id: &str, keys: usize, gap: Duration) -> R
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let r = keystrokes(&mut attach, keys, gap);
+    let r = key_latencies(&mut attach, keys, gap);
     drop(attach);
     r
 }

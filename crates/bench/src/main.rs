@@ -18,6 +18,10 @@
 //! snapshot of the same session, at 1 MB, 100 MB and 1 GB of output. `--only browser`
 //! (not part of the default run: it needs the web dependencies) times keys typed into a
 //! session's live terminal in Chromium against `drover session attach` in the same run.
+//! `--only relay` and `--only replicas` (not part of the default run: they need
+//! PostgreSQL) put replicas to work: a Start, input and a viewer's join relayed across
+//! two replicas against the local path, and each replica's CPU serving twice the fleet
+//! against one server serving it.
 //!
 //! Run with `scripts/bench` (builds the release binaries first). Figures are medians;
 //! machines here are shared and noisy, so compare ratios, not absolute numbers.
@@ -32,6 +36,7 @@ mod latency;
 mod list;
 mod memory;
 mod pty;
+mod relay;
 mod sandbox;
 mod screen;
 mod soak;
@@ -85,7 +90,8 @@ struct Args {
     #[arg(long, default_value_t = 10.0)]
     soak_minutes: f64,
     /// Devices at the fleet run's largest size (the default sizes are a quarter, half
-    /// and all of it).
+    /// and all of it); in the replicas run, the one server's devices (the two replicas
+    /// serve twice as many).
     #[arg(long, default_value_t = 1000)]
     fleet_devices: usize,
     /// The fleet run's sizes, in devices (e.g. 250,500,1000; default: from --fleet-devices).
@@ -99,14 +105,16 @@ struct Args {
     /// starts; `off` skips PostgreSQL.
     #[arg(long)]
     postgres: Option<String>,
-    /// Session starts per side for the sandbox run.
+    /// Session starts per side for the sandbox run (and starts and joins per side for the
+    /// replicas run).
     #[arg(long, default_value_t = 30)]
     starts: usize,
     /// Sizes in MB of the sessions whose Final screen `screen` times.
     #[arg(long, value_delimiter = ',', default_values_t = vec![1u64, 100, 1000])]
     screen_mb: Vec<u64>,
     /// Only these parts (throughput, latency, memory, list, task, usage, sandbox, tls; or soak,
-    /// fleet, screen and browser, which the default run leaves out); default all but those.
+    /// fleet, relay, replicas, screen and browser, which the default run leaves out);
+    /// default all but those.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Also write the figures as JSON here.
@@ -122,10 +130,15 @@ fn main() -> Result<()> {
     };
     anyhow::ensure!(exe.exists(), "no drover binary at {} (build it: cargo build --release --bin drover)", exe.display());
     let want = |part: &str| {
-        (args.only.is_empty() && !["soak", "fleet", "screen", "browser"].contains(&part)) || args.only.iter().any(|o| o == part)
+        (args.only.is_empty() && !["soak", "fleet", "relay", "replicas", "screen", "browser"].contains(&part))
+            || args.only.iter().any(|o| o == part)
     };
     // PostgreSQL, for the parts that also run on it (Err: why not).
-    let pg = if want("list") || want("fleet") { drover::Postgres::find(args.postgres.as_deref()) } else { Err("not needed".into()) };
+    let pg = if want("list") || want("fleet") || want("relay") || want("replicas") {
+        drover::Postgres::find(args.postgres.as_deref())
+    } else {
+        Err("not needed".into())
+    };
     let mut report = serde_json::Map::new();
     println!("drover-bench: {} ({} cores)", exe.display(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     if want("throughput") {
@@ -185,6 +198,16 @@ fn main() -> Result<()> {
         let fleet_args = fleet::FleetArgs { sizes, secs: args.fleet_secs, sandboxes: args.sandboxes };
         let r = fleet::run(&exe, &fleet_args, &pg)?;
         report.insert("fleet".into(), serde_json::to_value(r)?);
+    }
+    if want("relay") {
+        let pg = pg.as_ref().map_err(|why| anyhow::anyhow!("the relay run needs PostgreSQL: {why}"))?;
+        let r = relay::run(&exe, pg, args.starts, args.keys, args.gap_ms)?;
+        report.insert("relay".into(), serde_json::to_value(r)?);
+    }
+    if want("replicas") {
+        let pg = pg.as_ref().map_err(|why| anyhow::anyhow!("the replicas run needs PostgreSQL: {why}"))?;
+        let r = fleet::replicas::run(&exe, args.fleet_devices, args.fleet_secs, args.runs, pg)?;
+        report.insert("replicas".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;

@@ -61,7 +61,8 @@ fn wait(client: &Client, id: &str, ended: bool) -> Result<serde_json::Value> {
     }
 }
 
-fn millis_between(from: &str, to: &str) -> Result<f64> {
+/// Milliseconds from one RFC 3339 time to another.
+pub(crate) fn millis_between(from: &str, to: &str) -> Result<f64> {
     let a = chrono::DateTime::parse_from_rfc3339(from)?;
     let b = chrono::DateTime::parse_from_rfc3339(to)?;
     Ok((b - a).num_microseconds().context("a duration")? as f64 / 1000.0)

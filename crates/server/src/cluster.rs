@@ -169,6 +169,13 @@ impl Cluster {
         (watchers, self.mirrors.lock().expect("mirrors lock").len() as u64)
     }
 
+    /// Whether another replica follows `session` now (its viewers wait on each commit).
+    pub(crate) fn followed(&self, session: SessionId) -> bool {
+        let all = self.watchers.lock().expect("watchers lock");
+        let now = Instant::now();
+        all.get(&session).is_some_and(|w| w.values().any(|until| *until > now))
+    }
+
     /// The replicas following `session` now.
     pub(crate) fn watchers(&self, session: SessionId) -> Vec<String> {
         let mut all = self.watchers.lock().expect("watchers lock");

@@ -5,7 +5,9 @@
 //! other tasks. The writer stores whatever is queued in one transaction, then wakes the
 //! replicas following those sessions and stops runs whose output was refused. Groups of small writes are spaced
 //! [`COMMIT_SPACING`] apart (the writer sleeps until then, so the queue wakes nobody
-//! per line), and a lone link that writes now and then waits for nothing.
+//! per line), and a lone link that writes now and then waits for nothing. Output of a
+//! session another replica follows cuts the wait short: that replica's viewers see
+//! only what is committed, so a keystroke's echo typed there waits for no spacing.
 //!
 //! Events that must follow their output (a session's end) wait on
 //! [`OutputWriter::stored`], which answers once everything the link queued before it
@@ -25,7 +27,7 @@ use std::time::Duration;
 use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::ServerMessage;
 use drover_store::{OutputChunk, Store, StoreError};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::metrics::OutputMetrics;
@@ -53,6 +55,23 @@ pub(crate) trait OutputNotices: Send + Sync + 'static {
     fn release(&self, device: DeviceId, session: SessionId);
     /// Wakes the replicas following any of `sessions`: more of their output is stored.
     fn announce(&self, sessions: Vec<SessionId>);
+    /// Whether a replica follows `session` from the database: its output is then
+    /// committed without waiting out [`COMMIT_SPACING`].
+    fn followed(&self, session: SessionId) -> bool;
+}
+
+impl<N: OutputNotices + ?Sized> OutputNotices for Arc<N> {
+    fn release(&self, device: DeviceId, session: SessionId) {
+        (**self).release(device, session);
+    }
+
+    fn announce(&self, sessions: Vec<SessionId>) {
+        (**self).announce(sessions);
+    }
+
+    fn followed(&self, session: SessionId) -> bool {
+        (**self).followed(session)
+    }
 }
 
 impl OutputNotices for AppState {
@@ -65,6 +84,10 @@ impl OutputNotices for AppState {
 
     fn announce(&self, sessions: Vec<SessionId>) {
         self.topology.output_stored(self, sessions);
+    }
+
+    fn followed(&self, session: SessionId) -> bool {
+        self.cluster.followed(session)
     }
 }
 
@@ -183,41 +206,54 @@ impl OutputWriter {
 }
 
 /// The way into a running writer (see [`OutputWriter`] for what each request means).
-struct Queue(mpsc::Sender<Request>, OutputMetrics);
+struct Queue {
+    tx: mpsc::Sender<Request>,
+    metrics: OutputMetrics,
+    notices: Arc<dyn OutputNotices>,
+    /// Wakes the writer out of its spacing: output of a followed session is queued.
+    hurry: Arc<Notify>,
+}
 
 impl Queue {
     /// Starts a writer storing into `store`, telling `notices` and counting in `metrics`.
     fn start(store: impl OutputStore, notices: impl OutputNotices, metrics: OutputMetrics) -> Queue {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(store, notices, metrics.clone(), rx));
-        Queue(tx, metrics)
+        let notices: Arc<dyn OutputNotices> = Arc::new(notices);
+        let hurry = Arc::new(Notify::new());
+        tokio::spawn(run(store, notices.clone(), metrics.clone(), hurry.clone(), rx));
+        Queue { tx, metrics, notices, hurry }
     }
 
     async fn store(&self, out: &LinkOutput, chunk: OutputChunk) -> Result<(), Stopped> {
         out.budget.acquire_many(cost(&chunk) as u32).await.map_err(|_| Stopped)?.forget();
         let bytes = chunk.data.len() as i64;
-        self.1.backlog.inc_by(bytes);
+        let session = chunk.session;
+        self.metrics.backlog.inc_by(bytes);
         let request = Request::Output { link: out.link, chunk, budget: out.budget.clone() };
-        self.0.send(request).await.map_err(|_| {
-            self.1.backlog.dec_by(bytes);
+        self.tx.send(request).await.map_err(|_| {
+            self.metrics.backlog.dec_by(bytes);
             Stopped
-        })
+        })?;
+        if self.notices.followed(session) {
+            self.hurry.notify_one();
+        }
+        Ok(())
     }
 
     async fn stored(&self, link: Link) -> bool {
         let (reply, answer) = oneshot::channel();
-        if self.0.send(Request::Stored { link, reply }).await.is_err() {
+        if self.tx.send(Request::Stored { link, reply }).await.is_err() {
             return false;
         }
         answer.await.unwrap_or(false)
     }
 
     async fn closed(&self, link: Link) {
-        let _ = self.0.send(Request::Closed { link }).await;
+        let _ = self.tx.send(Request::Closed { link }).await;
     }
 
     async fn forget(&self, link: Link) {
-        let _ = self.0.send(Request::Forget { link }).await;
+        let _ = self.tx.send(Request::Forget { link }).await;
     }
 }
 
@@ -277,7 +313,13 @@ struct Writer<S, N> {
     metrics: OutputMetrics,
 }
 
-async fn run(store: impl OutputStore, notices: impl OutputNotices, metrics: OutputMetrics, mut rx: mpsc::Receiver<Request>) {
+async fn run(
+    store: impl OutputStore,
+    notices: impl OutputNotices,
+    metrics: OutputMetrics,
+    hurry: Arc<Notify>,
+    mut rx: mpsc::Receiver<Request>,
+) {
     let mut w = Writer { store, notices, stalled: HashMap::new(), failed: HashSet::new(), last_commit: None, metrics };
     loop {
         let mut group = Group::default();
@@ -295,10 +337,14 @@ async fn run(store: impl OutputStore, notices: impl OutputNotices, metrics: Outp
             None => {}
         }
         // Small writes wait out the spacing since the last commit (announcements
-        // come that much later; viewers already have the bytes), then take what came.
+        // come that much later; viewers here already have the bytes), then take what
+        // came; output another replica's viewers wait on ends the wait.
         if group.bytes < SMALL_BYTES {
             if let Some(last) = w.last_commit {
-                tokio::time::sleep_until(last + COMMIT_SPACING).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(last + COMMIT_SPACING) => {}
+                    () = hurry.notified() => {}
+                }
             }
         }
         while group.bytes < GROUP_BYTES {

@@ -83,9 +83,9 @@ impl OutputStore for FakeStore {
     }
 }
 
-/// What the writer told, in order.
+/// What the writer told, in order; and the sessions another replica follows.
 #[derive(Clone, Default)]
-struct FakeNotices(Arc<Mutex<Vec<Notice>>>);
+struct FakeNotices(Arc<Mutex<Vec<Notice>>>, Arc<Mutex<HashSet<SessionId>>>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Notice {
@@ -117,6 +117,10 @@ impl OutputNotices for FakeNotices {
 
     fn announce(&self, sessions: Vec<SessionId>) {
         self.0.lock().unwrap().push(Notice::Announce(sessions));
+    }
+
+    fn followed(&self, session: SessionId) -> bool {
+        self.1.lock().unwrap().contains(&session)
     }
 }
 
@@ -167,6 +171,35 @@ async fn small_writes_are_spaced_apart() {
     let tries = store.tries();
     assert_eq!(tries.len(), 2);
     assert!(tries[1].2 - tries[0].2 >= COMMIT_SPACING, "the second small commit waited out the spacing");
+}
+
+// On the paused clock, which moves only when every task waits: the spacing cannot end
+// by itself before the followed output comes.
+#[tokio::test(start_paused = true)]
+async fn output_another_replica_follows_is_not_held_by_the_spacing() {
+    let (store, notices) = (FakeStore::default(), FakeNotices::default());
+    let q = start(&store, &notices);
+    let (a, b) = (link(), link());
+    let (quiet, followed) = (SessionId::new(), SessionId::new());
+    notices.1.lock().unwrap().insert(followed);
+    q.store(&a, chunk(quiet, 0, b"a")).await.unwrap();
+    assert!(q.stored(a.link()).await);
+    // The writer now waits out the spacing for this one…
+    q.store(&a, chunk(quiet, 1, b"b")).await.unwrap();
+    tokio::time::sleep(COMMIT_SPACING / 5).await;
+    // …until output of a followed session comes: both go in the next commit, at once.
+    q.store(&b, chunk(followed, 0, b"echo")).await.unwrap();
+    assert!(q.stored(b.link()).await);
+    let tries = store.tries();
+    assert_eq!(tries.len(), 2);
+    assert_eq!(tries[1].0.len(), 2, "what waited went with the followed output");
+    let gap = tries[1].2 - tries[0].2;
+    assert_eq!(gap, COMMIT_SPACING / 5, "the followed output was committed as it came, not after the spacing");
+    // A followed session's output alone after a commit waits for nothing either.
+    q.store(&b, chunk(followed, 4, b"!")).await.unwrap();
+    assert!(q.stored(b.link()).await);
+    let tries = store.tries();
+    assert_eq!(tries[2].2, tries[1].2, "committed at once");
 }
 
 #[tokio::test]
