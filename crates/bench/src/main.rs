@@ -199,14 +199,15 @@ fn main() -> Result<()> {
         let r = fleet::run(&exe, &fleet_args, &pg)?;
         report.insert("fleet".into(), serde_json::to_value(r)?);
     }
+    let relay_args = relay::RelayArgs { repeats: args.starts, keys: args.keys, gap_ms: args.gap_ms };
     if want("relay") {
         let pg = pg.as_ref().map_err(|why| anyhow::anyhow!("the relay run needs PostgreSQL: {why}"))?;
-        let r = relay::run(&exe, pg, args.starts, args.keys, args.gap_ms)?;
+        let r = relay::run(&exe, pg, relay_args)?;
         report.insert("relay".into(), serde_json::to_value(r)?);
     }
     if want("replicas") {
         let pg = pg.as_ref().map_err(|why| anyhow::anyhow!("the replicas run needs PostgreSQL: {why}"))?;
-        let r = fleet::replicas::run(&exe, args.fleet_devices, args.fleet_secs, args.runs, pg)?;
+        let r = fleet::replicas::run(&exe, args.fleet_devices, args.fleet_secs, args.runs, relay_args, pg)?;
         report.insert("replicas".into(), serde_json::to_value(r)?);
     }
     if let Some(path) = args.json {

@@ -67,21 +67,39 @@ impl Drop for Device {
     }
 }
 
-/// Runs the relay measurements on a database of their own on `pg`.
-pub fn run(exe: &Path, pg: &Postgres, repeats: usize, keys: usize, gap_ms: u64) -> Result<RelayFigures> {
+/// How much to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayArgs {
+    /// Starts and joins per side.
+    pub repeats: usize,
+    /// Keystrokes per side.
+    pub keys: usize,
+    /// Milliseconds between keystrokes.
+    pub gap_ms: u64,
+}
+
+/// Runs the relay measurements on two idle replicas of a database of their own on `pg`.
+pub fn run(exe: &Path, pg: &Postgres, args: RelayArgs) -> Result<RelayFigures> {
     let name = format!("drover_relay_{}", std::process::id());
-    let r = run_on(exe, &pg.url(&name), repeats.max(1), keys, gap_ms);
+    let r = (|| {
+        // A first: it creates and migrates the database.
+        let a = Up::server(exe, Some(&pg.url(&name)), &[])?;
+        let b = Up::server(exe, Some(&pg.url(&name)), &[])?;
+        println!("relay: two idle replicas A and B on one PostgreSQL");
+        measure(exe, &a, &b, args)
+    })();
     pg.drop_database(&name);
     r
 }
 
-fn run_on(exe: &Path, db: &str, repeats: usize, keys: usize, gap_ms: u64) -> Result<RelayFigures> {
-    // A first: it creates and migrates the database.
-    let a = Up::server(exe, Some(db), &[])?;
-    let b = Up::server(exe, Some(db), &[])?;
-    let _device = link_device(exe, &a, &b)?;
-    let (local, relayed) = (Client::for_up(&b)?, Client::for_up(&a)?);
-    println!("relay: replicas A and B on one PostgreSQL, a real device linked to B; local = through B, relayed = through A");
+/// Links a real device to replica `b` and measures each action through `b` (local)
+/// and through `a` (relayed).
+pub fn measure(exe: &Path, a: &Up, b: &Up, args: RelayArgs) -> Result<RelayFigures> {
+    let RelayArgs { repeats, keys, gap_ms } = args;
+    let repeats = repeats.max(1);
+    let _device = link_device(exe, a, b)?;
+    let (local, relayed) = (Client::for_up(b)?, Client::for_up(a)?);
+    println!("relay: a real device linked to replica B; local = through B, relayed = through A");
 
     let (mut starts, mut server_starts) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     for i in 0..repeats {
@@ -97,7 +115,7 @@ fn run_on(exe: &Path, db: &str, repeats: usize, keys: usize, gap_ms: u64) -> Res
     let start_ms = (median(&mut starts.0), median(&mut starts.1));
     let start_server_ms = (median(&mut server_starts.0), median(&mut server_starts.1));
     println!(
-        "  start answered: local {:.2} ms, relayed {:.2} ms (+{:.2} ms); by the server's clock {:.2} / {:.2} ms (+{:.2} ms)",
+        "  start answered: local {:.2} ms, relayed {:.2} ms ({:+.2} ms); by the server's clock {:.2} / {:.2} ms ({:+.2} ms)",
         start_ms.0,
         start_ms.1,
         start_ms.1 - start_ms.0,
@@ -106,9 +124,9 @@ fn run_on(exe: &Path, db: &str, repeats: usize, keys: usize, gap_ms: u64) -> Res
         start_server_ms.1 - start_server_ms.0
     );
 
-    let join_ms = joins(&a, &b, &local, repeats)?;
+    let join_ms = joins(a, b, &local, repeats)?;
     println!(
-        "  viewer join to its first screen: local {:.2} ms, relayed {:.2} ms (+{:.2} ms)",
+        "  viewer join to its first screen: local {:.2} ms, relayed {:.2} ms ({:+.2} ms)",
         join_ms.0,
         join_ms.1,
         join_ms.1 - join_ms.0
@@ -120,14 +138,14 @@ fn run_on(exe: &Path, db: &str, repeats: usize, keys: usize, gap_ms: u64) -> Res
     // Two rounds a side, alternating, each half the keys; percentiles over all of them.
     let (mut near, mut far) = (Vec::new(), Vec::new());
     for relay in [false, true, true, false] {
-        let up = if relay { &a } else { &b };
+        let up = if relay { a } else { b };
         let ms = attach_latencies(up, &id, half, gap).with_context(|| format!("typing through {}", if relay { "A" } else { "B" }))?;
         if relay { &mut far } else { &mut near }.extend(ms);
     }
     stop(&local, &id)?;
     let input = (Percentiles::of(&mut near), Percentiles::of(&mut far));
     println!(
-        "  keystroke to echo through attach ({} keys a side, {gap_ms} ms apart): local p50 {:.2} ms p99 {:.2} ms, relayed p50 {:.2} ms p99 {:.2} ms (+{:.2} ms at p50)",
+        "  keystroke to echo through attach ({} keys a side, {gap_ms} ms apart): local p50 {:.2} ms p99 {:.2} ms, relayed p50 {:.2} ms p99 {:.2} ms ({:+.2} ms at p50)",
         2 * half,
         input.0.p50_ms,
         input.0.p99_ms,
@@ -139,7 +157,7 @@ fn run_on(exe: &Path, db: &str, repeats: usize, keys: usize, gap_ms: u64) -> Res
     let over = [r.start_ms.1 - r.start_ms.0, r.input.1.p50_ms - r.input.0.p50_ms, r.join_ms.1 - r.join_ms.0];
     let verdict = if over.iter().all(|d| *d < GOAL_MS) { "met" } else { "not met" };
     println!(
-        "relay: relayed over local, start +{:.2} ms, input +{:.2} ms, join +{:.2} ms (goal < {GOAL_MS} ms each: {verdict})",
+        "relay: relayed over local, start {:+.2} ms, input {:+.2} ms, join {:+.2} ms (goal < {GOAL_MS} ms each: {verdict})",
         over[0], over[1], over[2]
     );
     Ok(r)
@@ -157,6 +175,12 @@ fn order(i: usize) -> [bool; 2] {
 /// Adds a device through `a` and links a real `drover device` for it to `b`; waits until
 /// `a` knows it is connected (through the database) and has learnt where it is linked.
 fn link_device(exe: &Path, a: &Up, b: &Up) -> Result<Device> {
+    let client = Client::for_up(a)?;
+    let connected = || -> Result<bool> {
+        let all: serde_json::Value = serde_json::from_slice(&client.get("/api/v1/devices")?)?;
+        let list = all.as_array().or_else(|| all["devices"].as_array()).context("a device list")?;
+        Ok(list.iter().any(|d| d["name"] == "relay" && d["connected"] == true))
+    };
     let cred: serde_json::Value = serde_json::from_str(&a.cli(&["--json", "device", "add", "relay", "--slots", SLOTS])?)?;
     let token = cred["enrollment_token"].as_str().context("enrollment token")?.to_string();
     let (b_url, _) = b.client_config()?;
@@ -172,7 +196,7 @@ fn link_device(exe: &Path, a: &Up, b: &Up) -> Result<Device> {
         .context("starting drover device")?;
     let device = Device { child, home };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !a.cli(&["device", "list"])?.contains("connected") {
+    while !connected()? {
         anyhow::ensure!(Instant::now() < deadline, "the device never connected");
         std::thread::sleep(Duration::from_millis(100));
     }

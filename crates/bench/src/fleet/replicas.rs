@@ -5,7 +5,9 @@
 //! half the Starts are relayed, as behind a balancer). All three servers run at once,
 //! so every window measures the baseline and the replicas under the same machine load;
 //! the windows are repeated and the spread is shown. Goal: each replica's CPU within
-//! 1.2× of the one server's.
+//! 1.2× of the one server's. Then, with the fleets still running, the relay run
+//! ([`crate::relay`]) on the two replicas: a Start, input and a viewer's join through
+//! the replica a real device is not linked to, against the one it is.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use crate::drover::{Postgres, Up};
 use crate::http::Client;
 use crate::median;
 use crate::memory::rss_mb;
+use crate::relay::{RelayArgs, RelayFigures};
 
 /// The goal: each replica's CPU at 2× the fleet over one server's at 1×.
 const GOAL_RATIO: f64 = 1.2;
@@ -51,6 +54,8 @@ pub struct ReplicaFleet {
     pub unstored_bytes: [u64; 2],
     /// Device links lost, per setup (goal 0).
     pub links_lost: [u64; 2],
+    /// The relayed paths against the local ones on the two replicas, under this load.
+    pub relay: RelayFigures,
 }
 
 /// One measured window.
@@ -77,17 +82,24 @@ struct Setup {
 
 /// Runs the replica fleet: N devices on one server and 2N on two replicas, `rounds`
 /// windows of `secs` each.
-pub fn run(exe: &std::path::Path, devices: usize, secs: f64, rounds: usize, pg: &Postgres) -> Result<ReplicaFleet> {
+pub fn run(exe: &std::path::Path, devices: usize, secs: f64, rounds: usize, relay: RelayArgs, pg: &Postgres) -> Result<ReplicaFleet> {
     anyhow::ensure!(devices > 0, "--fleet-devices must be above 0");
     let names = [format!("drover_one_{}", std::process::id()), format!("drover_replicas_{}", std::process::id())];
-    let r = run_on(exe, devices, secs, rounds.max(1), pg, &names);
+    let r = run_on(exe, devices, (secs, rounds.max(1)), relay, pg, &names);
     for n in &names {
         pg.drop_database(n);
     }
     r
 }
 
-fn run_on(exe: &std::path::Path, n: usize, secs: f64, rounds: usize, pg: &Postgres, names: &[String; 2]) -> Result<ReplicaFleet> {
+fn run_on(
+    exe: &std::path::Path,
+    n: usize,
+    (secs, rounds): (f64, usize),
+    relay: RelayArgs,
+    pg: &Postgres,
+    names: &[String; 2],
+) -> Result<ReplicaFleet> {
     println!(
         "replicas: {n} devices × {SESSIONS_PER_DEVICE} sessions on one server, {} on two replicas of another database, all at once; {rounds} windows of {secs}s",
         2 * n
@@ -121,8 +133,10 @@ fn run_on(exe: &std::path::Path, n: usize, secs: f64, rounds: usize, pg: &Postgr
     let unstored_bytes = [unstored(&one)?, unstored(&two)?];
     let links_lost = [one.counters.links_lost.load(Relaxed), two.counters.links_lost.load(Relaxed)];
     let rss_mb = [rss_mb(pids[0]), rss_mb(pids[1]), rss_mb(pids[2])];
+    println!("replicas: the relay run on the two replicas, their {} devices still running", 2 * n);
+    let relay = crate::relay::measure(exe, &two.servers[0], &two.servers[1], relay)?;
     rt.shutdown_background();
-    let r = summarise(n, secs, windows, rss_mb, unstored_bytes, links_lost);
+    let r = summarise(n, secs, windows, rss_mb, (unstored_bytes, links_lost), relay);
     println!(
         "replicas: one server at {n} devices {:.2}% of a core; two replicas at {} devices {:.2}% and {:.2}%: {:.2}× and {:.2}× (windows' range of the larger {:.2}–{:.2}; goal ≤ {GOAL_RATIO}×: {}); RSS {:.0} MB vs {:.0} and {:.0} MB; not stored {} B / {} B, links lost {} / {}",
         r.one_cpu_pct,
@@ -226,8 +240,8 @@ fn summarise(
     window_secs: f64,
     windows: Vec<ReplicaWindow>,
     rss_mb: [f64; 3],
-    unstored_bytes: [u64; 2],
-    links_lost: [u64; 2],
+    (unstored_bytes, links_lost): ([u64; 2], [u64; 2]),
+    relay: RelayFigures,
 ) -> ReplicaFleet {
     let med = |f: &dyn Fn(&ReplicaWindow) -> f64| median(&mut windows.iter().map(f).collect::<Vec<_>>());
     let worst: Vec<f64> = windows.iter().map(|w| w.replica_cpu_pct[0].max(w.replica_cpu_pct[1]) / w.one_cpu_pct).collect();
@@ -243,6 +257,7 @@ fn summarise(
         rss_mb,
         unstored_bytes,
         links_lost,
+        relay,
         windows,
     }
 }
