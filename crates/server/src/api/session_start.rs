@@ -11,7 +11,9 @@ use drover_core::activity::EventKind;
 use drover_core::{names, Outcome, SessionId};
 use drover_protocol::device::ServerMessage;
 use drover_protocol::shim::SessionSpec;
-use drover_store::{DeviceRow, NewSession, SessionRow};
+use drover_store::{Change, DeviceRow, NewSession, SessionRow};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::Receiver;
 
 use super::sessions::view;
 use super::ApiJson;
@@ -87,8 +89,10 @@ pub async fn start(
         policy: None,
         link_secret: None,
     };
+    // Listened for before the device is asked, so a quick Started is not missed.
+    let mut changes = state.store.subscribe();
     send_start(&state, &device, spec).await?;
-    let row = await_started(&state, id).await?;
+    let row = await_started(&state, id, &mut changes).await?;
     Ok((StatusCode::CREATED, Json(view(&state, &caller, row))))
 }
 
@@ -147,16 +151,32 @@ async fn send_start(state: &AppState, device: &DeviceRow, spec: SessionSpec) -> 
 }
 
 /// The session once it has left `starting`, or as it is when the start wait is over.
-async fn await_started(state: &AppState, id: SessionId) -> Result<SessionRow, ApiError> {
+/// It is read again at each change to it the store hears of (`changes`: its start or
+/// end, stored by this replica or, through PostgreSQL's notices, another), and every
+/// [`START_LOOK`] should a notice be lost.
+async fn await_started(state: &AppState, id: SessionId, changes: &mut Receiver<Change>) -> Result<SessionRow, ApiError> {
     let deadline = Instant::now() + state.config.start_wait;
     loop {
         let row = state.store.session(id).await?.expect("session just created");
         if row.outcome != Outcome::Starting || Instant::now() >= deadline {
             return Ok(row);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let changed = async {
+            loop {
+                match changes.recv().await {
+                    Ok(c) if c.session == Some(id) => return,
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => return,
+                    Err(RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(START_LOOK, changed).await;
     }
 }
+
+/// How often a start waiting on its device reads its session again without being told.
+const START_LOOK: Duration = Duration::from_millis(20);
 
 /// Why a device refuses runs, from its stored sandbox offer; None when it takes them.
 fn refuses_runs(offer_json: &str) -> Option<String> {
