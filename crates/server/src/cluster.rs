@@ -478,9 +478,12 @@ async fn mirror(state: &AppState, hub: &Arc<Hub>, session: SessionId, device: De
             }
         }
         // The row first: output stored before it says "ended" is read below, so the
-        // end reaches viewers after every byte.
+        // end reaches viewers after every byte. Its length is what is committed, so
+        // reading stops there without asking once more for nothing (a keystroke's echo
+        // typed here waits on each round trip).
         let row = state.store.session(session).await?;
-        loop {
+        let stored = row.as_ref().map_or(u64::MAX, |r| r.output_bytes);
+        while hub.latest() < stored {
             let chunks = state.store.read_output(session, hub.latest(), 1 << 20).await?;
             if chunks.is_empty() {
                 break;
