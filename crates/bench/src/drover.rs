@@ -6,6 +6,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use futures_util::StreamExt;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
 
 /// A running `drover up`.
 pub struct Up {
@@ -137,6 +140,24 @@ impl Up {
     fn session_pids(&self, file: &str) -> Vec<u32> {
         let Ok(entries) = std::fs::read_dir(self.home.path().join("device/sessions")) else { return Vec::new() };
         entries.flatten().filter_map(|e| std::fs::read_to_string(e.path().join(file)).ok()?.trim().parse().ok()).collect()
+    }
+}
+
+/// Ms from opening a read-only viewer's WebSocket on `up` to its first screen.
+pub async fn first_screen_ms(up: &Up, id: &str) -> Result<f64> {
+    let (url, token) = up.client_config()?;
+    let ws_url = format!("{}/api/v1/sessions/{id}/terminal?read_only=true", url.replacen("http", "ws", 1));
+    let mut request = ws_url.as_str().into_client_request()?;
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
+    let t0 = Instant::now();
+    let (ws, _) = tokio_tungstenite::connect_async(request).await?;
+    let (_sink, mut stream) = ws.split();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
+            Ok(Some(Ok(Message::Binary(_)))) => return Ok(t0.elapsed().as_secs_f64() * 1000.0),
+            Ok(Some(Ok(_))) => continue,
+            other => bail!("the viewer got no screen: {other:?}"),
+        }
     }
 }
 

@@ -18,12 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use futures_util::StreamExt;
 use serde::Serialize;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::drover::{kill_sessions, Postgres, Up};
+use crate::drover::{first_screen_ms, kill_sessions, Postgres, Up};
 use crate::http::Client;
 use crate::latency::{attach_latencies, Percentiles};
 use crate::median;
@@ -235,28 +232,10 @@ fn joins(a: &Up, b: &Up, local: &Client, repeats: usize) -> Result<(f64, f64)> {
         let (id, _, _) = start(local)?;
         for relay in order(i) {
             let up = if relay { a } else { b };
-            let ms = rt.block_on(join(up, &id))?;
+            let ms = rt.block_on(first_screen_ms(up, &id))?;
             if relay { &mut far } else { &mut near }.push(ms);
         }
         stop(local, &id)?;
     }
     Ok((median(&mut near), median(&mut far)))
-}
-
-/// Ms from opening a read-only viewer's WebSocket on `up` to its first screen.
-async fn join(up: &Up, id: &str) -> Result<f64> {
-    let (url, token) = up.client_config()?;
-    let ws_url = format!("{}/api/v1/sessions/{id}/terminal?read_only=true", url.replacen("http", "ws", 1));
-    let mut request = ws_url.as_str().into_client_request()?;
-    request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
-    let t0 = Instant::now();
-    let (ws, _) = tokio_tungstenite::connect_async(request).await?;
-    let (_sink, mut stream) = ws.split();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
-            Ok(Some(Ok(Message::Binary(_)))) => return Ok(t0.elapsed().as_secs_f64() * 1000.0),
-            Ok(Some(Ok(_))) => continue,
-            other => bail!("the viewer got no screen: {other:?}"),
-        }
-    }
 }

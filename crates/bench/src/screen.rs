@@ -7,12 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use futures_util::StreamExt;
 use serde::Serialize;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::drover::Up;
+use crate::drover::{first_screen_ms, Up};
 use crate::http::Client;
 use crate::median;
 
@@ -142,23 +139,9 @@ fn wait_final_checkpoint(up: &Up, id: &str) -> Result<()> {
 
 /// The median ms from opening a read-only viewer's WebSocket to its first screen.
 async fn live_snapshots(up: &Up, id: &str) -> Result<f64> {
-    let (url, token) = up.client_config()?;
-    let ws_url = format!("{}/api/v1/sessions/{id}/terminal?read_only=true", url.replacen("http", "ws", 1));
     let mut took = Vec::new();
     for _ in 0..REPEATS {
-        let mut request = ws_url.as_str().into_client_request()?;
-        request.headers_mut().insert("authorization", format!("Bearer {token}").parse()?);
-        let t0 = Instant::now();
-        let (ws, _) = tokio_tungstenite::connect_async(request).await?;
-        let (_sink, mut stream) = ws.split();
-        loop {
-            match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
-                Ok(Some(Ok(Message::Binary(_)))) => break,
-                Ok(Some(Ok(_))) => continue,
-                other => bail!("the viewer got no screen: {other:?}"),
-            }
-        }
-        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+        took.push(first_screen_ms(up, id).await?);
     }
     Ok(median(&mut took))
 }

@@ -360,15 +360,21 @@ mod tests {
     use super::*;
     use crate::testing::{database, session, store};
 
+    /// Two stores on one database, as two replicas have; None on SQLite (replicas share
+    /// PostgreSQL only).
+    async fn two_replicas(dir: &tempfile::TempDir) -> Option<(Store, Store)> {
+        let db = database(dir);
+        let a = Store::open(&db).await.unwrap();
+        if !a.is_shared() {
+            return None;
+        }
+        Some((a, Store::open(&db).await.unwrap()))
+    }
+
     #[tokio::test]
     async fn mail_wakes_its_replica_and_is_taken_once_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let db = database(&dir);
-        let a = Store::open(&db).await.unwrap();
-        if !a.is_shared() {
-            return; // replicas share PostgreSQL only
-        }
-        let b = Store::open(&db).await.unwrap();
+        let Some((a, b)) = two_replicas(&dir).await else { return };
         let mut notes = b.cluster_notes().unwrap();
         a.post("rep_b", "one").await.unwrap();
         a.post("rep_b", "two").await.unwrap();
@@ -391,12 +397,7 @@ mod tests {
     #[tokio::test]
     async fn sign_in_attempts_are_limited_across_replicas() {
         let dir = tempfile::tempdir().unwrap();
-        let db = database(&dir);
-        let a = Store::open(&db).await.unwrap();
-        if !a.is_shared() {
-            return; // replicas share PostgreSQL only
-        }
-        let b = Store::open(&db).await.unwrap();
+        let Some((a, b)) = two_replicas(&dir).await else { return };
         let window = Duration::from_secs(60);
         let keys = [("ip:10.0.0.1", 3), ("name:alice", 30)];
         let first = a.count_login_attempt(&keys, window).await.unwrap().unwrap();
