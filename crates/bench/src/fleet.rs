@@ -264,14 +264,7 @@ fn run_engine(exe: &Path, sizes: &[usize], args: &FleetArgs, pg: Option<(&Postgr
         let before = Sample::take(pid, db_meter.as_ref(), &counters);
         let (health_ms, list_live_ms, list_all_ms) = list_rounds(&client)?;
         let listing = Sample::take(pid, db_meter.as_ref(), &counters).since(&before, t_list.elapsed().as_secs_f64(), 0.0);
-        let sent = counters.bytes_sent.load(Relaxed);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut stored = stored_bytes(&client)?;
-        while stored < sent && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-            stored = stored_bytes(&client)?;
-        }
-        let unstored_bytes = sent.saturating_sub(stored);
+        let unstored_bytes = unstored(std::slice::from_ref(&client), &counters)?;
         let cpu_s = |w: &Window| w.cpu_pct / 100.0 * w.secs;
         let idle_cpu_s = idle.cpu_pct / 100.0 * quiet.secs;
         let f = SizeFigures {
@@ -393,6 +386,20 @@ impl SizeFigures {
     fn cpu_pct_floor(&self) -> f64 {
         self.cpu_per_device_pct.max(1e-6)
     }
+}
+
+/// Output bytes the simulated devices of `counters` sent that the servers of `clients`
+/// have not stored (their `drover_output_bytes_total` summed), after waiting up to 10 s.
+fn unstored(clients: &[Client], counters: &Counters) -> Result<u64> {
+    let stored = || -> Result<u64> { clients.iter().map(stored_bytes).sum() };
+    let sent = counters.bytes_sent.load(Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = stored()?;
+    while got < sent && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        got = stored()?;
+    }
+    Ok(sent.saturating_sub(got))
 }
 
 /// Output bytes the server has stored since it started (`drover_output_bytes_total`

@@ -13,12 +13,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use super::meter::{delta, proc_cpu, DbMeter};
 use super::sim::Counters;
-use super::{connect, register, start_sessions, stored_bytes, LINE_EVERY, SESSIONS_PER_DEVICE};
+use super::{connect, register, start_sessions, unstored, LINE_EVERY, SESSIONS_PER_DEVICE};
 use crate::drover::{Postgres, Up};
 use crate::http::Client;
 use crate::median;
@@ -130,7 +130,8 @@ fn run_on(
         );
         windows.push(w);
     }
-    let unstored_bytes = [unstored(&one)?, unstored(&two)?];
+    let clients = |s: &Setup| s.servers.iter().map(Client::for_up).collect::<Result<Vec<_>>>();
+    let unstored_bytes = [unstored(&clients(&one)?, &one.counters)?, unstored(&clients(&two)?, &two.counters)?];
     let links_lost = [one.counters.links_lost.load(Relaxed), two.counters.links_lost.load(Relaxed)];
     let rss_mb = [rss_mb(pids[0]), rss_mb(pids[1]), rss_mb(pids[2])];
     println!("replicas: the relay run on the two replicas, their {} devices still running", 2 * n);
@@ -218,21 +219,6 @@ fn window(pids: &[u32], setups: [&Setup; 2], secs: f64) -> ReplicaWindow {
         replicas_db_cpu_pct: db_pct(1),
         frames: [f1[0] - f0[0], f1[1] - f0[1]],
     }
-}
-
-/// Output bytes the setup's devices sent that its servers have not stored, after
-/// waiting up to 10 s for them.
-fn unstored(s: &Setup) -> Result<u64> {
-    let clients = s.servers.iter().map(Client::for_up).collect::<Result<Vec<_>>>()?;
-    let stored = || -> Result<u64> { clients.iter().map(stored_bytes).sum() };
-    let sent = s.counters.bytes_sent.load(Relaxed);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut got = stored().context("reading what the servers stored")?;
-    while got < sent && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        got = stored()?;
-    }
-    Ok(sent.saturating_sub(got))
 }
 
 fn summarise(
