@@ -74,13 +74,34 @@ test("a two-letter search finds a match older than one request looks through", a
   assert.deepEqual(errors, []);
 });
 
+/** Has the page note, in `window.emptyAfter`, how many list answers it had received when
+ *  an empty-list message first appeared (null while none has). */
+async function watchEmpty(page) {
+  await page.addInitScript(() => {
+    let answers = 0;
+    window.emptyAfter = null;
+    const fetched = window.fetch;
+    window.fetch = async (...args) => {
+      const r = await fetched(...args);
+      if (String(args[0]).startsWith("/api/v1/sandboxes?")) answers++;
+      return r;
+    };
+    new MutationObserver(() => {
+      if (window.emptyAfter === null && document.querySelector('[data-testid="empty"]')) window.emptyAfter = answers;
+    }).observe(document, { childList: true, subtree: true });
+  });
+}
+
 test("a two-letter search that matches nothing says so once the list is looked through", async () => {
   const { page, errors } = await signedIn(b, d);
   const asked = listRequests(page);
+  await watchEmpty(page);
   await page.goto(new URL("/sessions?filter=all&q=zx", d.url).toString());
   const empty = page.getByTestId("empty");
   await until("the empty result", async () => (await empty.count()) === 1 && /zx/.test(await empty.innerText()), 30_000);
   assert.ok(asked.filter((q) => q === "zx").length >= 2, `every part was asked for: ${asked}`);
+  // Never said before then, not even on the render before the first request.
+  assert.ok((await page.evaluate(() => window.emptyAfter)) >= 2, "nothing matches was said before the list was looked through");
   assert.equal(await page.locator("tbody tr").count(), 0);
   assert.deepEqual(errors, []);
 });

@@ -9,6 +9,8 @@ import { EventDetail } from "./session";
 
 export function ActivityPage() {
   const [events, setEvents] = useState<ActivityEvent[]>([]);
+  // Whether the first page came: until then, no "nothing has happened" is known.
+  const [loaded, setLoaded] = useState(false);
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const load = async (before: number | null) => {
@@ -18,6 +20,7 @@ export function ActivityPage() {
       const page = await api<ActivityEvent[]>(`/api/v1/events?${p}`);
       setEvents((old) => (before != null ? [...old, ...page] : page));
       setMore(page.length === 100);
+      setLoaded(true);
     } catch (e) {
       setError(errorText(e));
     }
@@ -55,7 +58,7 @@ export function ActivityPage() {
           </li>
         ))}
       </ol>
-      {events.length === 0 && !error && <p class="empty">Nothing has happened yet.</p>}
+      {loaded && events.length === 0 && !error && <p class="empty">Nothing has happened yet.</p>}
       {more && (
         <p class="load-more">
           <a

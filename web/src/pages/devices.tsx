@@ -85,6 +85,8 @@ function newerFirst(a: Session, b: Session): number {
 export function DevicePage({ name }: { name: string }) {
   const [device, setDevice] = useState<Device | null>(null);
   const [sessions, setSessions] = useState<Session[]>([]);
+  // Whether the first batch came: until then, no "no sessions yet" is known.
+  const [loaded, setLoaded] = useState(false);
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const rows = useRef<Session[]>([]);
@@ -115,6 +117,7 @@ export function DevicePage({ name }: { name: string }) {
       moreRef.current = more;
       setSessions(next);
       setMore(more);
+      setLoaded(true);
       setError(null);
     } catch (e) {
       setError(errorText(e));
@@ -185,7 +188,7 @@ export function DevicePage({ name }: { name: string }) {
           </tbody>
         </table>
       </div>
-      {sessions.length === 0 && !error && <p class="empty">No sessions on this device yet.</p>}
+      {loaded && sessions.length === 0 && !error && <p class="empty">No sessions on this device yet.</p>}
       {more && (
         <p class="load-more">
           <a

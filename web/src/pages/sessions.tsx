@@ -17,6 +17,9 @@ const HEADINGS: Record<Filter, string> = { live: "Sandboxes running now", open: 
 const FINISHED: SandboxState[] = ["done", "abandoned", "stopped"];
 const BATCH = 50;
 
+/** Names one list: a filter and a search. */
+const listKey = (filter: Filter, q: string) => `${filter}\n${q.trim()}`;
+
 /** Whether any of `fields` holds `needle` (lower case; an empty needle matches), as the
  *  server's search matches titles, devices and ids. */
 function mentions(needle: string, fields: string[]): boolean {
@@ -200,6 +203,9 @@ export function SessionsPage() {
   const [loading, setLoading] = useState(false);
   const [done, setDone] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  // Which list (filter and search) the rows were looked up for: "nothing matches" is said
+  // only once this list was looked through, never on the render before its first request.
+  const [listed, setListed] = useState<string | null>(null);
   const [overview, setOverview] = useState<Overview | null>(null);
   // What waits on a person, matched to rows by their last run (loaded with the list).
   const [inbox, setInbox] = useState<InboxItem[]>([]);
@@ -248,6 +254,7 @@ export function SessionsPage() {
       }
       setCursor(cursor);
       setDone(cursor === null);
+      setListed(listKey(st.filter, st.q));
       setError(null);
     } catch (e) {
       if (gen === generation.current) setError(errorText(e));
@@ -362,6 +369,9 @@ export function SessionsPage() {
     </div>
   );
 
+  // This list was looked through and nothing is loading: an empty result is the answer.
+  const looked = !loading && listed === listKey(filter, q);
+
   return (
     <section class="page">
       <header class="page-header">
@@ -423,7 +433,7 @@ export function SessionsPage() {
           </tbody>
         </table>
       </div>
-      {!loading && rows.length === 0 && !error && q && (
+      {looked && rows.length === 0 && !error && q && (
         <p class="empty" data-testid="empty">
           {`Nothing ${filter === "live" ? "running now " : filter === "open" ? "open " : ""}matches “${q}”.`}{" "}
           <button type="button" class="button" onClick={() => setParams(filter, "")}>
@@ -431,7 +441,7 @@ export function SessionsPage() {
           </button>
         </p>
       )}
-      {!loading && rows.length === 0 && !error && !q && (
+      {looked && rows.length === 0 && !error && !q && (
         <p class="empty" data-testid="empty">
           {filter === "live" ? "Nothing is running right now." : "No sandboxes yet."} Start one with <code>drover session start --device NAME -- COMMAND</code>.
         </p>
