@@ -27,7 +27,10 @@ pub struct Memory {
     pub init_pss_mb: f64,
     /// Growth of the `up` process (server + daemon) per session.
     pub up_share_mb: f64,
-    /// shim PSS + init PSS + up share: the cost of one idle session (goal ≤ 0.5 MB).
+    /// PSS of the daemon's shim launcher, which forks every shim (one per daemon).
+    pub launcher_pss_mb: f64,
+    /// shim PSS + init PSS + up share + launcher PSS / sessions: the cost of one idle
+    /// session (goal ≤ 0.5 MB).
     pub per_session_mb: f64,
     /// PSS of each `dtach -n` process holding an idle session, median (None if dtach is
     /// not installed).
@@ -120,6 +123,18 @@ fn dtach(n: usize) -> Option<f64> {
     (!pss.is_empty()).then(|| median(&mut pss))
 }
 
+/// The `up` process's shim launcher: its child running `drover shim-launcher`.
+fn launcher_of(up: u32) -> Option<u32> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse::<u32>().ok());
+        parent == Some(up)
+            && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == b"shim-launcher"))
+    })
+}
+
 /// Runs the memory measurement.
 pub fn run(exe: &Path, n: usize) -> Result<Memory> {
     let up = Up::start(exe)?;
@@ -143,22 +158,25 @@ pub fn run(exe: &Path, n: usize) -> Result<Memory> {
     let mut init: Vec<f64> = up.child_pids().iter().map(|p| if is_namespace_init(*p) { pss_mb(*p) } else { 0.0 }).collect();
     let init_pss_mb = if init.is_empty() { 0.0 } else { median(&mut init) };
     let up_share_mb = (after - before) / n as f64;
+    let launcher_pss_mb = launcher_of(up.pid()).map_or(0.0, pss_mb);
     let r = Memory {
         sessions: n,
         shim_rss_mb,
         shim_pss_mb,
         init_pss_mb,
         up_share_mb,
-        per_session_mb: shim_pss_mb + init_pss_mb + up_share_mb,
+        launcher_pss_mb,
+        per_session_mb: shim_pss_mb + init_pss_mb + up_share_mb + launcher_pss_mb / n as f64,
         dtach_pss_mb: dtach(n),
         tmux_per_session_mb: tmux(n),
     };
     println!(
-        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; run init PSS {:.2} MB; server+daemon {:.2} MB per session → {:.2} MB per idle session (goal ≤ 0.5){}{}",
+        "memory ({n} idle sessions): shim RSS {:.2} MB, PSS {:.2} MB; run init PSS {:.2} MB; server+daemon {:.2} MB per session; shim launcher {:.2} MB PSS → {:.2} MB per idle session (goal ≤ 0.5){}{}",
         r.shim_rss_mb,
         r.shim_pss_mb,
         r.init_pss_mb,
         r.up_share_mb,
+        r.launcher_pss_mb,
         r.per_session_mb,
         r.dtach_pss_mb.map(|t| format!("; dtach {t:.2} MB PSS per session")).unwrap_or_else(|| "; dtach not installed".into()),
         r.tmux_per_session_mb.map(|t| format!("; tmux grows {t:.2} MB per session")).unwrap_or_default()

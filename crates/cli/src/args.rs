@@ -137,10 +137,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page, or write one per command into a directory (`--out DIR`).
     Man(ManArgs),
-    /// The per-session shim (started by the device daemon; not for direct use).
-    #[command(hide = true)]
-    Shim {
-        /// The session directory.
-        dir: PathBuf,
-    },
+    /// The device daemon's shim launcher, which forks each session's shim (started by
+    /// the daemon, its socket as standard input; not for direct use).
+    #[command(hide = true, name = "shim-launcher")]
+    ShimLauncher,
 }

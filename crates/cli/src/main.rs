@@ -48,13 +48,14 @@ fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = config::parse();
     logging::set_format(cli.log_format);
-    if let args::Command::Shim { dir } = &cli.command {
-        // The shim builds its own single-threaded runtime and must not share one.
+    if let args::Command::ShimLauncher = &cli.command {
+        // The launcher forks the shims, each of which builds its own single-threaded
+        // runtime: it must have one thread and no runtime of its own.
         init_logging("warn");
-        return match drover_term::shim::run(drover_term::dir::SessionDir::new(dir)) {
+        return match drover_device::launcher::serve() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("drover shim: {e}");
+                eprintln!("drover shim-launcher: {e}");
                 ExitCode::from(1)
             }
         };

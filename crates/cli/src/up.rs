@@ -176,13 +176,15 @@ pub async fn up(args: UpArgs) -> Result<()> {
     let device_tls = started.cert.as_ref().map(|c| c.pinned_client()).transpose().context("setting up TLS")?;
     let local_url = local_url(&started.listener, started.cert.is_some())?;
     let server = tokio::spawn(drover_server::serve(started.state, started.listener, tls));
+    let exe = std::env::current_exe().context("finding the drover binary")?;
     let device_config = DeviceConfig {
         server_url: local_url,
         token: device_token,
         name: name.clone(),
         slots: args.slots,
         home: home.join("device"),
-        shim_exe: std::env::current_exe().context("finding the drover binary")?,
+        shim_exe: exe.clone(),
+        launcher: drover_device::ShimLauncher::new(exe),
         heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
         protected: vec![home.clone()],
@@ -321,13 +323,15 @@ pub async fn device(args: DeviceRunArgs) -> Result<()> {
             "this machine has no saved credential for device `{name}` on {server}: pass --token TOKEN from `drover device add {name}`"
         ),
     };
+    let exe = std::env::current_exe().context("finding the drover binary")?;
     let config = DeviceConfig {
         server_url: server.clone(),
         token,
         name: name.clone(),
         slots: args.slots.unwrap_or(0),
         home,
-        shim_exe: std::env::current_exe().context("finding the drover binary")?,
+        shim_exe: exe.clone(),
+        launcher: drover_device::ShimLauncher::new(exe),
         heartbeat: seconds("--heartbeat-secs", args.heartbeat_secs)?,
         default_cwd: default_cwd(),
         protected: vec![home::home()?],

@@ -263,16 +263,26 @@ fn children_of(pid: u32) -> Vec<(u32, char)> {
 }
 
 #[test]
-fn the_daemon_reaps_every_shim_that_ends() {
+fn every_shim_is_forked_by_the_daemons_launcher_and_reaped_as_it_ends() {
     let d = Drover::up();
-    let up = d.up_pid();
     let ids: Vec<String> = (0..5).map(|i| d.start(&["sh", "-c", &format!("sleep 2; echo run {i}")])).collect();
-    let live = children_of(up);
-    assert!(live.len() >= 5, "each session's shim is a child of the daemon that started it: {live:?}");
+    // One launcher, a child of the daemon, forked every session's shim.
+    let launchers: Vec<u32> = children_of(d.up_pid())
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == b"shim-launcher")))
+        .collect();
+    assert_eq!(launchers.len(), 1, "the daemon's launchers: {launchers:?}");
+    let launcher = launchers[0];
+    let live = children_of(launcher);
+    for id in &ids {
+        let shim: u32 = std::fs::read_to_string(d.session_dir(id).join("shim.pid")).unwrap().trim().parse().unwrap();
+        assert!(live.iter().any(|(pid, _)| *pid == shim), "the shim {shim} of {id} is not the launcher's: {live:?}");
+    }
     for id in &ids {
         assert_eq!(d.wait_ended(id, secs(30))["exit_code"], 0);
     }
     // Once a shim has handed over its session and exited, nothing of it stays: no zombie
     // waits on a reaper that is not there.
-    support::wait_until("every shim reaped", secs(30), || children_of(up).is_empty().then_some(()));
+    support::wait_until("every shim reaped", secs(30), || children_of(launcher).is_empty().then_some(()));
 }

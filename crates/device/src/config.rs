@@ -19,8 +19,10 @@ pub struct DeviceConfig {
     pub slots: u32,
     /// Where session directories live (`<home>/sessions/<id>/`).
     pub home: PathBuf,
-    /// The program to run as `<exe> shim <dir>` (normally the `drover` binary itself).
+    /// The `drover` binary: its directory goes first on a task run's PATH.
     pub shim_exe: PathBuf,
+    /// What starts each session's shim (a launcher running `shim_exe`).
+    pub launcher: crate::launcher::ShimLauncher,
     /// How often to send a heartbeat.
     pub heartbeat: Duration,
     /// Default working directory for sessions that do not name one.

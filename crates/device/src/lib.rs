@@ -7,6 +7,7 @@ mod config;
 pub mod confine;
 mod evidence;
 pub mod identity;
+pub mod launcher;
 mod link;
 mod merge;
 pub mod metrics;
@@ -17,5 +18,6 @@ pub mod usage;
 mod worktree;
 
 pub use config::{DeviceConfig, SandboxConfig, HEARTBEAT};
+pub use launcher::ShimLauncher;
 pub use link::run;
 pub use worktree::GitDirs;

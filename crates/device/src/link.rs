@@ -3,7 +3,6 @@
 //! both ways until the link drops — and start over.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -507,6 +506,7 @@ async fn prepare_and_start(
         drover_term::dir::write_atomic(&dir.root().join(crate::evidence::BASE_HEAD), head.as_bytes())?;
     }
     drover_term::dir::write_atomic(&dir.spec(), &serde_json::to_vec_pretty(spec).expect("spec serialises"))?;
-    spawn::start_shim(Path::new(&config.shim_exe), dir)?;
+    let (launcher, shim_dir) = (config.launcher.clone(), dir.clone());
+    tokio::task::spawn_blocking(move || launcher.start_shim(&shim_dir)).await.map_err(std::io::Error::other)??;
     spawn::connect_new(dir).await
 }

@@ -1,8 +1,6 @@
-//! Starting a shim as a process of its own session (so it outlives the daemon) and
-//! connecting to its socket.
+//! Connecting to a shim's socket (shims are started by the launcher:
+//! [`crate::launcher`]).
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use drover_protocol::frame::write_frame;
@@ -12,37 +10,6 @@ use tokio::net::UnixStream;
 
 /// How long a new shim has to open its socket.
 const SHIM_READY: Duration = Duration::from_secs(10);
-
-/// The shim's allocator settings: jemalloc (the `drover` binary's allocator) reads them
-/// as it starts, and any other allocator ignores them. A shim is one thread that is idle
-/// most of its life, so one arena, no per-thread cache, and freed pages handed back at
-/// once: an idle session's shim then costs less than under glibc's allocator (figures in
-/// the README's benchmark section). The run never sees them: its environment is exactly
-/// the one its spec gives.
-const SHIM_MALLOC_CONF: &str = "narenas:1,tcache:false,dirty_decay_ms:0,muzzy_decay_ms:0";
-
-/// Starts `<exe> shim <dir>` detached: its own session, no terminal, log to `shim.log`.
-/// Must be called within the tokio runtime, which reaps the shim if it ends while this
-/// daemon lives (its one SIGCHLD handler for every shim, not a thread each); if the
-/// daemon dies first, init does.
-pub fn start_shim(exe: &Path, dir: &SessionDir) -> std::io::Result<()> {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.log())?;
-    let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("shim").arg(dir.root()).env("MALLOC_CONF", SHIM_MALLOC_CONF);
-    cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).kill_on_drop(false);
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    // Dropped unawaited: the runtime reaps it in the background when it exits.
-    drop(cmd.spawn()?);
-    Ok(())
-}
 
 /// Connects to a shim's socket, waiting up to [`SHIM_READY`] for it to appear.
 pub async fn connect_new(dir: &SessionDir) -> std::io::Result<UnixStream> {

@@ -84,7 +84,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("(one-time sign-in link; it works once, until {})", link.expires_at);
             }
         }
-        Command::Shim { .. } => unreachable!("handled before the runtime starts"),
+        Command::ShimLauncher => unreachable!("handled before the runtime starts"),
     }
     Ok(ExitCode::SUCCESS)
 }
