@@ -116,7 +116,7 @@ impl Screen {
     /// (blocking; called by the PTY reader).
     pub fn feed(&self, bytes: &[u8]) {
         let mut state = self.caught_up();
-        state.parser.process(bytes);
+        state.process(bytes);
         state.parsed += bytes.len() as u64;
     }
 }
@@ -124,8 +124,14 @@ impl Screen {
 /// Resizes `parser`'s screen as a terminal window does: shrinking it below the cursor
 /// first scrolls the lines above away (into the scrollback), so the cursor's line — the
 /// prompt, the last output — stays in view. (vt100 alone would cut the bottom rows off.)
+///
+/// vt100 0.15 keeps a saved cursor where it was (doy/vt100-rust#13): one saved on a
+/// larger screen — by a full-screen program entering the alternate screen (`?1049h`) —
+/// is restored off the screen when the program leaves, and the next character printed
+/// panics. So a shrink in the alternate screen saves the main screen's cursor again,
+/// where the resize has put it.
 fn resize_keeping_cursor(parser: &mut vt100::Parser, cols: u16, rows: u16) {
-    let (old_rows, _) = parser.screen().size();
+    let (old_rows, old_cols) = parser.screen().size();
     let (row, col) = parser.screen().cursor_position();
     if rows < old_rows && row >= rows && !parser.screen().alternate_screen() {
         let up = row + 1 - rows;
@@ -137,6 +143,10 @@ fn resize_keeping_cursor(parser: &mut vt100::Parser, cols: u16, rows: u16) {
         parser.process(&seq);
     }
     parser.set_size(rows, cols);
+    if (rows < old_rows || cols < old_cols) && parser.screen().alternate_screen() {
+        // To the main screen without restoring or clearing (47), save, and back.
+        parser.process(b"\x1b[?47l\x1b7\x1b[?47h");
+    }
 }
 
 /// The follower: parses recorded output in small steps at the lowest priority until the
@@ -178,11 +188,23 @@ impl State {
         let want = ((until.saturating_sub(self.parsed)) as usize).min(max);
         match reader.read_raw(self.parsed, want) {
             Ok(buf) if !buf.is_empty() => {
-                self.parser.process(&buf);
+                self.process(&buf);
                 self.parsed += buf.len() as u64;
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Parses `bytes`. Should vt100 panic on them (a bug of its own), the screen starts
+    /// afresh at its size from the bytes after them: every later snapshot would fail
+    /// otherwise, and each viewer would wait out the snapshot timeout for a stored screen.
+    fn process(&mut self, bytes: &[u8]) {
+        let parser = &mut self.parser;
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.process(bytes))).is_err() {
+            let (rows, cols) = self.parser.screen().size();
+            tracing::warn!(at = self.parsed, "the screen parser failed; starting a blank screen");
+            self.parser = vt100::Parser::new(rows, cols, 0);
         }
     }
 
@@ -245,6 +267,41 @@ mod tests {
         top.process(b"a\r\nb");
         resize_keeping_cursor(&mut top, 10, 3);
         assert_eq!((top.screen().contents().as_str(), top.screen().cursor_position()), ("a\nb", (1, 1)));
+    }
+
+    #[test]
+    fn shrinking_a_full_screen_program_keeps_the_cursor_it_returns_to_on_screen() {
+        let mut parser = vt100::Parser::new(30, 100, 0);
+        parser.process(b"\x1b[30;1H$ vim\r\n\x1b[?1049h\x1b[Hfull screen");
+        resize_keeping_cursor(&mut parser, 80, 24);
+        assert!(parser.screen().alternate_screen(), "still in the alternate screen");
+        assert_eq!(parser.screen().contents().lines().next(), Some("full screen"), "its contents kept");
+        // Leaving the alternate screen restores the cursor saved on entering it.
+        parser.process(b"\x1b[?1049lHTOP-NEXT");
+        assert_eq!(parser.screen().cursor_position(), (23, 9));
+        assert_eq!(parser.screen().contents().lines().last(), Some("HTOP-NEXT"));
+    }
+
+    #[tokio::test]
+    async fn a_parser_panic_leaves_a_working_screen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        let progress = Arc::new(StreamProgress::default());
+        let screen = Screen::start(raw, idx, 100, 30, progress.clone());
+        w.append(b"\x1b[30;1H\x1b7", 1).unwrap();
+        progress.recorded.store(w.len(), Ordering::Release);
+        screen.resize(80, 24).await;
+        // A cursor saved below the shrunk screen and restored (vt100 panics on the print).
+        w.append(b"\x1b8X\r\nafter", 2).unwrap();
+        progress.recorded.store(w.len(), Ordering::Release);
+        let snap = screen.snapshot().await.expect("a snapshot after the parser failed");
+        assert_eq!((snap.cols, snap.rows, snap.offset), (80, 24, w.len()));
+        w.append(b"\x1b[Hnext", 3).unwrap();
+        progress.recorded.store(w.len(), Ordering::Release);
+        let mut check = vt100::Parser::new(24, 80, 0);
+        check.process(&screen.snapshot().await.unwrap().data);
+        assert!(check.screen().contents().starts_with("next"), "{:?}", check.screen().contents());
     }
 
     #[tokio::test]
