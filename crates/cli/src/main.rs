@@ -46,19 +46,13 @@ fn quiet_on_closed_stdout() {
 fn main() -> ExitCode {
     private_files();
     quiet_on_closed_stdout();
+    if std::env::args_os().nth(1).is_some_and(|a| a == drover_device::launcher::SUBCOMMAND) {
+        return shim_launcher();
+    }
     let cli = config::parse();
     logging::set_format(cli.log_format);
     if let args::Command::ShimLauncher = &cli.command {
-        // The launcher forks the shims, each of which builds its own single-threaded
-        // runtime: it must have one thread and no runtime of its own.
-        init_logging("warn");
-        return match drover_device::launcher::serve() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("drover shim-launcher: {e}");
-                ExitCode::from(1)
-            }
-        };
+        return shim_launcher();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -82,6 +76,21 @@ fn main() -> ExitCode {
     // wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// The device daemon's shim launcher (`drover shim-launcher`, started by the daemon),
+/// dispatched before the command line is parsed: every shim is a fork of it and shares
+/// its heap, which is then the smaller. It forks the shims, each of which builds its own
+/// single-threaded runtime, so it has one thread and no runtime of its own.
+fn shim_launcher() -> ExitCode {
+    init_logging("warn");
+    match drover_device::launcher::serve() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drover shim-launcher: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// The error and its causes on one line.

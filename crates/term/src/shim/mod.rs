@@ -46,8 +46,33 @@ pub enum ShimError {
 /// Runs the shim for the session in `dir` until it is done. Blocks; builds its own runtime.
 pub fn run(dir: SessionDir) -> Result<(), ShimError> {
     let spec = read_spec(&dir)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(serve(dir, spec))
+    // Whatever the run starts stays beneath the shim, however it detaches.
+    crate::tree::become_subreaper()?;
+    // The program starts before anything else is built. In its own PID namespace its
+    // init is a fork of this process and keeps its own copy of every page this process
+    // writes afterwards, so the less there is now (no runtime, screen or buffers yet),
+    // the less an idle session's init holds.
+    let started = Instant::now();
+    let mut env = spec.env.clone();
+    env.push(("DROVER_SESSION".into(), spec.session.to_string()));
+    let program = start_program(&spec, &env);
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            abandon(program.ok());
+            return Err(e.into());
+        }
+    };
+    rt.block_on(serve(dir, spec, started, program))
+}
+
+/// Ends a program the shim cannot serve (its session directory could not be set up),
+/// with everything in its process group.
+fn abandon(program: Option<crate::pty::Spawned>) {
+    let Some(p) = program else { return };
+    let pid = nix::unistd::Pid::from_raw(p.pid as i32);
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
 }
 
 fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
@@ -56,21 +81,24 @@ fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
     serde_json::from_slice(&bytes).map_err(|e| ShimError::Spec { path: path.display().to_string(), reason: e.to_string() })
 }
 
-async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
-    // Whatever the run starts stays beneath the shim, however it detaches.
-    crate::tree::become_subreaper()?;
-    let _ = std::fs::remove_file(dir.socket());
-    let listener = UnixListener::bind(dir.socket())?;
-    std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
-    let started = Instant::now();
+/// Serves the session whose program was started at `started` (or could not be).
+async fn serve(
+    dir: SessionDir,
+    spec: SessionSpec,
+    started: Instant,
+    program: Result<crate::pty::Spawned, String>,
+) -> Result<(), ShimError> {
+    let (listener, recording) = match listen_and_record(&dir) {
+        Ok(set) => set,
+        Err(e) => {
+            abandon(program.ok());
+            return Err(e);
+        }
+    };
     let progress = Arc::new(StreamProgress::default());
     let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone());
-    let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
-    let shared = Arc::new(Shared::new(spec.clone(), dir.clone(), started, progress, screen));
-
-    let mut env = spec.env.clone();
-    env.push(("DROVER_SESSION".into(), spec.session.to_string()));
-    match start_program(&spec, &env) {
+    let shared = Arc::new(Shared::new(spec, dir.clone(), started, progress, screen));
+    match program {
         Ok(spawned) => {
             let _ = std::fs::write(dir.child_pid(), spawned.pid.to_string());
             child::start(shared.clone(), spawned, recording);
@@ -106,6 +134,15 @@ async fn serve(dir: SessionDir, spec: SessionSpec) -> Result<(), ShimError> {
     accept.abort();
     let _ = std::fs::remove_file(dir.socket());
     Ok(())
+}
+
+/// The session's socket (its pid file beside it) and its recording.
+fn listen_and_record(dir: &SessionDir) -> Result<(UnixListener, crate::recording::RecordingWriter), ShimError> {
+    let _ = std::fs::remove_file(dir.socket());
+    let listener = UnixListener::bind(dir.socket())?;
+    std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
+    let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
+    Ok((listener, recording))
 }
 
 /// Starts the program in its PTY, inside the sandbox its spec asks for (the device
