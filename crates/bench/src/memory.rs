@@ -158,7 +158,8 @@ pub fn run(exe: &Path, n: usize) -> Result<Memory> {
     let mut init: Vec<f64> = up.child_pids().iter().map(|p| if is_namespace_init(*p) { pss_mb(*p) } else { 0.0 }).collect();
     let init_pss_mb = if init.is_empty() { 0.0 } else { median(&mut init) };
     let up_share_mb = (after - before) / n as f64;
-    let launcher_pss_mb = launcher_of(up.pid()).map_or(0.0, pss_mb);
+    let launcher = launcher_of(up.pid()).ok_or_else(|| anyhow::anyhow!("the daemon's shim launcher was not found"))?;
+    let launcher_pss_mb = pss_mb(launcher);
     let r = Memory {
         sessions: n,
         shim_rss_mb,

@@ -83,14 +83,23 @@ fn main() -> ExitCode {
 /// its heap, which is then the smaller. It forks the shims, each of which builds its own
 /// single-threaded runtime, so it has one thread and no runtime of its own.
 fn shim_launcher() -> ExitCode {
-    init_logging("warn");
-    match drover_device::launcher::serve() {
+    match drover_device::launcher::serve(shim_logging) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("drover shim-launcher: {e}");
             ExitCode::from(1)
         }
     }
+}
+
+/// A shim's log (its `shim.log`, standard error by then): warnings, in the format
+/// `DROVER_LOG_FORMAT` names.
+fn shim_logging() {
+    let format = std::env::var("DROVER_LOG_FORMAT").ok().and_then(|v| <logging::LogFormat as clap::ValueEnum>::from_str(&v, true).ok());
+    if let Some(format) = format {
+        logging::set_format(format);
+    }
+    init_logging("warn");
 }
 
 /// The error and its causes on one line.

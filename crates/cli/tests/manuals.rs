@@ -73,7 +73,7 @@ fn bash_completes_commands_but_not_the_hidden_ones() {
     assert!(bash_offers(&file, &["drover", "sh"]).is_empty(), "the hidden shim is offered");
     assert!(bash_offers(&file, &["drover", "ho"]).is_empty(), "the hidden hook is offered");
     let fish = drover(&["completions", "fish"]);
-    assert!(!fish.contains("-a \"shim\"") && !fish.contains("-a \"hook\""), "fish offers a hidden command");
+    assert!(!fish.contains("-a \"shim-launcher\"") && !fish.contains("-a \"hook\""), "fish offers a hidden command");
 }
 
 #[test]
@@ -90,7 +90,10 @@ fn manual_pages_render_without_warnings_one_per_visible_command() {
     for expected in ["drover.1", "drover-session-start.1", "drover-device-install.1", "drover-completions.1", "drover-server.1"] {
         assert!(pages.iter().any(|p| p == expected), "no {expected} in {pages:?}");
     }
-    assert!(!pages.iter().any(|p| p.starts_with("drover-shim") || p.starts_with("drover-hook")), "a hidden command's page: {pages:?}");
+    assert!(
+        !pages.iter().any(|p| p.starts_with("drover-shim-launcher") || p.starts_with("drover-hook")),
+        "a hidden command's page: {pages:?}"
+    );
     assert!(!pages.iter().any(|p| p.starts_with("drover-help")), "a page for `help`: {pages:?}");
     let groff = Command::new("groff").arg("--version").output().is_ok_and(|o| o.status.success());
     for page in &pages {

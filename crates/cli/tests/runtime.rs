@@ -265,7 +265,8 @@ fn children_of(pid: u32) -> Vec<(u32, char)> {
 #[test]
 fn every_shim_is_forked_by_the_daemons_launcher_and_reaped_as_it_ends() {
     let d = Drover::up();
-    let ids: Vec<String> = (0..5).map(|i| d.start(&["sh", "-c", &format!("sleep 2; echo run {i}")])).collect();
+    // Long enough that every shim is still there when the last session has started.
+    let ids: Vec<String> = (0..5).map(|i| d.start(&["sh", "-c", &format!("sleep 8; echo run {i}")])).collect();
     // One launcher, a child of the daemon, forked every session's shim.
     let launchers: Vec<u32> = children_of(d.up_pid())
         .into_iter()

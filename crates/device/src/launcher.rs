@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -45,7 +45,20 @@ const ANSWER: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct ShimLauncher {
     exe: PathBuf,
-    running: Arc<Mutex<Option<UnixStream>>>,
+    running: Arc<Mutex<Option<Running>>>,
+}
+
+/// A launcher this daemon started: its socket and its process id.
+struct Running {
+    link: UnixStream,
+    pid: u32,
+}
+
+/// Why a request failed: before the launcher took it (another launcher may be asked),
+/// or after (it may yet fork a shim for it).
+enum Failed {
+    Unsent(std::io::Error),
+    Unanswered(std::io::Error),
 }
 
 impl ShimLauncher {
@@ -57,25 +70,40 @@ impl ShimLauncher {
     /// Starts the shim of the session in `dir` (its `spec.json` written), returning its
     /// process id. Blocks for the fork; must be called within the tokio runtime, which
     /// reaps a launcher that ends while this daemon lives.
+    ///
+    /// A launcher found gone before it took the request is replaced and asked again. One
+    /// that took it and gave no answer is killed, so that it cannot fork a second shim
+    /// for a session whose start is reported failed, and the start fails.
     pub fn start_shim(&self, dir: &SessionDir) -> std::io::Result<u32> {
+        let path = dir.root().as_os_str().as_bytes();
+        if path.len() > MAX_PATH {
+            return Err(std::io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
         let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         let mut retried = false;
         loop {
-            let link = match running.as_mut() {
-                Some(link) => link,
+            let launcher = match running.as_mut() {
+                Some(launcher) => launcher,
                 None => running.insert(self.spawn()?),
             };
-            match ask(link, dir.root()) {
+            match ask(&mut launcher.link, path) {
                 Ok(pid) if pid > 0 => return Ok(pid as u32),
                 Ok(errno) => return Err(std::io::Error::from_raw_os_error(-errno)),
-                Err(e) if !retried => {
-                    tracing::warn!("the shim launcher did not answer ({e}); starting another");
+                Err(Failed::Unsent(e)) if !retried => {
+                    tracing::warn!("the shim launcher is gone ({e}); starting another");
                     *running = None;
                     retried = true;
                 }
-                Err(e) => {
+                Err(Failed::Unsent(e)) => {
                     *running = None;
                     return Err(e);
+                }
+                Err(Failed::Unanswered(e)) => {
+                    // SAFETY: kill(2) of the launcher this daemon started (reaped by the
+                    // runtime, so the pid is not reused before then).
+                    unsafe { libc::kill(launcher.pid as libc::pid_t, libc::SIGKILL) };
+                    *running = None;
+                    return Err(std::io::Error::new(e.kind(), format!("the shim launcher did not answer: {e}")));
                 }
             }
         }
@@ -83,7 +111,7 @@ impl ShimLauncher {
 
     /// Starts `exe shim-launcher` in a session of its own (a terminal's Ctrl-C is not
     /// for it) with the socket pair's other end as its standard input.
-    fn spawn(&self) -> std::io::Result<UnixStream> {
+    fn spawn(&self) -> std::io::Result<Running> {
         let (ours, theirs) = UnixStream::pair()?;
         ours.set_read_timeout(Some(ANSWER))?;
         let mut cmd = tokio::process::Command::new(&self.exe);
@@ -98,30 +126,28 @@ impl ShimLauncher {
                 Ok(())
             });
         }
+        let child = cmd.spawn()?;
+        let pid = child.id().ok_or_else(|| std::io::Error::other("the shim launcher ended at once"))?;
         // Dropped unawaited: the runtime reaps it in the background when it exits.
-        drop(cmd.spawn()?);
-        Ok(ours)
+        drop(child);
+        Ok(Running { link: ours, pid })
     }
 }
 
 /// One request and its answer.
-fn ask(link: &mut UnixStream, dir: &Path) -> std::io::Result<i32> {
-    let path = dir.as_os_str().as_bytes();
-    if path.len() > MAX_PATH {
-        return Err(std::io::Error::from_raw_os_error(libc::ENAMETOOLONG));
-    }
+fn ask(link: &mut UnixStream, path: &[u8]) -> Result<i32, Failed> {
     let mut request = (path.len() as u32).to_le_bytes().to_vec();
     request.extend_from_slice(path);
-    link.write_all(&request)?;
+    link.write_all(&request).map_err(Failed::Unsent)?;
     let mut answer = [0u8; 4];
-    link.read_exact(&mut answer)?;
+    link.read_exact(&mut answer).map_err(Failed::Unanswered)?;
     Ok(i32::from_le_bytes(answer))
 }
 
 /// The launcher: answers the daemon's requests on standard input until it closes. Must
 /// be called while the process has one thread (before any runtime), as the forks are
-/// of it.
-pub fn serve() -> std::io::Result<()> {
+/// of it. Each shim calls `logging` first, its standard error then being its log.
+pub fn serve(logging: fn()) -> std::io::Result<()> {
     // Its shims are reaped as they end: the launcher never waits for them.
     // SAFETY: setting a signal's disposition; no handler runs.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
@@ -141,7 +167,7 @@ pub fn serve() -> std::io::Result<()> {
         let mut path = vec![0u8; len];
         link.read_exact(&mut path)?;
         let dir = SessionDir::new(PathBuf::from(std::ffi::OsStr::from_bytes(&path)));
-        let answer = match launch(&dir) {
+        let answer = match launch(&dir, logging) {
             Ok(pid) => pid,
             Err(e) => -e.raw_os_error().unwrap_or(libc::EIO),
         };
@@ -150,23 +176,22 @@ pub fn serve() -> std::io::Result<()> {
 }
 
 /// Forks the shim of `dir`: its output to the session's `shim.log`, no terminal.
-fn launch(dir: &SessionDir) -> std::io::Result<i32> {
+fn launch(dir: &SessionDir, logging: fn()) -> std::io::Result<i32> {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.log())?;
     let null = std::fs::File::open("/dev/null")?;
     // SAFETY: this process has one thread, so the child is a whole copy of it.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
-        0 => shim(dir, &log, &null),
+        0 => shim(dir, &log, &null, logging),
         pid => Ok(pid),
     }
 }
 
 /// The forked child: becomes the shim and never returns.
-fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File) -> ! {
+fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File, logging: fn()) -> ! {
     use std::os::fd::AsRawFd;
     // SAFETY: plain system calls on descriptors this process owns; the child has one
-    // thread. Standard input (the daemon's socket) is replaced, and every descriptor
-    // past standard error (the log and /dev/null after their copies) is closed.
+    // thread. Standard input (the daemon's socket) is replaced.
     let ready = unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_NAME, c"drover-shim".as_ptr());
@@ -174,12 +199,17 @@ fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File) -> ! {
             && libc::dup2(null.as_raw_fd(), 0) != -1
             && libc::dup2(log.as_raw_fd(), 1) != -1
             && libc::dup2(log.as_raw_fd(), 2) != -1
-            && libc::close_range(3, libc::c_uint::MAX, 0) != -1
     };
     if !ready {
         eprintln!("drover shim: cannot set up its process: {}", std::io::Error::last_os_error());
         std::process::exit(1);
     }
+    // Past standard error, nothing of the launcher's is the shim's (the log and /dev/null
+    // after their copies). Every such descriptor is close-on-exec too, so where the call
+    // is missing (Linux before 5.9) no run gets one.
+    // SAFETY: closes descriptors no one else in this process uses.
+    unsafe { libc::close_range(3, libc::c_uint::MAX, 0) };
+    logging();
     let code = match drover_term::shim::run(dir.clone()) {
         Ok(()) => 0,
         Err(e) => {

@@ -27,6 +27,9 @@ pub use state::Shared;
 /// How long a finished shim waits for a device to collect its end before exiting.
 pub const LINGER: Duration = Duration::from_secs(10);
 
+/// How long the shim keeps killing a program it cannot serve before it gives up.
+const ABANDON: Duration = Duration::from_secs(10);
+
 /// Why the shim could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ShimError {
@@ -52,7 +55,7 @@ pub fn run(dir: SessionDir) -> Result<(), ShimError> {
     // init is a fork of this process and keeps its own copy of every page this process
     // writes afterwards, so the less there is now (no runtime, screen or buffers yet),
     // the less an idle session's init holds.
-    let started = Instant::now();
+    let started = (Instant::now(), chrono::Utc::now());
     let mut env = spec.env.clone();
     env.push(("DROVER_SESSION".into(), spec.session.to_string()));
     let program = start_program(&spec, &env);
@@ -67,12 +70,12 @@ pub fn run(dir: SessionDir) -> Result<(), ShimError> {
 }
 
 /// Ends a program the shim cannot serve (its session directory could not be set up),
-/// with everything in its process group.
+/// with its process group and everything else beneath the shim, detached or not.
 fn abandon(program: Option<crate::pty::Spawned>) {
     let Some(p) = program else { return };
     let pid = nix::unistd::Pid::from_raw(p.pid as i32);
     let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-    let _ = nix::sys::wait::waitpid(pid, None);
+    crate::tree::end_all(std::process::id(), ABANDON);
 }
 
 fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
@@ -81,11 +84,12 @@ fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
     serde_json::from_slice(&bytes).map_err(|e| ShimError::Spec { path: path.display().to_string(), reason: e.to_string() })
 }
 
-/// Serves the session whose program was started at `started` (or could not be).
+/// Serves the session whose program was started at `started` (monotonic and wall clock),
+/// or could not be.
 async fn serve(
     dir: SessionDir,
     spec: SessionSpec,
-    started: Instant,
+    started: (Instant, chrono::DateTime<chrono::Utc>),
     program: Result<crate::pty::Spawned, String>,
 ) -> Result<(), ShimError> {
     let (listener, recording) = match listen_and_record(&dir) {

@@ -143,13 +143,19 @@ pub struct Shared {
 
 impl Shared {
     /// New state for `spec`.
-    pub fn new(spec: SessionSpec, dir: SessionDir, started: Instant, progress: Arc<StreamProgress>, screen: Screen) -> Shared {
+    pub fn new(
+        spec: SessionSpec,
+        dir: SessionDir,
+        started: (Instant, chrono::DateTime<chrono::Utc>),
+        progress: Arc<StreamProgress>,
+        screen: Screen,
+    ) -> Shared {
         let size = (spec.cols, spec.rows);
         Shared {
             spec,
             dir,
-            started_at: chrono::Utc::now().to_rfc3339(),
-            started,
+            started_at: started.1.to_rfc3339(),
+            started: started.0,
             pid: Mutex::new(None),
             size: Mutex::new(size),
             out: Mutex::new(OutState::default()),
