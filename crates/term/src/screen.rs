@@ -149,6 +149,25 @@ fn resize_keeping_cursor(parser: &mut vt100::Parser, cols: u16, rows: u16) {
     }
 }
 
+/// A new parser showing what `old` (one vt100 panicked in) showed: its contents, its
+/// input modes (bracketed paste, application keys, mouse: what input and query
+/// answers go by) and which screen it was on. Its cursor is clamped to the screen; the
+/// main screen's contents are lost when it was on the alternate one.
+fn restarted(old: &vt100::Screen) -> vt100::Parser {
+    let (rows, cols) = old.size();
+    let mut fresh = vt100::Parser::new(rows, cols, 0);
+    let alternate = old.alternate_screen();
+    let state = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| old.state_formatted())).unwrap_or_default();
+    let replay = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if alternate {
+            fresh.process(b"\x1b[?1049h");
+        }
+        fresh.process(&state);
+        fresh
+    }));
+    replay.unwrap_or_else(|_| vt100::Parser::new(rows, cols, 0))
+}
+
 /// The follower: parses recorded output in small steps at the lowest priority until the
 /// screen is dropped.
 fn follow(shared: Weak<Shared>) {
@@ -197,14 +216,13 @@ impl State {
     }
 
     /// Parses `bytes`. Should vt100 panic on them (a bug of its own), the screen starts
-    /// afresh at its size from the bytes after them: every later snapshot would fail
-    /// otherwise, and each viewer would wait out the snapshot timeout for a stored screen.
+    /// afresh from what the old one showed: every later snapshot would fail otherwise,
+    /// and each viewer would wait out the snapshot timeout for a stored screen.
     fn process(&mut self, bytes: &[u8]) {
         let parser = &mut self.parser;
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.process(bytes))).is_err() {
-            let (rows, cols) = self.parser.screen().size();
-            tracing::warn!(at = self.parsed, "the screen parser failed; starting a blank screen");
-            self.parser = vt100::Parser::new(rows, cols, 0);
+            tracing::warn!(at = self.parsed, "the screen parser failed; starting again from its last screen");
+            self.parser = restarted(self.parser.screen());
         }
     }
 
@@ -289,7 +307,7 @@ mod tests {
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         let progress = Arc::new(StreamProgress::default());
         let screen = Screen::start(raw, idx, 100, 30, progress.clone());
-        w.append(b"\x1b[30;1H\x1b7", 1).unwrap();
+        w.append(b"\x1b[?2004h\x1b[28;1Hkept\x1b[30;1H\x1b7", 1).unwrap();
         progress.recorded.store(w.len(), Ordering::Release);
         screen.resize(80, 24).await;
         // A cursor saved below the shrunk screen and restored (vt100 panics on the print).
@@ -297,6 +315,11 @@ mod tests {
         progress.recorded.store(w.len(), Ordering::Release);
         let snap = screen.snapshot().await.expect("a snapshot after the parser failed");
         assert_eq!((snap.cols, snap.rows, snap.offset), (80, 24, w.len()));
+        // What the screen showed, and the input modes the program set, are kept.
+        assert!(screen.modes_blocking().bracketed_paste, "bracketed paste lost in the restart");
+        let mut kept = vt100::Parser::new(24, 80, 0);
+        kept.process(&snap.data);
+        assert!(kept.screen().contents().contains("kept"), "{:?}", kept.screen().contents());
         w.append(b"\x1b[Hnext", 3).unwrap();
         progress.recorded.store(w.len(), Ordering::Release);
         let mut check = vt100::Parser::new(24, 80, 0);
