@@ -20,6 +20,8 @@ use crate::{ApiError, AppState};
 
 /// Snapshot attempts before falling back to rebuilding the screen from stored output.
 const SNAPSHOT_TRIES: usize = 3;
+/// How long after a re-sync that left a viewer off the live stream it is tried again.
+const RESYNC_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// The most recent stored output the fallback screen is rebuilt from when no checkpoint
 /// is near enough yet: never the whole stream (DESIGN.md), so its cost does not grow with
 /// the session's age.
@@ -132,6 +134,8 @@ impl Viewer {
             return;
         }
         let mut first = true;
+        // When a re-sync could not put the viewer back on the live stream: when to try again.
+        let mut retry: Option<tokio::time::Instant> = None;
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
@@ -150,7 +154,16 @@ impl Viewer {
                 }
                 _ = lag.notified() => {
                     while rx.try_recv().is_ok() {}
-                    if self.catch_up(id, std::mem::take(&mut first), &mut sink).await.is_err() { break; }
+                    match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
+                        Ok(true) => {}
+                        // Still off the live stream, which will not tell it again.
+                        Ok(false) => retry = Some(tokio::time::Instant::now() + RESYNC_RETRY),
+                        Err(_) => break,
+                    }
+                }
+                _ = async { tokio::time::sleep_until(retry.unwrap_or_else(tokio::time::Instant::now)).await }, if retry.is_some() => {
+                    retry = None;
+                    lag.notify_one();
                 }
                 out = rx.recv() => match out {
                     Some(ViewerOut::Bytes(b)) => {
@@ -176,16 +189,16 @@ impl Viewer {
     }
 
     /// Re-syncs the viewer from a fresh snapshot: on joining (`first`), or after it fell
-    /// behind, when it is told so first.
-    async fn catch_up(&self, id: u64, first: bool, sink: &mut Sink) -> Result<(), axum::Error> {
+    /// behind, when it is told so first. False when it is not back on the live stream.
+    async fn catch_up(&self, id: u64, first: bool, sink: &mut Sink) -> Result<bool, axum::Error> {
         if !first {
             tracing::debug!(session = %self.session, viewer = id, "viewer fell behind; re-syncing from a snapshot");
             send_event(sink, &ViewerEvent::Resync).await?;
         }
         let t0 = std::time::Instant::now();
-        self.resync(id, sink).await?;
-        tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), "viewer synced");
-        Ok(())
+        let synced = self.resync(id, sink).await?;
+        tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), synced, "viewer re-synced");
+        Ok(synced)
     }
 
     /// Handles what the viewer sent: keystrokes, a resize, or the end. False when the
@@ -221,8 +234,9 @@ impl Viewer {
         true
     }
 
-    /// Sends a fresh snapshot and the bytes after it.
-    async fn resync(&self, id: u64, sink: &mut Sink) -> Result<(), axum::Error> {
+    /// Sends a fresh snapshot and the bytes after it. False when the viewer could not be
+    /// put back on the live stream (no screen could be had, or the store lagged too far).
+    async fn resync(&self, id: u64, sink: &mut Sink) -> Result<bool, axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
         for _ in 0..SNAPSHOT_TRIES {
             let snap = tokio::select! {
@@ -234,7 +248,7 @@ impl Viewer {
             let Some(snap) = snap else { break };
             sink.send(Message::Binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
-                return Ok(());
+                return Ok(true);
             }
         }
         // The device cannot answer (disconnected, too busy, or the session ended): the
@@ -251,11 +265,13 @@ impl Viewer {
         match screen {
             Ok(t) => {
                 sink.send(Message::Binary(screens::redraw(&t).into())).await?;
-                self.follow_on(id, t.offset, sink).await?;
+                self.follow_on(id, t.offset, sink).await
             }
-            Err(e) => tracing::warn!("rebuilding a viewer's screen: {e}"),
+            Err(e) => {
+                tracing::warn!("rebuilding a viewer's screen: {e}");
+                Ok(false)
+            }
         }
-        Ok(())
     }
 
     /// After a snapshot taken at `offset`, sends the bytes that followed it — from the
