@@ -61,6 +61,12 @@ impl SessionDir {
         self.root.join("child.pid")
     }
 
+    /// Locked by the shim that serves the session, for as long as it runs: one shim per
+    /// session.
+    pub fn shim_lock(&self) -> PathBuf {
+        self.root.join("shim.lock")
+    }
+
     /// The shim's own log.
     pub fn log(&self) -> PathBuf {
         self.root.join("shim.log")

@@ -41,6 +41,9 @@ pub enum ShimError {
         /// What failed.
         reason: String,
     },
+    /// Another shim already serves the session.
+    #[error("another shim already serves the session in {0}")]
+    Busy(String),
     /// The socket or recording could not be created.
     #[error("cannot set up the session directory: {0}")]
     Io(#[from] std::io::Error),
@@ -49,6 +52,8 @@ pub enum ShimError {
 /// Runs the shim for the session in `dir` until it is done. Blocks; builds its own runtime.
 pub fn run(dir: SessionDir) -> Result<(), ShimError> {
     let spec = read_spec(&dir)?;
+    // Held until this process ends: a second shim for the session starts nothing.
+    let _serving = serve_alone(&dir)?;
     // Whatever the run starts stays beneath the shim, however it detaches.
     crate::tree::become_subreaper()?;
     // The program starts before anything else is built. In its own PID namespace its
@@ -76,6 +81,22 @@ fn abandon(program: Option<crate::pty::Spawned>) {
     let pid = nix::unistd::Pid::from_raw(p.pid as i32);
     let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
     crate::tree::end_all(std::process::id(), ABANDON);
+}
+
+/// Locks the session's `shim.lock` for this shim, or says another holds it. The lock is
+/// the kernel's (flock), so a shim that dies lets it go.
+fn serve_alone(dir: &SessionDir) -> Result<std::fs::File, ShimError> {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.shim_lock())?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == -1 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => ShimError::Busy(dir.root().display().to_string()),
+            _ => ShimError::Io(e),
+        });
+    }
+    Ok(lock)
 }
 
 fn read_spec(dir: &SessionDir) -> Result<SessionSpec, ShimError> {
@@ -205,5 +226,33 @@ async fn linger(shared: &Shared) {
         if idle.elapsed() >= LINGER {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_shim_for_a_session_starts_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::new(root.path().to_path_buf());
+        let marker = root.path().join("started");
+        let spec = serde_json::json!({
+            "session": "ses_0123456789abcdef0123456789abcdef",
+            "command": ["sh", "-c", format!("touch '{}'", marker.display())],
+            "cwd": root.path(),
+            "env": [["PATH", "/usr/bin:/bin"]],
+            "cols": 80,
+            "rows": 24,
+        });
+        std::fs::write(dir.spec(), serde_json::to_vec(&spec).unwrap()).unwrap();
+        let _first = serve_alone(&dir).expect("the first shim's lock");
+        match run(dir.clone()) {
+            Err(ShimError::Busy(_)) => {}
+            other => panic!("a second shim ran: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!marker.exists(), "the second shim started the program");
     }
 }
