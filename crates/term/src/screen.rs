@@ -12,9 +12,10 @@
 //! priority would slow the stream on a busy machine; with the low-priority follower a
 //! flood is parsed only when a core is idle or someone asks.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::recording::RecordingReader;
@@ -68,13 +69,26 @@ struct Shared {
     /// Callers waiting for the parser: the follower stands aside while any are.
     waiting: AtomicUsize,
     progress: Arc<StreamProgress>,
+    /// Resizes not yet parsed up to, in stream order (apart from the parser's lock, so a
+    /// resize is placed at once however long a catch-up holds the parser).
+    resizes: Mutex<VecDeque<Resize>>,
+}
+
+/// A resize of the terminal, applied when the parser reaches `at`: where the recorded
+/// stream stood when the terminal was resized.
+#[derive(Debug, Clone, Copy)]
+struct Resize {
+    at: u64,
+    cols: u16,
+    rows: u16,
 }
 
 impl Screen {
     /// Starts following a recording at `raw`/`idx`.
     pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> Screen {
         let state = State { raw, idx, reader: None, parser: vt100::Parser::new(rows, cols, 0), parsed: 0 };
-        let shared = Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress });
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress, resizes: Mutex::new(VecDeque::new()) });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak)).expect("spawn screen follower");
         Screen { shared }
@@ -85,7 +99,7 @@ impl Screen {
         self.shared.waiting.fetch_add(1, Ordering::AcqRel);
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.waiting.fetch_sub(1, Ordering::AcqRel);
-        state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire));
+        state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire), &self.shared.resizes);
         state
     }
 
@@ -106,10 +120,13 @@ impl Screen {
         tokio::task::spawn_blocking(move || this.modes_blocking()).await.ok()
     }
 
-    /// Resizes the screen at the current point of the stream.
-    pub async fn resize(&self, cols: u16, rows: u16) {
-        let this = self.clone();
-        let _ = tokio::task::spawn_blocking(move || resize_keeping_cursor(&mut this.caught_up().parser, cols, rows)).await;
+    /// Resizes the screen where the recorded stream stands now, however far the parser
+    /// is behind: called just before the terminal itself is resized, so what the program
+    /// draws for the new size is parsed after it, as a terminal window would show it.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let mut resizes = self.shared.resizes.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = self.shared.progress.recorded.load(Ordering::Acquire);
+        resizes.push_back(Resize { at, cols, rows });
     }
 
     /// Feeds bytes that could not be recorded (the recording failed), in stream order
@@ -180,7 +197,7 @@ fn follow(shared: Weak<Shared>) {
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
         let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP)
+            recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes)
         };
         drop(shared);
         if !progressed {
@@ -198,8 +215,10 @@ struct State {
 }
 
 impl State {
-    /// Parses up to `max` bytes towards `until`; false if nothing could be read.
-    fn parse_until(&mut self, until: u64, max: usize) -> bool {
+    /// Parses up to `max` bytes towards `until`, applying the resizes due on the way
+    /// (none is parsed past); false if nothing could be read.
+    fn parse_until(&mut self, until: u64, max: usize, resizes: &Mutex<VecDeque<Resize>>) -> bool {
+        let until = self.resize_due(resizes).map_or(until, |next| until.min(next));
         if self.reader.is_none() {
             self.reader = RecordingReader::open(&self.raw, &self.idx).ok();
         }
@@ -226,8 +245,28 @@ impl State {
         }
     }
 
-    fn catch_up(&mut self, recorded: u64) {
-        while self.parsed < recorded && self.parse_until(recorded, CATCH_UP_STEP) {}
+    fn catch_up(&mut self, recorded: u64, resizes: &Mutex<VecDeque<Resize>>) {
+        while self.parsed < recorded && self.parse_until(recorded, CATCH_UP_STEP, resizes) {}
+        self.resize_due(resizes);
+    }
+
+    /// Applies the resizes placed where parsing stands (or before); returns where the next
+    /// one is placed, if any.
+    fn resize_due(&mut self, resizes: &Mutex<VecDeque<Resize>>) -> Option<u64> {
+        let mut resizes = resizes.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(r) = resizes.front().copied() {
+            if r.at > self.parsed {
+                return Some(r.at);
+            }
+            resizes.pop_front();
+            let parser = &mut self.parser;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| resize_keeping_cursor(parser, r.cols, r.rows))).is_err() {
+                tracing::warn!(at = self.parsed, "the screen parser failed a resize; starting again from its last screen");
+                self.parser = restarted(self.parser.screen());
+                self.parser.set_size(r.rows, r.cols);
+            }
+        }
+        None
     }
 
     fn modes(&self) -> Modes {
@@ -309,7 +348,7 @@ mod tests {
         let screen = Screen::start(raw, idx, 100, 30, progress.clone());
         w.append(b"\x1b[?2004h\x1b[28;1Hkept\x1b[30;1H\x1b7", 1).unwrap();
         progress.recorded.store(w.len(), Ordering::Release);
-        screen.resize(80, 24).await;
+        screen.resize(80, 24);
         // A cursor saved below the shrunk screen and restored (vt100 panics on the print).
         w.append(b"\x1b8X\r\nafter", 2).unwrap();
         progress.recorded.store(w.len(), Ordering::Release);
@@ -328,11 +367,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_resize_is_placed_where_the_stream_stood_however_far_behind_the_parser_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        let progress = Arc::new(StreamProgress::default());
+        let screen = Screen::start(raw, idx, 20, 5, progress.clone());
+        let before = b"$ ls\r\n";
+        w.append(before, 1).unwrap();
+        progress.recorded.store(w.len(), Ordering::Release);
+        screen.resize(10, 5);
+        // Drawn for the new width, and recorded before the parser has got to the resize.
+        let after = b"abcdefghijklmnop";
+        w.append(after, 2).unwrap();
+        progress.recorded.store(w.len(), Ordering::Release);
+        let snap = screen.snapshot().await.unwrap();
+        assert_eq!((snap.cols, snap.rows), (10, 5));
+        let mut want = vt100::Parser::new(5, 20, 0);
+        want.process(before);
+        resize_keeping_cursor(&mut want, 10, 5);
+        want.process(after);
+        let mut got = vt100::Parser::new(5, 10, 0);
+        got.process(&snap.data);
+        assert_eq!(got.screen().contents(), want.screen().contents());
+        let rows: Vec<String> = got.screen().rows(0, 10).take(3).collect();
+        assert_eq!(rows, ["$ ls", "abcdefghij", "klmnop"], "the line is wrapped at the new width");
+    }
+
+    #[tokio::test]
     async fn resize_and_feed() {
         let dir = tempfile::tempdir().unwrap();
         let progress = Arc::new(StreamProgress::default());
         let screen = Screen::start(dir.path().join("missing.raw"), dir.path().join("missing.idx"), 10, 3, progress);
-        screen.resize(30, 4).await;
+        screen.resize(30, 4);
         screen.feed(b"fed directly");
         let snap = screen.snapshot().await.unwrap();
         assert_eq!((snap.cols, snap.rows, snap.offset), (30, 4, 12));

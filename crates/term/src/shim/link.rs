@@ -146,12 +146,13 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
             // resize ahead of anything drawn for it and of the end, should it exit at once.
             let resized = ShimFrame::Event(ShimEvent::Resized { t_micros: shared.now_micros(), cols, rows });
             let _ = tx.send(Out::Frame(resized.encode())).await;
+            // The screen model too, where the stream stands before the terminal changes.
+            shared.screen.resize(cols, rows);
             let done = shared.master.lock().expect("master lock").as_ref().map(|m| m.resize(cols, rows));
             if let Some(Err(e)) = done {
                 tracing::warn!("resize failed: {e}");
             }
             *shared.size.lock().expect("size lock") = (cols, rows);
-            shared.screen.resize(cols, rows).await;
             None
         }
         ShimRequest::SendText { req, text } => match send_text(shared, req, &text).await {
