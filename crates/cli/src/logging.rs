@@ -25,8 +25,18 @@ pub fn set_format(format: LogFormat) {
 }
 
 /// Installs the subscriber: stderr, filtered by `RUST_LOG` (else `default`), in the
-/// format [`set_format`] chose.
+/// format [`set_format`] chose, coloured when stderr is a terminal.
 pub fn init(default: &str) {
+    init_with(default, std::io::IsTerminal::is_terminal(&std::io::stderr()));
+}
+
+/// As [`init`], for a process whose stderr becomes a file later (the shim launcher's
+/// forks): never coloured.
+pub fn init_uncoloured(default: &str) {
+    init_with(default, false);
+}
+
+fn init_with(default: &str, ansi: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     if FORMAT.load(Ordering::Relaxed) == LogFormat::Json as u8 {
         let installed = tracing_subscriber::fmt()
@@ -42,7 +52,6 @@ pub fn init(default: &str) {
         JSON_ACTIVE.store(installed, Ordering::Relaxed);
         return;
     }
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
 }
 

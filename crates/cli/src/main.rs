@@ -81,25 +81,22 @@ fn main() -> ExitCode {
 /// The device daemon's shim launcher (`drover shim-launcher`, started by the daemon),
 /// dispatched before the command line is parsed: every shim is a fork of it and shares
 /// its heap, which is then the smaller. It forks the shims, each of which builds its own
-/// single-threaded runtime, so it has one thread and no runtime of its own.
+/// single-threaded runtime, so it has one thread and no runtime of its own. Its logging
+/// is set up once, here, for every shim: warnings, uncoloured (each shim's stderr is its
+/// `shim.log`), in the format `DROVER_LOG_FORMAT` names.
 fn shim_launcher() -> ExitCode {
-    match drover_device::launcher::serve(shim_logging) {
+    let format = std::env::var("DROVER_LOG_FORMAT").ok().and_then(|v| <logging::LogFormat as clap::ValueEnum>::from_str(&v, true).ok());
+    if let Some(format) = format {
+        logging::set_format(format);
+    }
+    logging::init_uncoloured("warn");
+    match drover_device::launcher::serve() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("drover shim-launcher: {e}");
             ExitCode::from(1)
         }
     }
-}
-
-/// A shim's log (its `shim.log`, standard error by then): warnings, in the format
-/// `DROVER_LOG_FORMAT` names.
-fn shim_logging() {
-    let format = std::env::var("DROVER_LOG_FORMAT").ok().and_then(|v| <logging::LogFormat as clap::ValueEnum>::from_str(&v, true).ok());
-    if let Some(format) = format {
-        logging::set_format(format);
-    }
-    init_logging("warn");
 }
 
 /// The error and its causes on one line.

@@ -146,8 +146,8 @@ fn ask(link: &mut UnixStream, path: &[u8]) -> Result<i32, Failed> {
 
 /// The launcher: answers the daemon's requests on standard input until it closes. Must
 /// be called while the process has one thread (before any runtime), as the forks are
-/// of it. Each shim calls `logging` first, its standard error then being its log.
-pub fn serve(logging: fn()) -> std::io::Result<()> {
+/// of it.
+pub fn serve() -> std::io::Result<()> {
     // Its shims are reaped as they end: the launcher never waits for them.
     // SAFETY: setting a signal's disposition; no handler runs.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
@@ -167,7 +167,7 @@ pub fn serve(logging: fn()) -> std::io::Result<()> {
         let mut path = vec![0u8; len];
         link.read_exact(&mut path)?;
         let dir = SessionDir::new(PathBuf::from(std::ffi::OsStr::from_bytes(&path)));
-        let answer = match launch(&dir, logging) {
+        let answer = match launch(&dir) {
             Ok(pid) => pid,
             Err(e) => -e.raw_os_error().unwrap_or(libc::EIO),
         };
@@ -176,19 +176,19 @@ pub fn serve(logging: fn()) -> std::io::Result<()> {
 }
 
 /// Forks the shim of `dir`: its output to the session's `shim.log`, no terminal.
-fn launch(dir: &SessionDir, logging: fn()) -> std::io::Result<i32> {
+fn launch(dir: &SessionDir) -> std::io::Result<i32> {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.log())?;
     let null = std::fs::File::open("/dev/null")?;
     // SAFETY: this process has one thread, so the child is a whole copy of it.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
-        0 => shim(dir, &log, &null, logging),
+        0 => shim(dir, &log, &null),
         pid => Ok(pid),
     }
 }
 
 /// The forked child: becomes the shim and never returns.
-fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File, logging: fn()) -> ! {
+fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File) -> ! {
     use std::os::fd::AsRawFd;
     // SAFETY: plain system calls on descriptors this process owns; the child has one
     // thread. Standard input (the daemon's socket) is replaced.
@@ -209,7 +209,6 @@ fn shim(dir: &SessionDir, log: &std::fs::File, null: &std::fs::File, logging: fn
     // is missing (Linux before 5.9) no run gets one.
     // SAFETY: closes descriptors no one else in this process uses.
     unsafe { libc::close_range(3, libc::c_uint::MAX, 0) };
-    logging();
     let code = match drover_term::shim::run(dir.clone()) {
         Ok(()) => 0,
         Err(e) => {
