@@ -144,6 +144,8 @@ pub struct Plan {
     confine: Option<ChildConfine>,
     namespace: Option<Namespace>,
     group: Option<CString>,
+    /// With a namespace: the heap the init lets go of once the program is started.
+    heap: Option<crate::regions::HeapRegions>,
 }
 
 /// A started program.
@@ -199,6 +201,7 @@ impl Plan {
             confine: parts.confine,
             namespace: parts.namespace,
             group: parts.group.map(|g| cstring(g.as_os_str().as_bytes())).transpose()?,
+            heap: parts.namespace.map(|_| crate::regions::HeapRegions::now()),
         })
     }
 
@@ -301,6 +304,12 @@ impl Plan {
         // error pipe (which tells the shim the program has exec'd) are the program's.
         libc::close_range(0, (status - 1) as libc::c_uint, 0);
         libc::close_range((status + 1) as libc::c_uint, libc::c_uint::MAX, 0);
+        // Nor does it need the shim's heap (the plan included): read onto the stack, then
+        // let go.
+        let heap = std::ptr::read_volatile(&self.heap);
+        if let Some(heap) = heap {
+            heap.let_go();
+        }
         init(program, status)
     }
 

@@ -7,12 +7,15 @@
 //! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
 //!   and scanners of terminal bytes, from `drover-render`.
 //! - [`dir`]: the layout of a session's directory, shared by the shim and the device.
+//! - [`exec`], [`regions`]: a run's process from clone to exec, and the heap its
+//!   namespace's init lets go of.
 
 pub mod confine;
 pub mod contain;
 pub mod dir;
 pub mod exec;
 pub mod pty;
+pub mod regions;
 pub use drover_recording as recording;
 pub use drover_render::{asciicast, prompt, queries, text, transcript};
 pub mod screen;
