@@ -286,17 +286,37 @@ mod tests {
     use super::*;
     use crate::recording::RecordingWriter;
 
+    /// A new recording, written as the PTY reader writes it.
+    struct Recorded {
+        _dir: tempfile::TempDir,
+        w: RecordingWriter,
+        progress: Arc<StreamProgress>,
+    }
+
+    impl Recorded {
+        /// The recording, and a screen of `cols`×`rows` following it.
+        fn new(cols: u16, rows: u16) -> (Recorded, Screen) {
+            let dir = tempfile::tempdir().unwrap();
+            let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+            let w = RecordingWriter::open(&raw, &idx).unwrap();
+            let progress = Arc::new(StreamProgress::default());
+            let screen = Screen::start(raw, idx, cols, rows, progress.clone());
+            (Recorded { _dir: dir, w, progress }, screen)
+        }
+
+        /// Records `bytes` at `t_micros` and says so, as the PTY reader does.
+        fn record(&mut self, bytes: &[u8], t_micros: u64) {
+            self.w.append(bytes, t_micros).unwrap();
+            self.progress.recorded.store(self.w.len(), Ordering::Release);
+        }
+    }
+
     #[tokio::test]
     async fn snapshot_reflects_recorded_output_and_modes() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
-        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
-        let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(raw, idx, 20, 5, progress.clone());
-        w.append(b"hello\r\nworld\x1b[?2004h", 1).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        let (mut r, screen) = Recorded::new(20, 5);
+        r.record(b"hello\r\nworld\x1b[?2004h", 1);
         let snap = screen.snapshot().await.unwrap();
-        assert_eq!(snap.offset, w.len());
+        assert_eq!(snap.offset, r.w.len());
         assert_eq!((snap.cols, snap.rows), (20, 5));
         let mut check = vt100::Parser::new(5, 20, 0);
         check.process(&snap.data);
@@ -341,26 +361,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_parser_panic_leaves_a_working_screen() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
-        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
-        let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(raw, idx, 100, 30, progress.clone());
-        w.append(b"\x1b[?2004h\x1b[28;1Hkept\x1b[30;1H\x1b7", 1).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        let (mut r, screen) = Recorded::new(100, 30);
+        r.record(b"\x1b[?2004h\x1b[28;1Hkept\x1b[30;1H\x1b7", 1);
         screen.resize(80, 24);
         // A cursor saved below the shrunk screen and restored (vt100 panics on the print).
-        w.append(b"\x1b8X\r\nafter", 2).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        r.record(b"\x1b8X\r\nafter", 2);
         let snap = screen.snapshot().await.expect("a snapshot after the parser failed");
-        assert_eq!((snap.cols, snap.rows, snap.offset), (80, 24, w.len()));
+        assert_eq!((snap.cols, snap.rows, snap.offset), (80, 24, r.w.len()));
         // What the screen showed, and the input modes the program set, are kept.
         assert!(screen.modes_blocking().bracketed_paste, "bracketed paste lost in the restart");
         let mut kept = vt100::Parser::new(24, 80, 0);
         kept.process(&snap.data);
         assert!(kept.screen().contents().contains("kept"), "{:?}", kept.screen().contents());
-        w.append(b"\x1b[Hnext", 3).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        r.record(b"\x1b[Hnext", 3);
         let mut check = vt100::Parser::new(24, 80, 0);
         check.process(&screen.snapshot().await.unwrap().data);
         assert!(check.screen().contents().starts_with("next"), "{:?}", check.screen().contents());
@@ -368,19 +381,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_resize_is_placed_where_the_stream_stood_however_far_behind_the_parser_is() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
-        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
-        let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(raw, idx, 20, 5, progress.clone());
+        let (mut r, screen) = Recorded::new(20, 5);
         let before = b"$ ls\r\n";
-        w.append(before, 1).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        r.record(before, 1);
         screen.resize(10, 5);
         // Drawn for the new width, and recorded before the parser has got to the resize.
         let after = b"abcdefghijklmnop";
-        w.append(after, 2).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        r.record(after, 2);
         let snap = screen.snapshot().await.unwrap();
         assert_eq!((snap.cols, snap.rows), (10, 5));
         let mut want = vt100::Parser::new(5, 20, 0);
@@ -407,15 +414,10 @@ mod tests {
 
     #[tokio::test]
     async fn follower_parses_in_the_background_and_stops_with_the_screen() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
-        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
-        let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(raw, idx, 20, 5, progress.clone());
-        w.append(&vec![b'x'; 300 * 1024], 1).unwrap();
-        progress.recorded.store(w.len(), Ordering::Release);
+        let (mut r, screen) = Recorded::new(20, 5);
+        r.record(&vec![b'x'; 300 * 1024], 1);
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while screen.shared.state.lock().unwrap().parsed < w.len() {
+        while screen.shared.state.lock().unwrap().parsed < r.w.len() {
             assert!(std::time::Instant::now() < deadline, "the follower never caught up");
             std::thread::sleep(Duration::from_millis(10));
         }
