@@ -85,13 +85,14 @@ struct Resize {
 
 impl Screen {
     /// Starts following a recording at `raw`/`idx`.
-    pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> Screen {
+    /// Fails only if its follower thread cannot be started.
+    pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> std::io::Result<Screen> {
         let state = State { raw, idx, reader: None, parser: vt100::Parser::new(rows, cols, 0), parsed: 0 };
         let shared =
             Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress, resizes: Mutex::new(VecDeque::new()) });
         let weak = Arc::downgrade(&shared);
-        std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak)).expect("spawn screen follower");
-        Screen { shared }
+        std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak))?;
+        Ok(Screen { shared })
     }
 
     /// The parser, caught up with everything recorded (blocking).
@@ -300,7 +301,7 @@ mod tests {
             let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
             let w = RecordingWriter::open(&raw, &idx).unwrap();
             let progress = Arc::new(StreamProgress::default());
-            let screen = Screen::start(raw, idx, cols, rows, progress.clone());
+            let screen = Screen::start(raw, idx, cols, rows, progress.clone()).unwrap();
             (Recorded { _dir: dir, w, progress }, screen)
         }
 
@@ -405,7 +406,7 @@ mod tests {
     async fn resize_and_feed() {
         let dir = tempfile::tempdir().unwrap();
         let progress = Arc::new(StreamProgress::default());
-        let screen = Screen::start(dir.path().join("missing.raw"), dir.path().join("missing.idx"), 10, 3, progress);
+        let screen = Screen::start(dir.path().join("missing.raw"), dir.path().join("missing.idx"), 10, 3, progress).unwrap();
         screen.resize(30, 4);
         screen.feed(b"fed directly");
         let snap = screen.snapshot().await.unwrap();

@@ -113,15 +113,13 @@ async fn serve(
     started: (Instant, chrono::DateTime<chrono::Utc>),
     program: Result<crate::pty::Spawned, String>,
 ) -> Result<(), ShimError> {
-    let (listener, recording) = match listen_and_record(&dir) {
+    let (listener, recording, progress, screen) = match set_up(&dir, &spec) {
         Ok(set) => set,
         Err(e) => {
             abandon(program.ok());
             return Err(e);
         }
     };
-    let progress = Arc::new(StreamProgress::default());
-    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone());
     let shared = Arc::new(Shared::new(spec, dir.clone(), started, progress, screen));
     match program {
         Ok(spawned) => {
@@ -161,13 +159,19 @@ async fn serve(
     Ok(())
 }
 
-/// The session's socket (its pid file beside it) and its recording.
-fn listen_and_record(dir: &SessionDir) -> Result<(UnixListener, crate::recording::RecordingWriter), ShimError> {
+/// What serving the session takes: its socket (its pid file beside it), its recording,
+/// and the screen that follows the recording.
+type SetUp = (UnixListener, crate::recording::RecordingWriter, Arc<StreamProgress>, Screen);
+
+/// Sets up what serving the session takes (see [`SetUp`]).
+fn set_up(dir: &SessionDir, spec: &SessionSpec) -> Result<SetUp, ShimError> {
     let _ = std::fs::remove_file(dir.socket());
     let listener = UnixListener::bind(dir.socket())?;
     std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
     let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
-    Ok((listener, recording))
+    let progress = Arc::new(StreamProgress::default());
+    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone())?;
+    Ok((listener, recording, progress, screen))
 }
 
 /// Starts the program in its PTY, inside the sandbox its spec asks for (the device
