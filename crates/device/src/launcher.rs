@@ -48,10 +48,12 @@ pub struct ShimLauncher {
     running: Arc<Mutex<Option<Running>>>,
 }
 
-/// A launcher this daemon started: its socket and its process id.
+/// A launcher this daemon started: its socket and its process. Held (never waited on)
+/// while it is in use, so it stays unreaped if it ends and its pid cannot be reused
+/// before a kill; dropped, the runtime reaps it in the background.
 struct Running {
     link: UnixStream,
-    pid: u32,
+    process: tokio::process::Child,
 }
 
 /// Why a request failed: before the launcher took it (another launcher may be asked),
@@ -99,9 +101,7 @@ impl ShimLauncher {
                     return Err(e);
                 }
                 Err(Failed::Unanswered(e)) => {
-                    // SAFETY: kill(2) of the launcher this daemon started (reaped by the
-                    // runtime, so the pid is not reused before then).
-                    unsafe { libc::kill(launcher.pid as libc::pid_t, libc::SIGKILL) };
+                    let _ = launcher.process.start_kill();
                     *running = None;
                     return Err(std::io::Error::new(e.kind(), format!("the shim launcher did not answer: {e}")));
                 }
@@ -126,11 +126,7 @@ impl ShimLauncher {
                 Ok(())
             });
         }
-        let child = cmd.spawn()?;
-        let pid = child.id().ok_or_else(|| std::io::Error::other("the shim launcher ended at once"))?;
-        // Dropped unawaited: the runtime reaps it in the background when it exits.
-        drop(child);
-        Ok(Running { link: ours, pid })
+        Ok(Running { link: ours, process: cmd.spawn()? })
     }
 }
 
