@@ -239,11 +239,19 @@ impl State {
     /// afresh from what the old one showed: every later snapshot would fail otherwise,
     /// and each viewer would wait out the snapshot timeout for a stored screen.
     fn process(&mut self, bytes: &[u8]) {
+        self.guarded(|parser| parser.process(bytes));
+    }
+
+    /// Runs `f` on the parser; should vt100 panic in it, the parser starts again from its
+    /// last screen ([`restarted`]). False then.
+    fn guarded(&mut self, f: impl FnOnce(&mut vt100::Parser)) -> bool {
         let parser = &mut self.parser;
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.process(bytes))).is_err() {
-            tracing::warn!(at = self.parsed, "the screen parser failed; starting again from its last screen");
-            self.parser = restarted(self.parser.screen());
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(parser))).is_ok() {
+            return true;
         }
+        tracing::warn!(at = self.parsed, "the screen parser failed; starting again from its last screen");
+        self.parser = restarted(self.parser.screen());
+        false
     }
 
     fn catch_up(&mut self, recorded: u64, resizes: &Mutex<VecDeque<Resize>>) {
@@ -260,10 +268,7 @@ impl State {
                 return Some(r.at);
             }
             resizes.pop_front();
-            let parser = &mut self.parser;
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| resize_keeping_cursor(parser, r.cols, r.rows))).is_err() {
-                tracing::warn!(at = self.parsed, "the screen parser failed a resize; starting again from its last screen");
-                self.parser = restarted(self.parser.screen());
+            if !self.guarded(|parser| resize_keeping_cursor(parser, r.cols, r.rows)) {
                 self.parser.set_size(r.rows, r.cols);
             }
         }
