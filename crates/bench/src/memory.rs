@@ -149,7 +149,8 @@ pub fn run(exe: &Path, n: usize) -> Result<Memory> {
         anyhow::ensure!(Instant::now() < deadline, "not all sessions ran");
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Idle sessions, as they stay: past the quiet time after which a screen is packed.
+    std::thread::sleep(drover_term::screen::QUIET + Duration::from_secs(3));
     let after = rss_mb(up.pid());
     let pids = up.shim_pids();
     let mut rss: Vec<f64> = pids.iter().map(|p| rss_mb(*p)).collect();

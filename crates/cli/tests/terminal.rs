@@ -271,3 +271,33 @@ fn terminal_queries_are_left_to_a_viewer_who_types_and_answered_by_the_shim_once
     assert!(second.starts_with("[?") && second != "[?9;9", "the shim answers once no viewer can: {second:?}");
     split.cli.ok(&["session", "stop", &id]);
 }
+
+#[test]
+fn a_quiet_session_packs_its_screen_and_goes_on_exactly_from_it() {
+    // Every pause of 50 ms packs the session's screen in the shim.
+    let quiet = vec![("DROVER_SCREEN_QUIET_MS".to_string(), "50".to_string())];
+    let d = Drover::up_env(tempfile::tempdir().unwrap(), 200, support::test_sandbox_args(), quiet);
+    // Colours, a cursor saved (with bold) where nothing is drawn, a full-screen program
+    // that leaves, bracketed paste on; then, after the pause, the saved cursor restored.
+    let script = r"stty -echo; printf '\033[?1049h\033[Hfull screen\033[?1049l\033[?2004h'; \
+        printf 'shell \033[1;31mred\033[m\r\n\033[3;5H\033[1m\0337\033[m\033[H'; read line; \
+        printf '\0338RESTORED\033[m plain'; sleep 300";
+    let id = d.start(&["sh", "-c", script]);
+    d.wait_text(&id, "shell red", secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    // Audited input reads the (packed) screen's bracketed-paste mode.
+    d.ok(&["session", "input", &id, "go"]);
+    d.wait_text(&id, "RESTORED", secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    let a = Attached::start(&d, &id, &["--read-only"], 80, 24);
+    a.wait_for("RESTORED", secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut seen = vt100::Parser::new(24, 80, 0);
+    seen.process(&a.output.lock().unwrap());
+    let s = seen.screen();
+    assert_eq!(s.contents(), "shell red\n\n    RESTORED plain", "the saved cursor survived packing");
+    assert!(s.cell(2, 4).unwrap().bold(), "and the attributes saved with it");
+    assert!(!s.cell(2, 13).unwrap().bold());
+    assert_eq!(s.cell(0, 6).unwrap().fgcolor(), vt100::Color::Idx(1));
+    assert!(s.bracketed_paste(), "the input modes survived packing");
+}

@@ -2,7 +2,8 @@
 //!
 //! - [`pty`]: start a program in a PTY, as its own process group.
 //! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
-//! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor).
+//! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor),
+//!   packed while the session is quiet (`packed`).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
 //!   and scanners of terminal bytes, from `drover-render`.
@@ -14,6 +15,7 @@ pub mod confine;
 pub mod contain;
 pub mod dir;
 pub mod exec;
+mod packed;
 pub mod pty;
 pub mod regions;
 pub use drover_recording as recording;

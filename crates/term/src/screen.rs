@@ -11,13 +11,19 @@
 //! Parsing costs as much CPU as everything else in the shim, so parsing eagerly at normal
 //! priority would slow the stream on a busy machine; with the low-priority follower a
 //! flood is parsed only when a core is idle or someone asks.
+//!
+//! Once a session has printed nothing and nobody has asked for its screen for
+//! [`QUIET`], the follower packs the screen (see `packed.rs`), if that loses nothing,
+//! and whoever next needs it rebuilds it: a session waiting on someone holds a few KB
+//! of escape sequences instead of every cell of its grids.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::packed::{self, Packed};
 use crate::recording::RecordingReader;
 
 /// How often an idle follower looks for new output.
@@ -28,6 +34,8 @@ const FOLLOW_STEP: usize = 64 * 1024;
 const CATCH_UP_STEP: usize = 1024 * 1024;
 /// The follower's nice value (the lowest priority).
 const FOLLOWER_NICE: i32 = 19;
+/// How long a screen goes unchanged and unread before it is packed.
+pub const QUIET: Duration = Duration::from_secs(5);
 
 /// A screen snapshot: escape sequences that redraw the screen as of `offset`.
 #[derive(Debug, Clone)]
@@ -72,6 +80,8 @@ struct Shared {
     /// Resizes not yet parsed up to, in stream order (apart from the parser's lock, so a
     /// resize is placed at once however long a catch-up holds the parser).
     resizes: Mutex<VecDeque<Resize>>,
+    /// How long the screen goes unchanged and unread before it is packed.
+    quiet: Duration,
 }
 
 /// A resize of the terminal, applied when the parser reaches `at`: where the recorded
@@ -87,9 +97,22 @@ impl Screen {
     /// Starts following a recording at `raw`/`idx`.
     /// Fails only if its follower thread cannot be started.
     pub fn start(raw: PathBuf, idx: PathBuf, cols: u16, rows: u16, progress: Arc<StreamProgress>) -> std::io::Result<Screen> {
-        let state = State { raw, idx, reader: None, parser: vt100::Parser::new(rows, cols, 0), parsed: 0 };
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress, resizes: Mutex::new(VecDeque::new()) });
+        Screen::start_packing_after(raw, idx, cols, rows, progress, QUIET)
+    }
+
+    /// [`Screen::start`], packing the screen after `quiet` unchanged and unread.
+    pub fn start_packing_after(
+        raw: PathBuf,
+        idx: PathBuf,
+        cols: u16,
+        rows: u16,
+        progress: Arc<StreamProgress>,
+        quiet: Duration,
+    ) -> std::io::Result<Screen> {
+        let model = Model::Live(Box::new(vt100::Parser::new(rows, cols, 0)));
+        let state = State { raw, idx, reader: None, model, parsed: 0, used: Instant::now(), packable: Packable::Yes };
+        let resizes = Mutex::new(VecDeque::new());
+        let shared = Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress, resizes, quiet });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak))?;
         Ok(Screen { shared })
@@ -101,6 +124,7 @@ impl Screen {
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.waiting.fetch_sub(1, Ordering::AcqRel);
         state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire), &self.shared.resizes);
+        state.used = Instant::now();
         state
     }
 
@@ -136,6 +160,9 @@ impl Screen {
         let mut state = self.caught_up();
         state.process(bytes);
         state.parsed += bytes.len() as u64;
+        // The recording lacks these bytes, so it cannot tell whether the stream stands
+        // between sequences.
+        state.packable = Packable::Never;
     }
 }
 
@@ -159,20 +186,15 @@ fn resize_keeping_cursor(parser: &mut vt100::Parser, cols: u16, rows: u16) {
     parser.screen_mut().set_size(rows, cols);
 }
 
-/// A new parser showing what `old` (one vt100 panicked in) showed: its contents, its
-/// input modes (bracketed paste, application keys, mouse: what input and query
-/// answers go by) and which screen it was on. Its cursor is clamped to the screen; the
-/// main screen's contents are lost when it was on the alternate one.
+/// A new parser showing what `old` (one vt100 panicked in) showed: both grids with
+/// their cursors, the attributes and the input modes (bracketed paste, application keys,
+/// mouse: what input and query answers go by), rebuilt as a packed screen is
+/// ([`packed::rebuild`]); blank if even that fails.
 fn restarted(old: &vt100::Screen) -> vt100::Parser {
     let (rows, cols) = old.size();
-    let mut fresh = vt100::Parser::new(rows, cols, 0);
-    let alternate = old.alternate_screen();
-    let state = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| old.state_formatted())).unwrap_or_default();
     let replay = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if alternate {
-            fresh.process(b"\x1b[?1049h");
-        }
-        fresh.process(&state);
+        let mut fresh = vt100::Parser::new(rows, cols, 0);
+        fresh.process(&packed::rebuild(old, true));
         fresh
     }));
     replay.unwrap_or_else(|_| vt100::Parser::new(rows, cols, 0))
@@ -188,10 +210,20 @@ fn follow(shared: Weak<Shared>) {
     loop {
         let Some(shared) = shared.upgrade() else { return };
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
+        let mut job = None;
         let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes)
+            let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
+            if !progressed && recorded == state.parsed && state.used.elapsed() >= shared.quiet {
+                job = state.pack_job(&shared.resizes);
+            }
+            progressed
         };
+        if let Some(job) = job {
+            // Packing takes milliseconds (a large screen's check is tens): done unlocked.
+            let packed = std::panic::catch_unwind(|| Packed::pack(&job.screen, &job.tail)).ok().flatten();
+            shared.state.lock().unwrap_or_else(|e| e.into_inner()).packed(&job, packed, &shared.resizes);
+        }
         drop(shared);
         if !progressed {
             std::thread::sleep(POLL);
@@ -203,8 +235,39 @@ struct State {
     raw: PathBuf,
     idx: PathBuf,
     reader: Option<RecordingReader>,
-    parser: vt100::Parser,
+    model: Model,
     parsed: u64,
+    /// When the screen last changed or was read.
+    used: Instant,
+    packable: Packable,
+}
+
+/// A screen to pack, copied with the lock held and packed without it.
+struct ToPack {
+    screen: vt100::Screen,
+    /// The output parsed last (up to [`packed::TAIL`] bytes).
+    tail: Vec<u8>,
+    /// Where parsing stood, and when the screen was last changed or read, at the copy.
+    parsed: u64,
+    used: Instant,
+}
+
+/// The screen as it is held.
+enum Model {
+    /// A parser, ready.
+    Live(Box<vt100::Parser>),
+    /// Packed while quiet.
+    Packed(Packed),
+}
+
+/// Whether packing the screen is worth a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Packable {
+    Yes,
+    /// Tried and found lossy; not again until the screen changes.
+    NotAsItIs,
+    /// Output was parsed that the recording lacks.
+    Never,
 }
 
 impl State {
@@ -221,6 +284,7 @@ impl State {
             Ok(buf) if !buf.is_empty() => {
                 self.process(&buf);
                 self.parsed += buf.len() as u64;
+                self.changed();
                 true
             }
             _ => false,
@@ -237,13 +301,68 @@ impl State {
     /// Runs `f` on the parser; should vt100 panic in it, the parser starts again from its
     /// last screen ([`restarted`]). False then.
     fn guarded(&mut self, f: impl FnOnce(&mut vt100::Parser)) -> bool {
-        let parser = &mut self.parser;
+        let parser = self.parser();
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(parser))).is_ok() {
             return true;
         }
         tracing::warn!(at = self.parsed, "the screen parser failed; starting again from its last screen");
-        self.parser = restarted(self.parser.screen());
+        let fresh = restarted(self.parser().screen());
+        self.model = Model::Live(Box::new(fresh));
         false
+    }
+
+    /// The parser, rebuilt first if the screen was packed.
+    fn parser(&mut self) -> &mut vt100::Parser {
+        if let Model::Packed(packed) = &self.model {
+            self.model = Model::Live(Box::new(packed.unpack()));
+        }
+        match &mut self.model {
+            Model::Live(parser) => parser,
+            Model::Packed(_) => unreachable!("unpacked just above"),
+        }
+    }
+
+    /// Notes a change to the screen (output parsed, a resize).
+    fn changed(&mut self) {
+        self.used = Instant::now();
+        if self.packable == Packable::NotAsItIs {
+            self.packable = Packable::Yes;
+        }
+    }
+
+    /// What packing the screen needs, if it is live, no resize is waiting and packing
+    /// is worth a try: a copy of the screen and the output parsed last.
+    fn pack_job(&mut self, resizes: &Mutex<VecDeque<Resize>>) -> Option<ToPack> {
+        let Model::Live(parser) = &self.model else { return None };
+        if self.packable != Packable::Yes || !resizes.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+            return None;
+        }
+        let len = self.parsed.min(packed::TAIL as u64);
+        if self.reader.is_none() && len > 0 {
+            self.reader = RecordingReader::open(&self.raw, &self.idx).ok();
+        }
+        let tail = match &self.reader {
+            Some(reader) => reader.read_raw(self.parsed - len, len as usize).ok()?,
+            None => Vec::new(),
+        };
+        (tail.len() as u64 == len).then(|| ToPack { screen: parser.screen().clone(), tail, parsed: self.parsed, used: self.used })
+    }
+
+    /// Takes the screen packed from `job` (None: packing it would lose something) if
+    /// nothing has changed or read it since.
+    fn packed(&mut self, job: &ToPack, packed: Option<Packed>, resizes: &Mutex<VecDeque<Resize>>) {
+        let unchanged = matches!(self.model, Model::Live(_))
+            && self.parsed == job.parsed
+            && self.used == job.used
+            && resizes.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
+        match packed {
+            Some(packed) if unchanged => {
+                tracing::debug!(at = self.parsed, bytes = packed.len(), "screen packed");
+                self.model = Model::Packed(packed);
+            }
+            None if unchanged => self.packable = Packable::NotAsItIs,
+            _ => {}
+        }
     }
 
     fn catch_up(&mut self, recorded: u64, resizes: &Mutex<VecDeque<Resize>>) {
@@ -261,21 +380,23 @@ impl State {
             }
             resizes.pop_front();
             if !self.guarded(|parser| resize_keeping_cursor(parser, r.cols, r.rows)) {
-                self.parser.screen_mut().set_size(r.rows, r.cols);
+                self.parser().screen_mut().set_size(r.rows, r.cols);
             }
+            self.changed();
         }
         None
     }
 
-    fn modes(&self) -> Modes {
-        let screen = self.parser.screen();
+    fn modes(&mut self) -> Modes {
+        let screen = self.parser().screen();
         Modes { bracketed_paste: screen.bracketed_paste(), cursor: screen.cursor_position() }
     }
 
-    fn snapshot(&self) -> ScreenSnapshot {
-        let screen = self.parser.screen();
+    fn snapshot(&mut self) -> ScreenSnapshot {
+        let parsed = self.parsed;
+        let screen = self.parser().screen();
         let (rows, cols) = screen.size();
-        ScreenSnapshot { offset: self.parsed, cols, rows, data: drover_render::redraw::redraw(screen) }
+        ScreenSnapshot { offset: parsed, cols, rows, data: drover_render::redraw::redraw(screen) }
     }
 }
 
@@ -294,11 +415,16 @@ mod tests {
     impl Recorded {
         /// The recording, and a screen of `cols`×`rows` following it.
         fn new(cols: u16, rows: u16) -> (Recorded, Screen) {
+            Recorded::packing_after(cols, rows, QUIET)
+        }
+
+        /// [`Recorded::new`], the screen packed after `quiet`.
+        fn packing_after(cols: u16, rows: u16, quiet: Duration) -> (Recorded, Screen) {
             let dir = tempfile::tempdir().unwrap();
             let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
             let w = RecordingWriter::open(&raw, &idx).unwrap();
             let progress = Arc::new(StreamProgress::default());
-            let screen = Screen::start(raw, idx, cols, rows, progress.clone()).unwrap();
+            let screen = Screen::start_packing_after(raw, idx, cols, rows, progress.clone(), quiet).unwrap();
             (Recorded { _dir: dir, w, progress }, screen)
         }
 
@@ -307,6 +433,52 @@ mod tests {
             self.w.append(bytes, t_micros).unwrap();
             self.progress.recorded.store(self.w.len(), Ordering::Release);
         }
+    }
+
+    /// Whether the screen is packed, once the follower has had `within` to pack it.
+    fn packed_within(screen: &Screen, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if matches!(screen.shared.state.lock().unwrap().model, Model::Packed(_)) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quiet_screen_is_packed_and_serves_the_same_snapshot() {
+        let quiet = Duration::from_millis(100);
+        let (mut r, screen) = Recorded::packing_after(40, 6, quiet);
+        r.record(b"$ make\r\n\x1b[1;32mok\x1b[m\x1b[?2004h\x1b[5;3H\x1b7\x1b[H", 1);
+        let before = screen.snapshot().await.unwrap();
+        assert!(packed_within(&screen, Duration::from_secs(5)), "a quiet screen is packed");
+        let after = screen.snapshot().await.unwrap();
+        assert_eq!((after.offset, after.cols, after.rows), (before.offset, before.cols, before.rows));
+        assert_eq!(after.data, before.data, "the same redraw from the rebuilt screen");
+        assert!(screen.modes_blocking().bracketed_paste);
+        // Output goes on from the packed state, saved cursor included.
+        assert!(packed_within(&screen, Duration::from_secs(5)), "packed again once quiet again");
+        r.record(b"\x1b8here", 2);
+        let mut check = vt100::Parser::new(6, 40, 0);
+        check.process(&screen.snapshot().await.unwrap().data);
+        assert_eq!(check.screen().contents(), "$ make\nok\n\n\n  here");
+    }
+
+    #[tokio::test]
+    async fn a_screen_packing_would_change_is_kept_until_it_changes() {
+        let quiet = Duration::from_millis(50);
+        let (mut r, screen) = Recorded::packing_after(40, 6, quiet);
+        // A scroll region left set (no sequence rebuilds it), then a sequence cut short.
+        r.record(b"\x1b[2;4rregion", 1);
+        assert!(!packed_within(&screen, Duration::from_millis(500)), "a scroll region is not packed");
+        r.record(b"\x1b[r\x1b[3", 2);
+        assert!(!packed_within(&screen, Duration::from_millis(500)), "half a sequence is not packed");
+        r.record(b"1mred", 3);
+        assert!(packed_within(&screen, Duration::from_secs(5)), "packed once both have ended");
     }
 
     #[tokio::test]

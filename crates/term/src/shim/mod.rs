@@ -29,6 +29,9 @@ pub const LINGER: Duration = Duration::from_secs(10);
 
 /// How long the shim keeps killing a program it cannot serve before it gives up.
 const ABANDON: Duration = Duration::from_secs(10);
+/// Milliseconds a session's screen stays unchanged and unread before it is packed, if
+/// not [`crate::screen::QUIET`] (for tests that want every pause to pack it).
+pub const QUIET_VAR: &str = "DROVER_SCREEN_QUIET_MS";
 
 /// Why the shim could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -170,7 +173,8 @@ fn set_up(dir: &SessionDir, spec: &SessionSpec) -> Result<SetUp, ShimError> {
     std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
     let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
     let progress = Arc::new(StreamProgress::default());
-    let screen = Screen::start(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone())?;
+    let quiet = std::env::var(QUIET_VAR).ok().and_then(|ms| ms.parse().ok()).map_or(crate::screen::QUIET, Duration::from_millis);
+    let screen = Screen::start_packing_after(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone(), quiet)?;
     Ok((listener, recording, progress, screen))
 }
 
