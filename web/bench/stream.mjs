@@ -6,7 +6,8 @@
 // `STREAM-DONE <µs it took> <epoch ms at its end> END`. Signed in to the server in
 // $DROVER_HOME, Chromium opens the session's page, types Enter once connected, and waits
 // until that line is in xterm.js's rows. Prints one JSON line: when it was seen (epoch
-// ms), the rows then, and the page's long tasks (the Long Tasks API: over 50 ms).
+// ms), the rows then, the page's long tasks (the Long Tasks API: over 50 ms) and how
+// often it asked for a re-sync, having fallen behind.
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/stream.mjs SESSION
 
@@ -28,6 +29,8 @@ try {
       for (const e of list.getEntries()) window.__long.push(e.duration);
     }).observe({ type: "longtask", buffered: true });
   });
+  let resyncs = 0;
+  page.on("websocket", (ws) => ws.on("framesent", (f) => typeof f.payload === "string" && f.payload.includes('"resync"') && resyncs++));
   await page.goto(`${new URL(page.url()).origin}/sessions/${session}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected", 30_000);
   await page.locator('[data-testid="terminal"] .xterm').click();
@@ -45,7 +48,7 @@ try {
   const result = await done;
   const long = await page.evaluate(() => window.__long);
   if (errors.length) throw errors[0];
-  console.log(JSON.stringify({ ...result, long_tasks_ms: long }));
+  console.log(JSON.stringify({ ...result, long_tasks_ms: long, resyncs_asked: resyncs }));
 } finally {
   await b.close();
 }

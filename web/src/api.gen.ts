@@ -955,7 +955,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent). */
+        /** Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent; the viewer sends keystrokes as binary frames and, as JSON, `{"type":"resize","cols":C,"rows":R}` or `{"type":"resync"}` when it has fallen behind). */
         get: operations["get_sessions_id_terminal"];
         put?: never;
         post?: never;

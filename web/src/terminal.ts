@@ -53,6 +53,14 @@ export function pillHelp(p: Pill): string {
 
 const MAX_BACKOFF_MS = 10_000;
 
+/** Output handed to xterm.js and not yet parsed, at most; the rest waits in the page. */
+const IN_FLIGHT_BYTES = 256 * 1024;
+/** Output waiting in the page beyond that when it drops it and asks for the screen instead:
+ * a terminal that parses slower than the program prints (a flood, a slow machine) skips
+ * ahead to the program's present rather than lag ever further and take the CPU the
+ * program needs. */
+const BEHIND_BYTES = 2 * 1024 * 1024;
+
 /** Keys of the on-screen key row, as the terminal would send them. */
 export function keySequence(key: "esc" | "tab" | "backtab" | "up" | "down" | "right" | "left", appCursor: boolean): string {
   const arrow = (c: string) => (appCursor ? `\x1bO${c}` : `\x1b[${c}`);
@@ -84,6 +92,12 @@ export class LiveTerminal {
   private resizeObserver: ResizeObserver;
   private encoder = new TextEncoder();
   private sentSize = "";
+  /** Output waiting to be handed to xterm.js, and its size. */
+  private waiting: Uint8Array[] = [];
+  private waitingBytes = 0;
+  private inFlight = 0;
+  /** Dropping output until the re-sync asked for arrives. */
+  private skipping = false;
 
   constructor(
     private id: string,
@@ -181,7 +195,7 @@ export class LiveTerminal {
     let ended = false;
     ws.onmessage = (m) => {
       if (typeof m.data !== "string") {
-        this.term.write(new Uint8Array(m.data as ArrayBuffer));
+        this.output(new Uint8Array(m.data as ArrayBuffer));
         return;
       }
       const ev = parseMessage<ViewerEvent>("ViewerEvent", m.data);
@@ -189,7 +203,7 @@ export class LiveTerminal {
       switch (ev.type) {
         case "hello":
           this.attempt = 0;
-          this.term.reset();
+          this.resetInOrder();
           this.onPill({ kind: "connected" });
           // The attached count now includes this page.
           api<Session>(`/api/v1/sessions/${enc(this.id)}`).then(this.onSession, () => {});
@@ -197,14 +211,14 @@ export class LiveTerminal {
         case "resize":
           break;
         case "resync":
-          this.term.reset();
+          this.resetInOrder();
           break;
         case "ended":
           ended = true;
           this.finish({ kind: "ended", outcome: ev.outcome, exitCode: ev.exit_code, reason: ev.reason });
           break;
         case "error":
-          this.term.write(`\r\n\x1b[33m[drover: ${ev.message.replace(/[\x00-\x1f\x7f]/g, " ")}]\x1b[0m\r\n`);
+          this.output(this.encoder.encode(`\r\n\x1b[33m[drover: ${ev.message.replace(/[\x00-\x1f\x7f]/g, " ")}]\x1b[0m\r\n`));
           break;
       }
     };
@@ -216,6 +230,43 @@ export class LiveTerminal {
       this.onPill({ kind: "reconnecting", attempt: this.attempt });
       this.timer = window.setTimeout(() => this.connect(), delay);
     };
+  }
+
+  /** Terminal output, handed to xterm.js as it parses (at most IN_FLIGHT_BYTES ahead); past
+   * BEHIND_BYTES waiting, dropped and a re-sync asked for (a fresh screen follows). */
+  private output(data: Uint8Array) {
+    if (this.skipping) return;
+    this.waiting.push(data);
+    this.waitingBytes += data.length;
+    if (this.waitingBytes > BEHIND_BYTES && this.ws?.readyState === WebSocket.OPEN) {
+      this.waiting = [];
+      this.waitingBytes = 0;
+      this.skipping = true;
+      this.ws.send(JSON.stringify({ type: "resync" }));
+      return;
+    }
+    this.feed();
+  }
+
+  private feed() {
+    while (this.inFlight < IN_FLIGHT_BYTES && this.waiting.length) {
+      const chunk = this.waiting.shift()!;
+      this.waitingBytes -= chunk.length;
+      this.inFlight += chunk.length;
+      this.term.write(chunk, () => {
+        this.inFlight -= chunk.length;
+        this.feed();
+      });
+    }
+  }
+
+  /** A fresh screen follows (a new connection, a re-sync): drops the output still waiting
+   * and resets the terminal once xterm.js has parsed what it was already handed. */
+  private resetInOrder() {
+    this.waiting = [];
+    this.waitingBytes = 0;
+    this.skipping = false;
+    this.term.write(new Uint8Array(0), () => this.term.reset());
   }
 
   private finish(p: Pill) {

@@ -240,3 +240,27 @@ test("Shift with the wheel scrolls back even when the program has captured the m
   assert.deepEqual(errors, []);
   await d.cli("session", "stop", id);
 });
+
+test("a terminal slower than a flood asks for the screen and skips to the program's present", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const script = "read go; seq 1 600000 | sed 's/^/flood line /'; echo FLOOD-END; sleep 600";
+  const id = await d.startSession(["bash", "-c", script], ["--title", "flood"]);
+  const asked = [];
+  page.on("websocket", (ws) =>
+    ws.on("framesent", (f) => typeof f.payload === "string" && f.payload.includes('"resync"') && asked.push(Date.now())),
+  );
+  await page.goto(`${d.url}/sessions/${id}`);
+  await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+  await page.locator('[data-testid="terminal"] .xterm').click();
+  // The page's main thread at a twentieth of its speed: xterm.js parses far slower than
+  // the program prints (10 MB) and the socket delivers.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Emulation.setCPUThrottlingRate", { rate: 20 });
+  await page.keyboard.press("Enter");
+  await until("the end of the flood", async () => /flood line 600000\s+FLOOD-END/.test(await screenText(page)), 60_000);
+  await cdp.send("Emulation.setCPUThrottlingRate", { rate: 1 });
+  assert.ok(asked.length >= 1, "the page never asked for a re-sync");
+  // What the program prints next is shown as usual.
+  assert.deepEqual(errors, []);
+  await d.cli("session", "stop", id);
+});

@@ -81,6 +81,8 @@ pub struct StreamRound {
     pub final_screen_right: bool,
     /// The page's longest task while it watched (ms; 0 when none was over 50 ms).
     pub longest_task_ms: f64,
+    /// How often the page, fallen behind, asked for a re-sync.
+    pub resyncs_asked: u32,
 }
 
 /// What the stream page script prints.
@@ -89,6 +91,7 @@ struct Watched {
     seen_at_ms: f64,
     rows: Vec<String>,
     long_tasks_ms: Vec<f64>,
+    resyncs_asked: u32,
 }
 
 /// What the stream's program prints last: `STREAM-DONE <µs> <epoch ms> END`.
@@ -181,6 +184,7 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
         final_screen_after_ms: page.seen_at_ms - end_ms,
         final_screen_right: right,
         longest_task_ms: page.long_tasks_ms.iter().cloned().fold(0.0, f64::max),
+        resyncs_asked: page.resyncs_asked,
     })
 }
 
@@ -253,12 +257,15 @@ fn report(b: &Browser) {
     let longest = b.stream.iter().map(|r| r.longest_task_ms).fold(0.0, f64::max);
     let right = b.stream.iter().all(|r| r.final_screen_right);
     println!("  {} MB streamed, Chromium watching against no viewer ({} rounds):", first.bytes >> 20, b.stream.len());
+    let ratios: Vec<f64> = b.stream.iter().map(|r| r.watched_mb_s / r.alone_mb_s).collect();
+    let (low, high) = ratios.iter().fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
     println!(
-        "    the program's rate {:.1} against {:.1} MB/s: {ratio:.2}× (goal ≥ 0.9: {})",
+        "    the program's rate {:.1} against {:.1} MB/s: {ratio:.2}× ({low:.2}–{high:.2}; goal ≥ 0.9: {})",
         s(&|r| r.watched_mb_s),
         s(&|r| r.alone_mb_s),
         if ratio >= 0.9 { "met" } else { "not met" }
     );
+    println!("    the page fell behind and asked for a re-sync {:.0} times (median)", s(&|r| r.resyncs_asked as f64));
     println!(
         "    final screen {} {after:.0} ms after the end (goal right, ≤ 1 s: {})",
         if right { "right" } else { "WRONG" },

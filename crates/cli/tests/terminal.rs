@@ -301,3 +301,51 @@ fn a_quiet_session_packs_its_screen_and_goes_on_exactly_from_it() {
     assert_eq!(s.cell(0, 6).unwrap().fgcolor(), vt100::Color::Idx(1));
     assert!(s.bracketed_paste(), "the input modes survived packing");
 }
+
+#[test]
+fn a_viewer_that_asks_to_resync_gets_the_screen_again_at_most_every_200_ms() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "printf 'screen-now'; sleep 60"]);
+    d.wait_text(&id, "screen-now", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let answers = rt.block_on(async {
+        // Read-only: watching is enough to ask.
+        let url = format!("{}/api/v1/sessions/{id}/terminal?read_only=true", d.url.replace("http://", "ws://"));
+        let mut req = url.into_client_request().unwrap();
+        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
+        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        let (mut sink, mut stream) = ws.split();
+        let started = std::time::Instant::now();
+        // Each resync event, when it came, and whether the screen followed it.
+        let mut answers: Vec<(Duration, bool)> = Vec::new();
+        let ask = r#"{"type":"resync"}"#;
+        sink.send(Message::Text(ask.into())).await.unwrap();
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
+            match msg {
+                Message::Text(t) if t.contains(r#""type":"resync""#) => answers.push((started.elapsed(), false)),
+                Message::Binary(b) if String::from_utf8_lossy(&b).contains("screen-now") => {
+                    let first = answers.len() == 1;
+                    if let Some(last) = answers.last_mut() {
+                        if !last.1 && first {
+                            // Answered: ask twice more at once.
+                            sink.send(Message::Text(ask.into())).await.unwrap();
+                            sink.send(Message::Text(ask.into())).await.unwrap();
+                        }
+                        last.1 = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        answers
+    });
+    // The first at once; the two asked together after it, by one re-sync 200 ms on.
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(answers.iter().all(|a| a.1), "a fresh screen follows every resync event: {answers:?}");
+    assert!(answers[1].0 - answers[0].0 >= Duration::from_millis(190), "{answers:?}");
+    d.ok(&["session", "stop", &id]);
+}

@@ -62,4 +62,13 @@ pub enum ViewerCommand {
         /// The terminal's height, in rows.
         rows: u16,
     },
+    /// The viewer has fallen behind the bytes it was sent (a browser whose terminal parses
+    /// slower than the program prints) and drops what it holds: the server answers, as for
+    /// a viewer it finds lagging, with a `resync` event, a fresh snapshot and the bytes
+    /// after it (at most one every [`RESYNC_EVERY_MS`]).
+    Resync,
 }
+
+/// The least time between two re-syncs a viewer asks for, in ms; one asked for sooner
+/// waits until then.
+pub const RESYNC_EVERY_MS: u64 = 200;

@@ -98,6 +98,19 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// closes the terminal with 1009 (message too big); the Send box is the path for more.
 const VIEWER_MESSAGE_MAX: usize = 1 << 20;
 
+/// The least time between two re-syncs a viewer asks for.
+const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(drover_protocol::viewer::RESYNC_EVERY_MS);
+
+/// What the viewer's loop does after a message from the viewer.
+enum Next {
+    /// Reads on.
+    Read,
+    /// Re-syncs the viewer (it asked).
+    Resync,
+    /// Closes the terminal.
+    Close,
+}
+
 /// How often an open terminal checks that its viewer may still drop in.
 const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -136,6 +149,8 @@ impl Viewer {
         let mut first = true;
         // When a re-sync could not put the viewer back on the live stream: when to try again.
         let mut retry: Option<tokio::time::Instant> = None;
+        // When the viewer's last re-sync on request (or retry) began.
+        let mut asked_done: Option<tokio::time::Instant> = None;
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
@@ -163,6 +178,7 @@ impl Viewer {
                 }
                 _ = async { tokio::time::sleep_until(retry.unwrap_or_else(tokio::time::Instant::now)).await }, if retry.is_some() => {
                     retry = None;
+                    asked_done = Some(tokio::time::Instant::now());
                     lag.notify_one();
                 }
                 out = rx.recv() => match out {
@@ -180,7 +196,17 @@ impl Viewer {
                         break;
                     }
                 },
-                msg = stream.next() => if !self.on_message(id, msg, &mut sink).await { break },
+                msg = stream.next() => match self.on_message(id, msg, &mut sink).await {
+                    Next::Read => {}
+                    Next::Close => break,
+                    // However often it asks, one re-sync per RESYNC_EVERY at most; asks
+                    // before it is done are answered by the one re-sync.
+                    Next::Resync => {
+                        let now = tokio::time::Instant::now();
+                        let at = asked_done.map_or(now, |t| (t + RESYNC_EVERY).max(now));
+                        retry = Some(retry.map_or(at, |r| r.min(at)));
+                    }
+                },
             }
         }
         self.hub.leave(id);
@@ -201,9 +227,9 @@ impl Viewer {
         Ok(synced)
     }
 
-    /// Handles what the viewer sent: keystrokes, a resize, or the end. False when the
-    /// terminal closes.
-    async fn on_message(&self, id: u64, msg: Option<Result<Message, axum::Error>>, sink: &mut Sink) -> bool {
+    /// Handles what the viewer sent: keystrokes, a resize, a request to re-sync, or the
+    /// end.
+    async fn on_message(&self, id: u64, msg: Option<Result<Message, axum::Error>>, sink: &mut Sink) -> Next {
         match msg {
             Some(Ok(Message::Binary(b))) => {
                 if self.interactive {
@@ -216,7 +242,8 @@ impl Viewer {
                         self.resize(c, r, Some(id)).await;
                     }
                 }
-                Ok(_) => {}
+                Ok(ViewerCommand::Resync) => return Next::Resync,
+                Ok(ViewerCommand::Resize { .. }) => {}
                 Err(e) => {
                     let _ = send_event(sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
                 }
@@ -226,12 +253,12 @@ impl Viewer {
                 let reason = format!("message too big: at most {VIEWER_MESSAGE_MAX} bytes per message");
                 let frame = axum::extract::ws::CloseFrame { code: axum::extract::ws::close_code::SIZE, reason: reason.into() };
                 let _ = sink.send(Message::Close(Some(frame))).await;
-                return false;
+                return Next::Close;
             }
-            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return false,
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return Next::Close,
             Some(Ok(_)) => {}
         }
-        true
+        Next::Read
     }
 
     /// Sends a fresh snapshot and the bytes after it. False when the viewer could not be
