@@ -28,6 +28,9 @@ use crate::recording::RecordingReader;
 
 /// How often an idle follower looks for new output.
 const POLL: Duration = Duration::from_millis(20);
+/// How often it looks while the screen is packed: a quiet session's shim wakes a few
+/// times a second, not fifty (a snapshot catches the screen up itself).
+const PACKED_POLL: Duration = Duration::from_millis(250);
 /// Bytes the follower parses per step; the parser is free between steps.
 const FOLLOW_STEP: usize = 64 * 1024;
 /// Bytes parsed per read when catching up on request.
@@ -211,8 +214,10 @@ fn follow(shared: Weak<Shared>) {
         let Some(shared) = shared.upgrade() else { return };
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
         let mut job = None;
+        let mut was_packed = false;
         let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            was_packed = matches!(state.model, Model::Packed(_));
             let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
             if !progressed && recorded == state.parsed && state.used.elapsed() >= shared.quiet {
                 job = state.pack_job(&shared.resizes);
@@ -226,7 +231,7 @@ fn follow(shared: Weak<Shared>) {
         }
         drop(shared);
         if !progressed {
-            std::thread::sleep(POLL);
+            std::thread::sleep(if was_packed { PACKED_POLL } else { POLL });
         }
     }
 }

@@ -215,6 +215,14 @@ fn peer_refusal(stream: &tokio::net::UnixStream) -> Option<String> {
 /// Waits until the program has ended and the device released the shim, or no device
 /// has been connected for [`LINGER`] since the end.
 async fn linger(shared: &Shared) {
+    // Until the end, woken by what changes (the end is one), not by a timer: an idle
+    // session's shim then sleeps.
+    let mut changed = shared.changed.subscribe();
+    while shared.exit().is_none() {
+        if changed.changed().await.is_err() {
+            break;
+        }
+    }
     let mut since_idle: Option<Instant> = None;
     loop {
         tokio::select! {
