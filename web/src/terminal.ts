@@ -60,6 +60,8 @@ const IN_FLIGHT_BYTES = 256 * 1024;
  * ahead to the program's present rather than lag ever further and take the CPU the
  * program needs. */
 const BEHIND_BYTES = 2 * 1024 * 1024;
+/** How long the page waits for the re-sync it asked for before it reconnects. */
+const RESYNC_WAIT_MS = 5_000;
 
 /** Keys of the on-screen key row, as the terminal would send them. */
 export function keySequence(key: "esc" | "tab" | "backtab" | "up" | "down" | "right" | "left", appCursor: boolean): string {
@@ -96,8 +98,9 @@ export class LiveTerminal {
   private waiting: Uint8Array[] = [];
   private waitingBytes = 0;
   private inFlight = 0;
-  /** Dropping output until the re-sync asked for arrives. */
+  /** Dropping output until the re-sync asked for arrives; reconnecting if it does not. */
   private skipping = false;
+  private skipTimer: number | undefined;
 
   constructor(
     private id: string,
@@ -243,6 +246,8 @@ export class LiveTerminal {
       this.waitingBytes = 0;
       this.skipping = true;
       this.ws.send(JSON.stringify({ type: "resync" }));
+      const ws = this.ws;
+      this.skipTimer = window.setTimeout(() => this.skipping && ws.close(), RESYNC_WAIT_MS);
       return;
     }
     this.feed();
@@ -266,12 +271,14 @@ export class LiveTerminal {
     this.waiting = [];
     this.waitingBytes = 0;
     this.skipping = false;
+    window.clearTimeout(this.skipTimer);
     this.term.write(new Uint8Array(0), () => this.term.reset());
   }
 
   private finish(p: Pill) {
     this.closed = true;
     window.clearTimeout(this.timer);
+    window.clearTimeout(this.skipTimer);
     this.ws?.close();
     this.ws = null;
     this.term.options.disableStdin = true;
@@ -286,6 +293,7 @@ export class LiveTerminal {
   dispose() {
     this.closed = true;
     window.clearTimeout(this.timer);
+    window.clearTimeout(this.skipTimer);
     this.resizeObserver.disconnect();
     this.ws?.close();
     this.term.dispose();

@@ -149,8 +149,8 @@ impl Viewer {
         let mut first = true;
         // When a re-sync could not put the viewer back on the live stream: when to try again.
         let mut retry: Option<tokio::time::Instant> = None;
-        // When the viewer's last re-sync on request (or retry) began.
-        let mut asked_done: Option<tokio::time::Instant> = None;
+        // When the viewer's last re-sync began.
+        let mut last_resync: Option<tokio::time::Instant> = None;
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
@@ -168,6 +168,7 @@ impl Viewer {
                     }
                 }
                 _ = lag.notified() => {
+                    last_resync = Some(tokio::time::Instant::now());
                     while rx.try_recv().is_ok() {}
                     match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
                         Ok(true) => {}
@@ -178,7 +179,6 @@ impl Viewer {
                 }
                 _ = async { tokio::time::sleep_until(retry.unwrap_or_else(tokio::time::Instant::now)).await }, if retry.is_some() => {
                     retry = None;
-                    asked_done = Some(tokio::time::Instant::now());
                     lag.notify_one();
                 }
                 out = rx.recv() => match out {
@@ -189,9 +189,12 @@ impl Viewer {
                     }
                     Some(ViewerOut::Event(e)) => {
                         let ended = matches!(e, ViewerEvent::Ended { .. });
+                        // A viewer waiting for a re-sync gets the last screen before the end.
+                        if ended && retry.is_some() && self.catch_up(id, false, &mut sink).await.is_err() { break; }
                         if send_event(&mut sink, &e).await.is_err() || ended { break; }
                     }
                     None => {
+                        if retry.is_some() && self.catch_up(id, false, &mut sink).await.is_err() { break; }
                         if let Some(e) = self.hub.ended() { let _ = send_event(&mut sink, &e).await; }
                         break;
                     }
@@ -199,12 +202,11 @@ impl Viewer {
                 msg = stream.next() => match self.on_message(id, msg, &mut sink).await {
                     Next::Read => {}
                     Next::Close => break,
-                    // However often it asks, one re-sync per RESYNC_EVERY at most; asks
-                    // before it is done are answered by the one re-sync.
+                    // However often it asks, one re-sync per RESYNC_EVERY at most; one
+                    // already due (asked for, or a retry after a failed one) answers it.
                     Next::Resync => {
                         let now = tokio::time::Instant::now();
-                        let at = asked_done.map_or(now, |t| (t + RESYNC_EVERY).max(now));
-                        retry = Some(retry.map_or(at, |r| r.min(at)));
+                        retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
                     }
                 },
             }

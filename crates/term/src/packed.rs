@@ -10,7 +10,8 @@
 //! parser and kept only if vt100 then holds the very same state (compared field for
 //! field through its `Debug` form: both grids with their cells, cursors, saved cursors,
 //! scroll regions and origin modes, the attributes and saved attributes, the input
-//! modes), and only when the output stands between two escape sequences, since a
+//! modes; of a cell's bytes only those it holds, not what an erased character left
+//! behind), and only when the output stands between two escape sequences, since a
 //! parser's half-read sequence cannot be carried over. A screen whose state the
 //! sequences cannot rebuild (a scroll region left set, say) stays as it is.
 
@@ -18,7 +19,7 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 
 /// Output bytes looked back over to tell whether the stream stands between sequences.
-pub(crate) const TAIL: usize = 4096;
+pub(crate) const TAIL: usize = 64 * 1024;
 
 /// The escape sequences that rebuild a screen on a new parser of its size.
 pub(crate) struct Packed {
@@ -29,9 +30,9 @@ pub(crate) struct Packed {
 
 impl Packed {
     /// `screen` packed, if that loses nothing; `tail` is the output its parser parsed
-    /// last (up to [`TAIL`] bytes).
-    pub(crate) fn pack(screen: &vt100::Screen, tail: &[u8]) -> Option<Packed> {
-        if !between_sequences(tail) {
+    /// last (up to [`TAIL`] bytes), `whole` whether that is all of it.
+    pub(crate) fn pack(screen: &vt100::Screen, tail: &[u8], whole: bool) -> Option<Packed> {
+        if !between_sequences(tail, whole) {
             return None;
         }
         let (rows, cols) = screen.size();
@@ -103,59 +104,158 @@ fn saved_cursor(screen: &vt100::Screen) -> Vec<u8> {
     seq
 }
 
-/// A hash of everything vt100 holds of `screen` (its `Debug` form, streamed).
+/// A hash of everything vt100 holds of `screen` that shows or acts (its `Debug` form,
+/// streamed through [`CellBytes`]).
 fn fingerprint(screen: &vt100::Screen, keys: &impl BuildHasher) -> u64 {
-    struct Hashing<H>(H);
-    impl<H: Hasher> std::fmt::Write for Hashing<H> {
-        fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            self.0.write(s.as_bytes());
-            Ok(())
-        }
-    }
-    let mut h = Hashing(keys.build_hasher());
+    let mut h = CellBytes::new(keys.build_hasher());
     let _ = write!(h, "{screen:?}");
-    h.0.finish()
+    h.finish()
 }
 
-/// Whether output ending in `tail` stands between escape sequences and characters, so a
-/// new parser can take over: read from its last ESC (or its start), the last byte ends
-/// a character, a control or a sequence. (An OSC or DCS string begun more than the tail
-/// ago and not yet ended is not seen.)
-pub(crate) fn between_sequences(tail: &[u8]) -> bool {
-    #[derive(Default)]
-    struct Ends {
-        at: usize,
-        last: Option<usize>,
+/// Hashes a screen's `Debug` form, of each cell's `contents: [..]` only the bytes its
+/// `len` (low five bits) says it holds: vt100 erases a cell by zeroing its length and
+/// leaves the old character's bytes, which nothing reads and no rebuild reproduces.
+struct CellBytes<H> {
+    hasher: H,
+    /// The last bytes seen, to find `contents: [`.
+    recent: Vec<u8>,
+    state: Cells,
+}
+
+/// Where [`CellBytes`] stands in a cell's fields.
+enum Cells {
+    /// Outside a cell's contents.
+    Out,
+    /// In `contents: [..]`: the numbers so far, and the one being read.
+    Contents { bytes: Vec<u64>, number: Option<u64> },
+    /// After its `]`, reading `, len: N`: the contents, the text after them, and N.
+    Len { bytes: Vec<u64>, text: Vec<u8>, len: Option<u64> },
+}
+
+const CONTENTS: &[u8] = b"contents: [";
+
+impl<H: Hasher> CellBytes<H> {
+    fn new(hasher: H) -> Self {
+        CellBytes { hasher, recent: Vec::new(), state: Cells::Out }
     }
-    impl vte::Perform for Ends {
-        fn print(&mut self, _: char) {
-            self.last = Some(self.at);
+
+    fn finish(mut self) -> u64 {
+        if !matches!(self.state, Cells::Out) {
+            // Cut off inside a cell (never, for a whole screen): hash that it was.
+            self.hasher.write_u8(0xff);
+        }
+        self.hasher.finish()
+    }
+
+    fn byte(&mut self, b: u8) {
+        match &mut self.state {
+            Cells::Out => {
+                self.hasher.write_u8(b);
+                self.recent.push(b);
+                if self.recent.len() > CONTENTS.len() {
+                    self.recent.remove(0);
+                }
+                if self.recent == CONTENTS {
+                    self.recent.clear();
+                    self.state = Cells::Contents { bytes: Vec::new(), number: None };
+                }
+            }
+            Cells::Contents { bytes, number } => match b {
+                b'0'..=b'9' => *number = Some(number.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(b - b'0'))),
+                b']' => {
+                    bytes.extend(number.take());
+                    self.state = Cells::Len { bytes: std::mem::take(bytes), text: Vec::new(), len: None };
+                }
+                _ => bytes.extend(number.take()),
+            },
+            Cells::Len { bytes, text, len } => match (b, *len) {
+                (b'0'..=b'9', _) => *len = Some(len.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(b - b'0'))),
+                (_, None) => text.push(b),
+                (_, Some(n)) => {
+                    let held = (n & 0x1f) as usize;
+                    for v in bytes.iter().take(held) {
+                        self.hasher.write_u64(*v);
+                    }
+                    self.hasher.write(text);
+                    self.hasher.write_u64(n);
+                    self.hasher.write_u8(b);
+                    self.state = Cells::Out;
+                }
+            },
+        }
+    }
+}
+
+impl<H: Hasher> std::fmt::Write for CellBytes<H> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for b in s.bytes() {
+            self.byte(b);
+        }
+        Ok(())
+    }
+}
+
+/// Whether output ending in `tail` (all of it if `whole`) stands between escape
+/// sequences and characters, so a new parser can take over: a parser fed the tail from
+/// its last ESC, then `A`, prints that `A` and does nothing else. An ESC ends any string
+/// (OSC, DCS) before it, so the tail must hold one unless it is the whole output: a
+/// string begun further back (an image, a clipboard copy) may still be open.
+pub(crate) fn between_sequences(tail: &[u8], whole: bool) -> bool {
+    /// What the parser did after the tail.
+    #[derive(Default)]
+    struct Probe {
+        armed: bool,
+        printed_a: bool,
+        other: bool,
+    }
+    impl Probe {
+        fn saw(&mut self, printed_a: bool) {
+            if self.armed {
+                if printed_a && !self.printed_a {
+                    self.printed_a = true;
+                } else {
+                    self.other = true;
+                }
+            }
+        }
+    }
+    impl vte::Perform for Probe {
+        fn print(&mut self, c: char) {
+            self.saw(c == 'A');
         }
         fn execute(&mut self, _: u8) {
-            self.last = Some(self.at);
+            self.saw(false);
+        }
+        fn hook(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+            self.saw(false);
+        }
+        fn put(&mut self, _: u8) {
+            self.saw(false);
         }
         fn unhook(&mut self) {
-            self.last = Some(self.at);
+            self.saw(false);
         }
         fn osc_dispatch(&mut self, _: &[&[u8]], _: bool) {
-            self.last = Some(self.at);
+            self.saw(false);
         }
         fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
-            self.last = Some(self.at);
+            self.saw(false);
         }
         fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
-            self.last = Some(self.at);
+            self.saw(false);
         }
     }
-    let from = tail.iter().rposition(|&b| b == 0x1b).unwrap_or(0);
-    let rest = &tail[from..];
+    let from = match tail.iter().rposition(|&b| b == 0x1b) {
+        Some(at) => at,
+        None if whole => 0,
+        None => return false,
+    };
     let mut parser = vte::Parser::new();
-    let mut ends = Ends::default();
-    for (i, b) in rest.iter().enumerate() {
-        ends.at = i;
-        parser.advance(&mut ends, std::slice::from_ref(b));
-    }
-    rest.is_empty() || ends.last == Some(rest.len() - 1)
+    let mut probe = Probe::default();
+    parser.advance(&mut probe, &tail[from..]);
+    probe.armed = true;
+    parser.advance(&mut probe, b"A");
+    probe.printed_a && !probe.other
 }
 
 #[cfg(test)]
@@ -172,13 +272,34 @@ mod tests {
     /// through `then`, and returns the packed length.
     fn round_trip(rows: u16, cols: u16, bytes: &[u8], then: &[u8]) -> usize {
         let mut original = parsed(rows, cols, bytes);
-        let packed = Packed::pack(original.screen(), bytes).expect("packed");
+        let packed = Packed::pack(original.screen(), bytes, true).expect("packed");
         let mut rebuilt = packed.unpack();
-        assert_eq!(format!("{:?}", rebuilt.screen()), format!("{:?}", original.screen()));
+        same(rebuilt.screen(), original.screen());
         original.process(then);
         rebuilt.process(then);
-        assert_eq!(format!("{:?}", rebuilt.screen()), format!("{:?}", original.screen()), "after {then:?}");
+        same(rebuilt.screen(), original.screen());
         packed.len()
+    }
+
+    /// Asserts two screens show and hold the same.
+    fn same(a: &vt100::Screen, b: &vt100::Screen) {
+        assert_eq!(String::from_utf8_lossy(&a.contents_formatted()), String::from_utf8_lossy(&b.contents_formatted()));
+        let keys = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        assert_eq!(fingerprint(a, &keys), fingerprint(b, &keys), "{a:?}\n{b:?}");
+    }
+
+    #[test]
+    fn bytes_an_erased_cell_left_behind_do_not_count() {
+        let keys = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        let erased = parsed(2, 10, "€x\x1b[H\x1b[K".as_bytes());
+        assert_ne!(format!("{:?}", erased.screen()), format!("{:?}", parsed(2, 10, b"").screen()), "vt100 keeps them");
+        assert_eq!(fingerprint(erased.screen(), &keys), fingerprint(parsed(2, 10, b"").screen(), &keys));
+        // What a cell holds still counts, and its length and attributes.
+        let print = |b: &[u8]| fingerprint(parsed(2, 10, b).screen(), &keys);
+        assert_ne!(print("€".as_bytes()), print(b"e"));
+        assert_ne!(print(b"ab"), print(b"ba"));
+        assert_ne!(print(b"\x1b[1ma"), print(b"a"));
+        assert_ne!(print(b"a"), print(b""));
     }
 
     #[test]
@@ -208,7 +329,7 @@ mod tests {
     fn input_modes_come_back() {
         let drawn = b"\x1b[?2004h\x1b[?1h\x1b=\x1b[?1000h\x1b[?1006h\x1b[?25lhidden cursor";
         let original = parsed(5, 20, drawn);
-        let rebuilt = Packed::pack(original.screen(), drawn).unwrap().unpack();
+        let rebuilt = Packed::pack(original.screen(), drawn, true).unwrap().unpack();
         let s = rebuilt.screen();
         assert!(s.bracketed_paste() && s.application_cursor() && s.application_keypad() && s.hide_cursor());
         assert_eq!(s.mouse_protocol_mode(), original.screen().mouse_protocol_mode());
@@ -232,24 +353,43 @@ mod tests {
         let mut original = parsed(30, 100, b"before the resize\r\n$ ");
         original.screen_mut().set_size(24, 80);
         original.process(b"after");
-        let packed = Packed::pack(original.screen(), b"after").expect("packed");
-        assert_eq!(format!("{:?}", packed.unpack().screen()), format!("{:?}", original.screen()));
+        let packed = Packed::pack(original.screen(), b"\x1b[mafter", false).expect("packed");
+        same(packed.unpack().screen(), original.screen());
+    }
+
+    #[test]
+    fn erased_and_overwritten_cells_come_back() {
+        // Erasing keeps a cell's old bytes behind its length; a shorter character over a
+        // longer one leaves the rest.
+        let drawn = "a long line of text é€😀\r\nsecond\x1b[1;5H\x1b[K\x1b[2;1H\x1b[2J\x1b[Hx\x1b[1;3Hé".as_bytes();
+        round_trip(4, 30, drawn, b"\x1b[1;1Hmore");
+        let full = b"\x1b[?1049hfull screen\x1b[?1049l\x1b[?1049h\x1b[?1049l$ ";
+        round_trip(4, 30, full, b"\x1b[?47hshows the cleared grid");
     }
 
     #[test]
     fn a_scroll_region_left_set_is_not_packed() {
         let drawn = b"\x1b[2;4rinside";
-        assert!(Packed::pack(parsed(6, 20, drawn).screen(), drawn).is_none());
+        assert!(Packed::pack(parsed(6, 20, drawn).screen(), drawn, true).is_none());
     }
 
     #[test]
     fn output_ending_inside_a_sequence_is_not_packed() {
-        for tail in [&b"text\x1b[31"[..], b"\x1b]0;a title not ended", b"caf\xc3", b"\x1b", b"\x1bP1$r"] {
-            assert!(!between_sequences(tail), "{tail:?}");
-            assert!(Packed::pack(parsed(5, 20, tail).screen(), tail).is_none(), "{tail:?}");
+        // Cut inside a CSI (a control inside one is carried out and the CSI goes on), an
+        // ESC sequence, an OSC or DCS string, a UTF-8 character.
+        let cut: [&[u8]; 7] = [b"text\x1b[31", b"text\x1b[3\r", b"\x1b]0;a title not ended", b"caf\xc3", b"\x1b", b"\x1b(", b"\x1bP1$r"];
+        for tail in cut {
+            assert!(!between_sequences(tail, true), "{tail:?}");
+            assert!(Packed::pack(parsed(5, 20, tail).screen(), tail, true).is_none(), "{tail:?}");
         }
-        for tail in [&b""[..], b"text", b"\x1b[31mred", b"\x1b[31m", b"\x1b]0;title\x07", b"\x1b]0;t\x1b\\", b"caf\xc3\xa9", b"\r\n"] {
-            assert!(between_sequences(tail), "{tail:?}");
+        let ended: [&[u8]; 9] =
+            [b"", b"text", b"\x1b[31mred", b"\x1b[31m", b"\x1b]0;title\x07", b"\x1b]0;t\x1b\\", b"caf\xc3\xa9", b"\r\n", b"\x1b(Bx"];
+        for tail in ended {
+            assert!(between_sequences(tail, true), "{tail:?}");
         }
+        // Plain text with no ESC is enough only when it is all the output: a string begun
+        // before the tail (a sixel image, an OSC 52 copy) may be open still.
+        assert!(!between_sequences(b"no escape in the last bytes", false));
+        assert!(between_sequences(b"\x1b[mthe last sequence ended", false));
     }
 }

@@ -28,9 +28,10 @@ use crate::recording::RecordingReader;
 
 /// How often an idle follower looks for new output.
 const POLL: Duration = Duration::from_millis(20);
-/// How often it looks while the screen is packed: a quiet session's shim wakes a few
-/// times a second, not fifty (a snapshot catches the screen up itself).
-const PACKED_POLL: Duration = Duration::from_millis(250);
+/// How often it looks once the screen has been quiet for the packing time (packed or
+/// not): a quiet session's shim wakes a few times a second, not fifty (a snapshot
+/// catches the screen up itself).
+const QUIET_POLL: Duration = Duration::from_millis(250);
 /// Bytes the follower parses per step; the parser is free between steps.
 const FOLLOW_STEP: usize = 64 * 1024;
 /// Bytes parsed per read when catching up on request.
@@ -214,24 +215,28 @@ fn follow(shared: Weak<Shared>) {
         let Some(shared) = shared.upgrade() else { return };
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
         let mut job = None;
-        let mut was_packed = false;
+        let mut quiet = false;
         let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            was_packed = matches!(state.model, Model::Packed(_));
             let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
-            if !progressed && recorded == state.parsed && state.used.elapsed() >= shared.quiet {
-                job = state.pack_job(&shared.resizes);
+            if !progressed && recorded == state.parsed {
+                // A resize placed where parsing stands waits for no more output.
+                state.resize_due(&shared.resizes);
+                quiet = state.used.elapsed() >= shared.quiet;
+                if quiet {
+                    job = state.pack_job(&shared.resizes);
+                }
             }
             progressed
         };
         if let Some(job) = job {
             // Packing takes milliseconds (a large screen's check is tens): done unlocked.
-            let packed = std::panic::catch_unwind(|| Packed::pack(&job.screen, &job.tail)).ok().flatten();
+            let packed = std::panic::catch_unwind(|| Packed::pack(&job.screen, &job.tail, job.whole)).ok().flatten();
             shared.state.lock().unwrap_or_else(|e| e.into_inner()).packed(&job, packed, &shared.resizes);
         }
         drop(shared);
         if !progressed {
-            std::thread::sleep(if was_packed { PACKED_POLL } else { POLL });
+            std::thread::sleep(if quiet { QUIET_POLL } else { POLL });
         }
     }
 }
@@ -250,8 +255,9 @@ struct State {
 /// A screen to pack, copied with the lock held and packed without it.
 struct ToPack {
     screen: vt100::Screen,
-    /// The output parsed last (up to [`packed::TAIL`] bytes).
+    /// The output parsed last (up to [`packed::TAIL`] bytes), and whether that is all.
     tail: Vec<u8>,
+    whole: bool,
     /// Where parsing stood, and when the screen was last changed or read, at the copy.
     parsed: u64,
     used: Instant,
@@ -350,7 +356,8 @@ impl State {
             Some(reader) => reader.read_raw(self.parsed - len, len as usize).ok()?,
             None => Vec::new(),
         };
-        (tail.len() as u64 == len).then(|| ToPack { screen: parser.screen().clone(), tail, parsed: self.parsed, used: self.used })
+        let whole = len == self.parsed;
+        (tail.len() as u64 == len).then(|| ToPack { screen: parser.screen().clone(), tail, whole, parsed: self.parsed, used: self.used })
     }
 
     /// Takes the screen packed from `job` (None: packing it would lose something) if
