@@ -253,6 +253,9 @@ fn terminal_queries_are_left_to_a_viewer_who_types_and_answered_by_the_shim_once
         "-c",
         "stty -icanon -echo; for n in 1 2; do IFS= read -r go; printf '\\033[c'; IFS= read -r -d c reply; echo \"GOT$n:${reply:1}:END\"; done; sleep 600",
     ]);
+    // Keys typed while the device still prepares the session are dropped (noted as a
+    // gap): type once it runs.
+    split.cli.wait_for(&id, secs(20), |s| s["outcome"] == "running");
     let mut viewer = Attached::start(&split.cli, &id, &[], 80, 24);
     viewer.wait_for("[attached to", secs(20));
     viewer.type_bytes(b"go\r");
