@@ -117,26 +117,34 @@ fn fingerprint(screen: &vt100::Screen, keys: &impl BuildHasher) -> u64 {
 /// leaves the old character's bytes, which nothing reads and no rebuild reproduces.
 struct CellBytes<H> {
     hasher: H,
-    /// The last bytes seen, to find `contents: [`.
-    recent: Vec<u8>,
+    /// How much of `contents: [` the last bytes matched.
+    matched: usize,
     state: Cells,
+    /// The cell's contents numbers, and the text from its `]` to its length.
+    bytes: Vec<u64>,
+    text: Vec<u8>,
 }
 
 /// Where [`CellBytes`] stands in a cell's fields.
 enum Cells {
     /// Outside a cell's contents.
     Out,
-    /// In `contents: [..]`: the numbers so far, and the one being read.
-    Contents { bytes: Vec<u64>, number: Option<u64> },
-    /// After its `]`, reading `, len: N`: the contents, the text after them, and N.
-    Len { bytes: Vec<u64>, text: Vec<u8>, len: Option<u64> },
+    /// In `contents: [..]`, reading a number (if one has begun).
+    Contents(Option<u64>),
+    /// After its `]`, reading `, len: N` (N once it has begun).
+    Len(Option<u64>),
 }
 
 const CONTENTS: &[u8] = b"contents: [";
 
+/// `n` with decimal digit `b` appended.
+fn digit(n: Option<u64>, b: u8) -> Option<u64> {
+    Some(n.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(b - b'0')))
+}
+
 impl<H: Hasher> CellBytes<H> {
     fn new(hasher: H) -> Self {
-        CellBytes { hasher, recent: Vec::new(), state: Cells::Out }
+        CellBytes { hasher, matched: 0, state: Cells::Out, bytes: Vec::new(), text: Vec::new() }
     }
 
     fn finish(mut self) -> u64 {
@@ -148,35 +156,38 @@ impl<H: Hasher> CellBytes<H> {
     }
 
     fn byte(&mut self, b: u8) {
-        match &mut self.state {
+        match self.state {
             Cells::Out => {
                 self.hasher.write_u8(b);
-                self.recent.push(b);
-                if self.recent.len() > CONTENTS.len() {
-                    self.recent.remove(0);
-                }
-                if self.recent == CONTENTS {
-                    self.recent.clear();
-                    self.state = Cells::Contents { bytes: Vec::new(), number: None };
+                // `c` opens the pattern and appears in it nowhere else.
+                self.matched = if b == CONTENTS[self.matched] { self.matched + 1 } else { usize::from(b == CONTENTS[0]) };
+                if self.matched == CONTENTS.len() {
+                    self.matched = 0;
+                    self.bytes.clear();
+                    self.state = Cells::Contents(None);
                 }
             }
-            Cells::Contents { bytes, number } => match b {
-                b'0'..=b'9' => *number = Some(number.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(b - b'0'))),
-                b']' => {
-                    bytes.extend(number.take());
-                    self.state = Cells::Len { bytes: std::mem::take(bytes), text: Vec::new(), len: None };
+            Cells::Contents(number) => match b {
+                b'0'..=b'9' => self.state = Cells::Contents(digit(number, b)),
+                _ => {
+                    self.bytes.extend(number);
+                    if b == b']' {
+                        self.text.clear();
+                        self.state = Cells::Len(None);
+                    } else {
+                        self.state = Cells::Contents(None);
+                    }
                 }
-                _ => bytes.extend(number.take()),
             },
-            Cells::Len { bytes, text, len } => match (b, *len) {
-                (b'0'..=b'9', _) => *len = Some(len.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(b - b'0'))),
-                (_, None) => text.push(b),
+            Cells::Len(len) => match (b, len) {
+                (b'0'..=b'9', _) => self.state = Cells::Len(digit(len, b)),
+                (_, None) => self.text.push(b),
                 (_, Some(n)) => {
                     let held = (n & 0x1f) as usize;
-                    for v in bytes.iter().take(held) {
+                    for v in self.bytes.iter().take(held) {
                         self.hasher.write_u64(*v);
                     }
-                    self.hasher.write(text);
+                    self.hasher.write(&self.text);
                     self.hasher.write_u64(n);
                     self.hasher.write_u8(b);
                     self.state = Cells::Out;
