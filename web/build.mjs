@@ -1,5 +1,6 @@
 // Bundles the UI into --outdir (default dist/): index.html, app.js, app.css, the service
-// worker sw.js, and the web app manifest with its icon.
+// worker sw.js, the live terminal's socket worker socket.js, and the web app manifest
+// with its icon.
 import * as esbuild from "esbuild";
 import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -21,9 +22,10 @@ const result = await esbuild.build({
   logLevel: "warning",
   loader: { ".css": "css" },
 });
-// The service worker: a classic script of its own, served at /sw.js (scope: the site).
+// The workers, each a classic script of its own: the service worker, served at /sw.js
+// (scope: the site), and the terminal's socket worker at /socket.js.
 const worker = await esbuild.build({
-  entryPoints: { sw: "src/sw.ts" },
+  entryPoints: { sw: "src/sw.ts", socket: "src/socket-worker.ts" },
   bundle: true,
   minify: true,
   sourcemap: false,

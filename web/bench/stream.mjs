@@ -11,7 +11,7 @@
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/stream.mjs SESSION
 
-import { browser, runningDrover, signedIn, until } from "../tests/harness.mjs";
+import { browser, noteResyncAsks, runningDrover, signedIn, until } from "../tests/harness.mjs";
 
 const [session] = process.argv.slice(2);
 if (!session || !process.env.DROVER_HOME) {
@@ -29,8 +29,7 @@ try {
       for (const e of list.getEntries()) window.__long.push(e.duration);
     }).observe({ type: "longtask", buffered: true });
   });
-  let resyncs = 0;
-  page.on("websocket", (ws) => ws.on("framesent", (f) => typeof f.payload === "string" && f.payload.includes('"resync"') && resyncs++));
+  await noteResyncAsks(page);
   await page.goto(`${new URL(page.url()).origin}/sessions/${session}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected", 30_000);
   await page.locator('[data-testid="terminal"] .xterm').click();
@@ -47,6 +46,7 @@ try {
   await page.keyboard.press("Enter");
   const result = await done;
   const long = await page.evaluate(() => window.__long);
+  const resyncs = await page.evaluate(() => window.__resyncAsks.length);
   if (errors.length) throw errors[0];
   console.log(JSON.stringify({ ...result, long_tasks_ms: long, resyncs_asked: resyncs }));
 } finally {

@@ -4,13 +4,14 @@
 //
 // Signed in to the server in $DROVER_HOME, Chromium opens the session's page and types
 // KEYS keys into its terminal, GAP_MS apart. For each key, from the keydown (its event
-// time) until the WebSocket message carrying the echo is handed to the page, and until
-// xterm.js has the echo in its rows (the DOM it paints from). Prints one JSON line:
+// time) until the message carrying the echo is handed to the page's main thread (the
+// socket lives in a worker, see src/socket-worker.ts), and until xterm.js has the echo
+// in its rows (the DOM it paints from). Prints one JSON line:
 // {"message_ms": [...], "screen_ms": [...]}.
 //
-// Chromium defers networking tasks after a key until its next frame
-// (DeferRendererTasksAfterInput): `undeferred` as the fourth argument turns that off, to
-// tell the browser's share from Drover's.
+// Chromium defers a page's networking tasks after a key until its next frame
+// (DeferRendererTasksAfterInput), which the socket worker sidesteps: `undeferred` as the
+// fourth argument turns that deferral off, to show what is left of it.
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/terminal.mjs SESSION KEYS GAP_MS [undeferred]
 
@@ -29,16 +30,39 @@ const KEYS = "jkowyz";
 const b = await browser(mode === "undeferred" ? ["--disable-features=DeferRendererTasksAfterInput"] : []);
 try {
   const { page, errors } = await signedIn(b, d);
-  // Before the page's own scripts: every message a WebSocket hands the page is noted
-  // with its time, ahead of the page's handler.
+  // Before the page's own scripts: every message the terminal's socket worker
+  // (src/socket-worker.ts) hands the page's main thread is noted with its time, ahead of
+  // the page's handler. That is where xterm.js gets the echo. Messages come through the
+  // shared ring (src/ring.ts: noted as the page wakes to read it) or, without one, as
+  // posted messages.
   await page.addInitScript(() => {
-    const Socket = window.WebSocket;
     window.__messages = [];
-    window.WebSocket = class extends Socket {
+    const note = (text) => window.__messages.push([performance.now(), text]);
+    const wait = Atomics.waitAsync;
+    Atomics.waitAsync = function (index, slot, value, timeout) {
+      const r = wait.call(Atomics, index, slot, value, timeout);
+      // The ring's unread bytes, from its reader's position (ring.ts's layout).
+      const unread = () => {
+        if (!(index instanceof Int32Array) || index.length !== 3 || slot !== 0) return;
+        const bytes = new Uint8Array(index.buffer, 16);
+        const head = Atomics.load(index, 1) >>> 0;
+        let text = "";
+        for (let p = Atomics.load(index, 2) >>> 0; p !== head; p = (p + 1) >>> 0) text += String.fromCharCode(bytes[p & (bytes.length - 1)]);
+        note(text);
+      };
+      if (!r.async) {
+        unread();
+        return r;
+      }
+      return { async: true, value: r.value.then((v) => (unread(), v)) };
+    };
+    const Base = window.Worker;
+    window.Worker = class extends Base {
       constructor(...args) {
         super(...args);
         this.addEventListener("message", (m) => {
-          if (typeof m.data !== "string") window.__messages.push([performance.now(), new TextDecoder().decode(m.data)]);
+          const data = m.data?.data;
+          if (data instanceof ArrayBuffer) note(new TextDecoder().decode(data));
         });
       }
     };

@@ -7,6 +7,7 @@ import { api, ApiError, enc } from "./api";
 import type { Outcome, Session, ViewerEvent } from "./types";
 import { outcomeHelp } from "./outcomes";
 import { parseMessage } from "./validate";
+import { WorkerSocket } from "./worker-socket";
 
 export type Pill =
   | { kind: "connecting" }
@@ -87,7 +88,7 @@ export function keySequence(key: "esc" | "tab" | "backtab" | "up" | "down" | "ri
 export class LiveTerminal {
   readonly term: Terminal;
   private fit = new FitAddon();
-  private ws: WebSocket | null = null;
+  private ws: WorkerSocket | null = null;
   private attempt = 0;
   private closed = false;
   private timer: number | undefined;
@@ -138,8 +139,7 @@ export class LiveTerminal {
 
   /** Sends keystrokes (not audited). */
   send(bytes: Uint8Array | string) {
-    if (this.ws?.readyState !== WebSocket.OPEN) return;
-    this.ws.send(typeof bytes === "string" ? this.encoder.encode(bytes) : bytes);
+    this.ws?.send(typeof bytes === "string" ? this.encoder.encode(bytes) : bytes);
   }
 
   get appCursor(): boolean {
@@ -153,7 +153,7 @@ export class LiveTerminal {
       return;
     }
     const size = `${this.term.cols}x${this.term.rows}`;
-    if (size !== this.sentSize && this.ws?.readyState === WebSocket.OPEN) {
+    if (size !== this.sentSize && this.ws?.open) {
       this.sentSize = size;
       this.ws.send(JSON.stringify({ type: "resize", cols: this.term.cols, rows: this.term.rows }));
     }
@@ -192,16 +192,15 @@ export class LiveTerminal {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const url = `${proto}//${location.host}/api/v1/sessions/${enc(this.id)}/terminal?cols=${this.term.cols}&rows=${this.term.rows}`;
     this.sentSize = `${this.term.cols}x${this.term.rows}`;
-    const ws = new WebSocket(url);
-    ws.binaryType = "arraybuffer";
+    const ws = new WorkerSocket(url);
     this.ws = ws;
     let ended = false;
-    ws.onmessage = (m) => {
-      if (typeof m.data !== "string") {
-        this.output(new Uint8Array(m.data as ArrayBuffer));
+    ws.onmessage = (data) => {
+      if (typeof data !== "string") {
+        this.output(new Uint8Array(data));
         return;
       }
-      const ev = parseMessage<ViewerEvent>("ViewerEvent", m.data);
+      const ev = parseMessage<ViewerEvent>("ViewerEvent", data);
       if (!ev) return;
       switch (ev.type) {
         case "hello":
@@ -241,7 +240,7 @@ export class LiveTerminal {
     if (this.skipping) return;
     this.waiting.push(data);
     this.waitingBytes += data.length;
-    if (this.waitingBytes > BEHIND_BYTES && this.ws?.readyState === WebSocket.OPEN) {
+    if (this.waitingBytes > BEHIND_BYTES && this.ws?.open) {
       this.waiting = [];
       this.waitingBytes = 0;
       this.skipping = true;

@@ -146,6 +146,20 @@ export async function screenText(page, selector = '[data-testid="terminal"]') {
   return page.locator(`${selector} .xterm-rows`).innerText();
 }
 
+/** From the page's next load, notes in `window.__resyncAsks` when (epoch ms) its live
+ * terminal asks for a re-sync. The terminal's socket is in a worker (socket-worker.ts),
+ * out of Playwright's sight, so what the page hands that worker to send is watched. */
+export async function noteResyncAsks(page) {
+  await page.addInitScript(() => {
+    window.__resyncAsks = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (m, ...rest) {
+      if (m?.op === "send" && typeof m.data === "string" && m.data.includes('"resync"')) window.__resyncAsks.push(Date.now());
+      return post.call(this, m, ...rest);
+    };
+  });
+}
+
 export async function until(what, f, timeout = 15_000) {
   const end = Date.now() + timeout;
   let last;

@@ -4,7 +4,7 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { browser, screenText, shot, signedIn, startDrover, until } from "./harness.mjs";
+import { browser, noteResyncAsks, screenText, shot, signedIn, startDrover, until } from "./harness.mjs";
 
 let d, b;
 before(async () => {
@@ -245,10 +245,7 @@ test("a terminal slower than a flood asks for the screen and skips to the progra
   const { page, errors } = await signedIn(b, d);
   const script = "read go; seq 1 600000 | sed 's/^/flood line /'; echo FLOOD-END; sleep 600";
   const id = await d.startSession(["bash", "-c", script], ["--title", "flood"]);
-  const asked = [];
-  page.on("websocket", (ws) =>
-    ws.on("framesent", (f) => typeof f.payload === "string" && f.payload.includes('"resync"') && asked.push(Date.now())),
-  );
+  await noteResyncAsks(page);
   await page.goto(`${d.url}/sessions/${id}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
   await page.locator('[data-testid="terminal"] .xterm').click();
@@ -259,8 +256,39 @@ test("a terminal slower than a flood asks for the screen and skips to the progra
   await page.keyboard.press("Enter");
   await until("the end of the flood", async () => /flood line 600000\s+FLOOD-END/.test(await screenText(page)), 60_000);
   await cdp.send("Emulation.setCPUThrottlingRate", { rate: 1 });
+  const asked = await page.evaluate(() => window.__resyncAsks);
   assert.ok(asked.length >= 1, "the page never asked for a re-sync");
   // What the program prints next is shown as usual.
   assert.deepEqual(errors, []);
+  await d.cli("session", "stop", id);
+});
+
+test("the live terminal reads its socket through shared memory, and without it by posted messages", async () => {
+  const id = await d.startSession(["bash", "--norc", "--noprofile"], ["--title", "ring"]);
+  for (const shared of [true, false]) {
+    const { page, errors } = await signedIn(b, d);
+    await page.addInitScript((shared) => {
+      // Without Atomics.waitAsync the page cannot wait on shared memory: the worker
+      // posts what the socket brings instead.
+      if (!shared) Object.defineProperty(Atomics, "waitAsync", { value: undefined });
+      const post = Worker.prototype.postMessage;
+      Worker.prototype.postMessage = function (m, ...rest) {
+        if (m?.op === "open") window.__ring = m.ring instanceof SharedArrayBuffer;
+        return post.call(this, m, ...rest);
+      };
+    }, shared);
+    await page.goto(`${d.url}/sessions/${id}`);
+    await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected");
+    // The server's headers isolate the page, which is what lets it share memory.
+    assert.equal(await page.evaluate(() => crossOriginIsolated), true);
+    assert.equal(await page.evaluate(() => window.__ring), shared);
+    await page.locator('[data-testid="terminal"] .xterm').click();
+    // About 2.7 MB in one go: more than the ring holds (2 MiB).
+    await page.keyboard.type(`clear; seq 1 400000; echo END-${shared}\n`);
+    await until("the end of the output", async () => /400000\s+END-/.test(await screenText(page)), 60_000);
+    assert.match(await screenText(page), new RegExp(`399999\\s+400000\\s+END-${shared}`));
+    assert.deepEqual(errors, []);
+    await page.close();
+  }
   await d.cli("session", "stop", id);
 });

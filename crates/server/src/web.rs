@@ -16,6 +16,13 @@ mod assets {
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
+/// Cross-origin isolation (`Cross-Origin-Opener-Policy` and `-Embedder-Policy`): every
+/// page loads only from this server anyway, and isolation lets the live terminal share
+/// memory with its socket worker, which brings a keystroke's echo in without waiting for
+/// the browser's next frame (web/src/ring.ts).
+const OPENER_POLICY: &str = "same-origin";
+const EMBEDDER_POLICY: &str = "require-corp";
+
 /// How long the cookie is kept after the sign-in it carries has expired.
 const COOKIE_GRACE_SECS: u64 = 7 * 24 * 3600;
 
@@ -42,6 +49,8 @@ fn with_headers(mut resp: Response, cache: &'static str) -> Response {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static(OPENER_POLICY));
+    h.insert("cross-origin-embedder-policy", HeaderValue::from_static(EMBEDDER_POLICY));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     resp
 }
@@ -128,5 +137,15 @@ mod tests {
         assert!(asset("/manifest.webmanifest").is_some_and(|b| std::str::from_utf8(b).unwrap().contains("\"start_url\": \"/inbox\"")));
         assert!(asset("/icon.svg").is_some());
         assert_eq!(content_type("/manifest.webmanifest"), "application/manifest+json");
+    }
+
+    #[test]
+    fn every_page_is_cross_origin_isolated() {
+        // The live terminal's shared ring needs it (web/src/ring.ts).
+        for resp in [with_headers(().into_response(), "no-store"), message_page(StatusCode::GONE, "gone")] {
+            let h = resp.headers();
+            assert_eq!(h["cross-origin-opener-policy"], "same-origin");
+            assert_eq!(h["cross-origin-embedder-policy"], "require-corp");
+        }
     }
 }

@@ -1,0 +1,113 @@
+// The page's side of the terminal's socket worker (socket-worker.ts): a WebSocket with
+// only what the live terminal uses.
+
+import { Kind, Ring, SEQ } from "./ring";
+
+/** What the worker posts when there is no ring. */
+type Told = { ev: "open" } | { ev: "message"; data: string | ArrayBuffer } | { ev: "close" };
+
+/** Whether this page may share memory with the worker and wait on it without blocking. */
+const canShare = () => typeof SharedArrayBuffer === "function" && self.crossOriginIsolated && typeof Atomics.waitAsync === "function";
+
+/** A WebSocket opened and read in a worker, whose messages reach the page as they arrive,
+ * even right after a key press (see ring.ts). */
+export class WorkerSocket {
+  /** The socket is open: what is sent now goes out. */
+  open = false;
+  /** A message: text, or binary as an ArrayBuffer. */
+  onmessage: (data: string | ArrayBuffer) => void = () => {};
+  /** The socket closed (or never opened); called once. */
+  onclose: () => void = () => {};
+  private worker: Worker;
+  private ring: Ring | null = canShare() ? Ring.create() : null;
+  /** The parts of a text message taken so far. */
+  private text: Uint8Array[] = [];
+  private decoder = new TextDecoder();
+  /** Closed, or closing: nothing more is handed on. */
+  private closing = false;
+  private closed = false;
+
+  constructor(url: string) {
+    this.worker = new Worker("/socket.js");
+    this.worker.onmessage = (m: MessageEvent<Told>) => {
+      const told = m.data;
+      if (told.ev === "message") this.told(typeof told.data === "string" ? Kind.TextEnd : Kind.Binary, told.data);
+      else this.told(told.ev === "open" ? Kind.Open : Kind.Close);
+    };
+    this.worker.onerror = () => this.ended();
+    this.worker.postMessage({ op: "open", url, ring: this.ring?.buffer });
+    if (this.ring) this.read(this.ring);
+  }
+
+  /** Sends a frame: text as a text frame, bytes as a binary one. Dropped unless open. */
+  send(data: string | Uint8Array) {
+    if (this.open) this.worker.postMessage({ op: "send", data });
+  }
+
+  /** Closes the socket; `onclose` follows. */
+  close() {
+    if (this.closing) return;
+    this.closing = true;
+    this.open = false;
+    this.worker.postMessage({ op: "close" });
+    // The worker closes the socket cleanly, then is gone with it.
+    setTimeout(() => this.ended(), 1_000);
+  }
+
+  /** Takes the ring's records as they come, until the socket is gone. */
+  private async read(ring: Ring) {
+    let seen = Atomics.load(ring.index, SEQ);
+    while (!this.closed) {
+      ring.take((kind, payload) => this.told(kind, payload));
+      const r = Atomics.waitAsync(ring.index, SEQ, seen);
+      // More came while reading (a stream): the page's other work goes first.
+      await (r.async ? r.value : new Promise((ok) => setTimeout(ok)));
+      seen = Atomics.load(ring.index, SEQ);
+    }
+  }
+
+  private told(kind: Kind, data: Uint8Array | ArrayBuffer | string = "") {
+    if (this.closed || (this.closing && kind !== Kind.Close)) return;
+    switch (kind) {
+      case Kind.Open:
+        this.open = true;
+        break;
+      case Kind.Binary:
+        this.onmessage(data instanceof Uint8Array ? (data.buffer as ArrayBuffer) : (data as ArrayBuffer));
+        break;
+      case Kind.TextPart:
+        this.text.push(data as Uint8Array);
+        break;
+      case Kind.TextEnd:
+        if (typeof data === "string") return this.onmessage(data);
+        this.text.push(data as Uint8Array);
+        this.onmessage(this.decoder.decode(concat(this.text)));
+        this.text = [];
+        break;
+      case Kind.Close:
+        this.ended();
+        break;
+    }
+  }
+
+  private ended() {
+    if (this.closed) return;
+    this.closed = this.closing = true;
+    this.open = false;
+    this.worker.terminate();
+    // Wakes `read`, which then stops.
+    if (this.ring) Atomics.notify(this.ring.index, SEQ);
+    this.onclose();
+  }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
