@@ -1,10 +1,10 @@
 //! Typing with the browser in the loop: keys typed into a session's live terminal in
-//! Chromium (Playwright, `web/bench/terminal.mjs`), from each keydown until the echo's
-//! WebSocket message reaches the page and until xterm.js has it in its rows; against
-//! `drover session attach` typing into the same session (`cat`) in the same run, rounds
-//! alternating between them. Chromium runs as shipped, and again with its deferral of
-//! networking tasks after input until the next frame turned off, which tells the
-//! browser's share of the time from Drover's.
+//! Chromium (Playwright, `web/bench/terminal.mjs`), from each keydown until the echo
+//! reaches the page's main thread (from the socket's worker) and until xterm.js has it
+//! in its rows; against `drover session attach` typing into the same session (`cat`) in
+//! the same run, rounds alternating between them. Chromium runs as shipped, and again
+//! with its deferral of the page's tasks after input until the next frame turned off,
+//! which shows whether any of that deferral is left on the echo's path.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,7 +32,7 @@ impl Spread {
     }
 }
 
-/// One browser run: keydown until the echo's message reaches the page, and until the
+/// One browser run: keydown until the echo reaches the page's main thread, and until the
 /// echo is in xterm.js's rows.
 #[derive(Debug, Serialize)]
 pub struct InThePage {
