@@ -41,13 +41,19 @@ try {
     const wait = Atomics.waitAsync;
     Atomics.waitAsync = function (index, slot, value, timeout) {
       const r = wait.call(Atomics, index, slot, value, timeout);
-      // The ring's unread bytes, from its reader's position (ring.ts's layout).
+      // The payloads of the ring's unread records, from its reader's position (ring.ts's
+      // layout: after a 16-byte index, records of a 4-byte length, a kind, the bytes).
       const unread = () => {
         if (!(index instanceof Int32Array) || index.length !== 3 || slot !== 0) return;
         const bytes = new Uint8Array(index.buffer, 16);
-        const head = Atomics.load(index, 1) >>> 0;
+        const at = (p) => bytes[p & (bytes.length - 1)];
+        const head = Atomics.load(index, 1);
         let text = "";
-        for (let p = Atomics.load(index, 2) >>> 0; p !== head; p = (p + 1) >>> 0) text += String.fromCharCode(bytes[p & (bytes.length - 1)]);
+        for (let p = Atomics.load(index, 2); p !== head; ) {
+          const n = (at(p) | (at(p + 1) << 8) | (at(p + 2) << 16) | (at(p + 3) << 24)) >>> 0;
+          for (let i = 0; i < n; i++) text += String.fromCharCode(at(p + 5 + i));
+          p = (p + 5 + n) | 0;
+        }
         note(text);
       };
       if (!r.async) {

@@ -76,14 +76,17 @@ export class Ring {
   /** Reader: hands over every record written so far (payloads are copies), then frees
    * their room and wakes the writer. */
   take(each: (kind: Kind, payload: Uint8Array) => void): void {
-    const head = Atomics.load(this.index, HEAD) >>> 0;
-    let tail = this.tail() >>> 0;
-    while (tail !== head) {
+    let tail = this.tail();
+    let left = (Atomics.load(this.index, HEAD) - tail) >>> 0;
+    if (left > RING_BYTES) throw new Error(`the ring's positions are corrupt: ${left} bytes written and unread`);
+    while (left > 0) {
       const h = this.copyOut(tail, RECORD_HEADER);
       const n = (h[0] | (h[1] << 8) | (h[2] << 16) | (h[3] << 24)) >>> 0;
+      if (RECORD_HEADER + n > left) throw new Error(`a ring record of ${n} bytes runs past what was written`);
       const payload = this.copyOut(tail + RECORD_HEADER, n);
-      tail = (tail + RECORD_HEADER + n) >>> 0;
-      Atomics.store(this.index, TAIL, tail | 0);
+      tail = (tail + RECORD_HEADER + n) | 0;
+      left -= RECORD_HEADER + n;
+      Atomics.store(this.index, TAIL, tail);
       Atomics.notify(this.index, TAIL);
       each(h[4] as Kind, payload);
     }
@@ -103,5 +106,47 @@ export class Ring {
     out.set(this.bytes.subarray(at, at + first));
     out.set(this.bytes.subarray(0, n - first), first);
     return out;
+  }
+}
+
+/** The writer's side: records queued in order and written as the ring has room, cut
+ * into parts of at most PART_BYTES (a text message's parts are TextPart, then TextEnd). */
+export class RingWriter {
+  private queue: [Kind, Uint8Array][] = [];
+  private waiting = false;
+
+  constructor(private ring: Ring) {}
+
+  /** Queues one message (or event) and writes what fits. */
+  write(kind: Kind, payload: Uint8Array = new Uint8Array(0)) {
+    const last = kind === Kind.TextPart ? Kind.TextEnd : kind;
+    for (let at = 0; at === 0 || at < payload.length; at += PART_BYTES) {
+      const end = Math.min(payload.length, at + PART_BYTES);
+      this.queue.push([end < payload.length ? kind : last, payload.subarray(at, end)]);
+    }
+    this.flush();
+  }
+
+  /** Records queued and not yet in the ring. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Writes what is queued while the ring has room; else waits for the reader. */
+  private flush() {
+    while (this.queue.length && !this.waiting) {
+      const tail = this.ring.tail();
+      if (this.ring.put(...this.queue[0])) {
+        this.queue.shift();
+        continue;
+      }
+      const r = Atomics.waitAsync(this.ring.index, TAIL, tail);
+      if (!r.async) continue; // the reader moved meanwhile
+      this.waiting = true;
+      r.value.then(() => {
+        this.waiting = false;
+        this.flush();
+      });
+    }
   }
 }

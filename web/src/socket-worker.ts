@@ -8,7 +8,7 @@
 // (terminal.ts).
 
 /// <reference lib="webworker" />
-import { Kind, PART_BYTES, Ring, TAIL } from "./ring";
+import { Kind, Ring, RingWriter } from "./ring";
 declare const self: DedicatedWorkerGlobalScope;
 
 /** What the page asks: open the socket (over a ring, or by posting), send a frame, close
@@ -16,54 +16,19 @@ declare const self: DedicatedWorkerGlobalScope;
 type Ask = { op: "open"; url: string; ring?: SharedArrayBuffer } | { op: "send"; data: string | Uint8Array } | { op: "close" };
 
 let ws: WebSocket | null = null;
-let ring: Ring | null = null;
-/** Records the ring had no room for yet, in order. */
-const queue: [Kind, Uint8Array][] = [];
-let waiting = false;
+let ring: RingWriter | null = null;
 const encoder = new TextEncoder();
 
-/** Passes one event to the page, in order with the ones before it. */
-function tell(kind: Kind, payload: Uint8Array = new Uint8Array(0)) {
-  if (!ring) {
-    switch (kind) {
-      case Kind.Open:
-        return self.postMessage({ ev: "open" });
-      case Kind.Close:
-        return self.postMessage({ ev: "close" });
-      default:
-        return; // posted whole by `received`
-    }
-  }
-  const last = kind === Kind.TextPart ? Kind.TextEnd : kind;
-  for (let at = 0; at === 0 || at < payload.length; at += PART_BYTES) {
-    const end = Math.min(payload.length, at + PART_BYTES);
-    queue.push([end < payload.length ? kind : last, payload.subarray(at, end)]);
-  }
-  flush();
-}
-
-/** Writes what is queued while the ring has room; else waits for the page to read. */
-function flush() {
-  while (ring && queue.length && !waiting) {
-    const tail = ring.tail();
-    if (ring.put(...queue[0])) {
-      queue.shift();
-      continue;
-    }
-    const r = Atomics.waitAsync(ring.index, TAIL, tail);
-    if (!r.async) continue; // the page read meanwhile
-    waiting = true;
-    r.value.then(() => {
-      waiting = false;
-      flush();
-    });
-  }
+/** Passes an open or a close to the page, in order with the messages before it. */
+function tell(kind: Kind.Open | Kind.Close) {
+  if (ring) ring.write(kind);
+  else self.postMessage({ ev: kind === Kind.Open ? "open" : "close" });
 }
 
 function received(e: MessageEvent<string | ArrayBuffer>) {
   if (ring) {
-    if (typeof e.data === "string") tell(Kind.TextPart, encoder.encode(e.data));
-    else tell(Kind.Binary, new Uint8Array(e.data));
+    if (typeof e.data === "string") ring.write(Kind.TextPart, encoder.encode(e.data));
+    else ring.write(Kind.Binary, new Uint8Array(e.data));
   } else if (typeof e.data === "string") {
     self.postMessage({ ev: "message", data: e.data });
   } else {
@@ -76,7 +41,7 @@ self.onmessage = (m: MessageEvent<Ask>) => {
   switch (ask.op) {
     case "open":
       if (ws) return;
-      ring = ask.ring ? new Ring(ask.ring) : null;
+      ring = ask.ring ? new RingWriter(new Ring(ask.ring)) : null;
       ws = new WebSocket(ask.url);
       ws.binaryType = "arraybuffer";
       ws.onopen = () => tell(Kind.Open);

@@ -6,6 +6,9 @@ import { Kind, Ring, SEQ } from "./ring";
 /** What the worker posts when there is no ring. */
 type Told = { ev: "open" } | { ev: "message"; data: string | ArrayBuffer } | { ev: "close" };
 
+/** How long the page reads a busy ring before it lets its other work run. */
+const READ_SLICE_MS = 8;
+
 /** Whether this page may share memory with the worker and wait on it without blocking. */
 const canShare = () => typeof SharedArrayBuffer === "function" && self.crossOriginIsolated && typeof Atomics.waitAsync === "function";
 
@@ -22,10 +25,11 @@ export class WorkerSocket {
   private ring: Ring | null = canShare() ? Ring.create() : null;
   /** The parts of a text message taken so far. */
   private text: Uint8Array[] = [];
-  private decoder = new TextDecoder();
+  private decoder = new TextDecoder("utf-8", { ignoreBOM: true });
   /** Closed, or closing: nothing more is handed on. */
   private closing = false;
   private closed = false;
+  private closeTimer: number | undefined;
 
   constructor(url: string) {
     this.worker = new Worker("/socket.js");
@@ -51,17 +55,32 @@ export class WorkerSocket {
     this.open = false;
     this.worker.postMessage({ op: "close" });
     // The worker closes the socket cleanly, then is gone with it.
-    setTimeout(() => this.ended(), 1_000);
+    this.closeTimer = window.setTimeout(() => this.ended(), 1_000);
   }
 
   /** Takes the ring's records as they come, until the socket is gone. */
   private async read(ring: Ring) {
     let seen = Atomics.load(ring.index, SEQ);
-    while (!this.closed) {
-      ring.take((kind, payload) => this.told(kind, payload));
+    let since = performance.now();
+    for (;;) {
+      ring.take((kind, payload) => {
+        try {
+          this.told(kind, payload);
+        } catch (e) {
+          // A handler's failure is reported; the records after it still come.
+          reportError(e);
+        }
+      });
+      if (this.closed) return;
       const r = Atomics.waitAsync(ring.index, SEQ, seen);
-      // More came while reading (a stream): the page's other work goes first.
-      await (r.async ? r.value : new Promise((ok) => setTimeout(ok)));
+      if (r.async) {
+        await r.value;
+        since = performance.now();
+      } else if (performance.now() - since > READ_SLICE_MS) {
+        // More keeps coming (a stream): the page's other work goes first.
+        await new Promise((ok) => setTimeout(ok));
+        since = performance.now();
+      }
       seen = Atomics.load(ring.index, SEQ);
     }
   }
@@ -94,8 +113,9 @@ export class WorkerSocket {
     if (this.closed) return;
     this.closed = this.closing = true;
     this.open = false;
+    window.clearTimeout(this.closeTimer);
     this.worker.terminate();
-    // Wakes `read`, which then stops.
+    // Wakes `read` if it waits, which then stops.
     if (this.ring) Atomics.notify(this.ring.index, SEQ);
     this.onclose();
   }

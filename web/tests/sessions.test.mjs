@@ -264,8 +264,8 @@ test("a terminal slower than a flood asks for the screen and skips to the progra
 });
 
 test("the live terminal reads its socket through shared memory, and without it by posted messages", async () => {
-  const id = await d.startSession(["bash", "--norc", "--noprofile"], ["--title", "ring"]);
   for (const shared of [true, false]) {
+    const id = await d.startSession(["bash", "--norc", "--noprofile"], ["--title", `ring ${shared}`]);
     const { page, errors } = await signedIn(b, d);
     await page.addInitScript((shared) => {
       // Without Atomics.waitAsync the page cannot wait on shared memory: the worker
@@ -287,8 +287,10 @@ test("the live terminal reads its socket through shared memory, and without it b
     await page.keyboard.type(`clear; seq 1 400000; echo END-${shared}\n`);
     await until("the end of the output", async () => /400000\s+END-/.test(await screenText(page)), 60_000);
     assert.match(await screenText(page), new RegExp(`399999\\s+400000\\s+END-${shared}`));
+    // The session's end comes through in order, and the page says so.
+    await d.cli("session", "stop", id);
+    await until("the end on the pill", async () => /^session /.test(await page.getByTestId("pill").innerText()));
     assert.deepEqual(errors, []);
     await page.close();
   }
-  await d.cli("session", "stop", id);
 });

@@ -134,6 +134,8 @@ mod tests {
         // The service worker, at the root so its scope is the whole site, and the app's
         // manifest with its icon.
         assert!(asset("/sw.js").is_some());
+        // The live terminal's socket worker.
+        assert!(asset("/socket.js").is_some());
         assert!(asset("/manifest.webmanifest").is_some_and(|b| std::str::from_utf8(b).unwrap().contains("\"start_url\": \"/inbox\"")));
         assert!(asset("/icon.svg").is_some());
         assert_eq!(content_type("/manifest.webmanifest"), "application/manifest+json");
