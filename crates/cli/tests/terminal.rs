@@ -352,3 +352,29 @@ fn a_viewer_that_asks_to_resync_gets_the_screen_again_at_most_every_200_ms() {
     assert!(answers[1].0 - answers[0].0 >= Duration::from_millis(190), "{answers:?}");
     d.ok(&["session", "stop", &id]);
 }
+
+#[test]
+fn keys_typed_while_the_device_is_away_are_said_to_be_lost_and_reach_the_program_once_it_is_back() {
+    let mut split = Split::start("away");
+    let id = split.cli.start(&["cat"]);
+    split.cli.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    split.kill_device();
+    let gone = || (split.cli.json(&["device", "list"])[0]["connected"] == false).then_some(());
+    support::wait_until("the device's link gone", secs(20), gone);
+    let mut viewer = Attached::start(&split.cli, &id, &[], 80, 24);
+    viewer.wait_for("[attached to", secs(20));
+    viewer.type_bytes(b"lost\r");
+    viewer.wait_for("was not delivered", secs(20));
+    // Typing on is not answered key by key.
+    viewer.type_bytes(b"more\r");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(viewer.text().matches("was not delivered").count(), 1, "{}", viewer.text());
+
+    split.start_device();
+    let back = || (split.cli.json(&["device", "list"])[0]["connected"] == true).then_some(());
+    support::wait_until("the device back", secs(20), back);
+    viewer.type_bytes(b"found\r");
+    viewer.wait_for("found\r\nfound", secs(20));
+    assert!(!viewer.text().contains("lost\r\nlost"), "{}", viewer.text());
+    split.cli.ok(&["session", "stop", &id]);
+}

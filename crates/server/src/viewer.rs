@@ -73,7 +73,16 @@ pub async fn terminal(
     let operator = row.operator;
     Ok(ws.max_message_size(VIEWER_MESSAGE_MAX).max_frame_size(VIEWER_MESSAGE_MAX).on_upgrade(move |socket| async move {
         let _open = state.metrics.socket(crate::metrics::Socket::Viewer);
-        let viewer = Viewer { state, hub, session: row.id, device, interactive: !params.read_only, credential, operator };
+        let viewer = Viewer {
+            state,
+            hub,
+            session: row.id,
+            device,
+            interactive: !params.read_only,
+            credential,
+            operator,
+            undelivered_told: Default::default(),
+        };
         viewer.run(socket, size).await;
     }))
 }
@@ -88,7 +97,12 @@ struct Viewer {
     /// again every [`RECHECK`], so a revoked sign-in or a lost role closes the terminal.
     credential: crate::auth::Credential,
     operator: Option<drover_core::MemberId>,
+    /// When the viewer was last told that its keystrokes could not be delivered.
+    undelivered_told: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
+
+/// At most how often a viewer is told that what it types is not delivered.
+const UNDELIVERED_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How often an open terminal makes sure its output is followed when its device's link
 /// is on another replica.
@@ -229,13 +243,30 @@ impl Viewer {
         Ok(synced)
     }
 
+    /// Whether to tell the viewer now that its keystrokes were dropped: at most once per
+    /// [`UNDELIVERED_EVERY`], so a viewer typing on is not flooded.
+    fn tell_undelivered(&self) -> bool {
+        let mut told = self.undelivered_told.lock().expect("undelivered lock");
+        let now = tokio::time::Instant::now();
+        if told.is_some_and(|t| now < t + UNDELIVERED_EVERY) {
+            return false;
+        }
+        *told = Some(now);
+        true
+    }
+
     /// Handles what the viewer sent: keystrokes, a resize, a request to re-sync, or the
     /// end.
     async fn on_message(&self, id: u64, msg: Option<Result<Message, axum::Error>>, sink: &mut Sink) -> Next {
         match msg {
             Some(Ok(Message::Binary(b))) => {
-                if self.interactive {
-                    let _ = self.state.devices.send_input(self.device, self.session, b.to_vec()).await;
+                if self.interactive
+                    && self.state.devices.send_input(self.device, self.session, b.to_vec()).await.is_err()
+                    && self.tell_undelivered()
+                {
+                    let message = "what you typed was not delivered: the session's device is not connected (keys are not \
+                                   kept; type again once it is back)";
+                    let _ = send_event(sink, &ViewerEvent::Error { message: message.into() }).await;
                 }
             }
             Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerCommand>(&t) {
