@@ -197,7 +197,7 @@ export class LiveTerminal {
     let ended = false;
     ws.onmessage = (data) => {
       if (typeof data !== "string") {
-        this.output(new Uint8Array(data));
+        this.output(data);
         return;
       }
       const ev = parseMessage<ViewerEvent>("ViewerEvent", data);

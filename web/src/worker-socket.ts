@@ -17,8 +17,8 @@ const canShare = () => typeof SharedArrayBuffer === "function" && self.crossOrig
 export class WorkerSocket {
   /** The socket is open: what is sent now goes out. */
   open = false;
-  /** A message: text, or binary as an ArrayBuffer. */
-  onmessage: (data: string | ArrayBuffer) => void = () => {};
+  /** A message: text, or binary. */
+  onmessage: (data: string | Uint8Array) => void = () => {};
   /** The socket closed (or never opened); called once. */
   onclose: () => void = () => {};
   private worker: Worker;
@@ -35,8 +35,9 @@ export class WorkerSocket {
     this.worker = new Worker("/socket.js");
     this.worker.onmessage = (m: MessageEvent<Told>) => {
       const told = m.data;
-      if (told.ev === "message") this.told(typeof told.data === "string" ? Kind.TextEnd : Kind.Binary, told.data);
-      else this.told(told.ev === "open" ? Kind.Open : Kind.Close);
+      if (told.ev === "message") this.deliver(typeof told.data === "string" ? told.data : new Uint8Array(told.data));
+      else if (told.ev === "open") this.opened();
+      else this.ended();
     };
     this.worker.onerror = () => this.ended();
     this.worker.postMessage({ op: "open", url, ring: this.ring?.buffer });
@@ -65,7 +66,7 @@ export class WorkerSocket {
     for (;;) {
       ring.take((kind, payload) => {
         try {
-          this.told(kind, payload);
+          this.record(kind, payload);
         } catch (e) {
           // A handler's failure is reported; the records after it still come.
           reportError(e);
@@ -85,28 +86,34 @@ export class WorkerSocket {
     }
   }
 
-  private told(kind: Kind, data: Uint8Array | ArrayBuffer | string = "") {
-    if (this.closed || (this.closing && kind !== Kind.Close)) return;
+  /** One record from the ring. */
+  private record(kind: Kind, payload: Uint8Array) {
     switch (kind) {
       case Kind.Open:
-        this.open = true;
-        break;
+        return this.opened();
       case Kind.Binary:
-        this.onmessage(data instanceof Uint8Array ? (data.buffer as ArrayBuffer) : (data as ArrayBuffer));
-        break;
+        return this.deliver(payload);
       case Kind.TextPart:
-        this.text.push(data as Uint8Array);
-        break;
-      case Kind.TextEnd:
-        if (typeof data === "string") return this.onmessage(data);
-        this.text.push(data as Uint8Array);
-        this.onmessage(this.decoder.decode(concat(this.text)));
+        this.text.push(payload);
+        return;
+      case Kind.TextEnd: {
+        this.text.push(payload);
+        const text = this.decoder.decode(concat(this.text));
         this.text = [];
-        break;
+        return this.deliver(text);
+      }
       case Kind.Close:
-        this.ended();
-        break;
+        return this.ended();
     }
+  }
+
+  private opened() {
+    if (!this.closing) this.open = true;
+  }
+
+  /** Hands a message on, unless the socket is closing (as a WebSocket drops them then). */
+  private deliver(data: string | Uint8Array) {
+    if (!this.closing) this.onmessage(data);
   }
 
   private ended() {
