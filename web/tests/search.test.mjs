@@ -74,6 +74,64 @@ test("a two-letter search finds a match older than one request looks through", a
   assert.deepEqual(errors, []);
 });
 
+/** How many list requests for `q` the page has had answered so far (or failed). */
+function listAnswers(page, q) {
+  let n = 0;
+  const count = (r) => {
+    const u = new URL(r.url());
+    if (u.pathname === "/api/v1/sandboxes" && u.searchParams.get("q") === q) n++;
+  };
+  page.on("requestfinished", count);
+  page.on("requestfailed", count);
+  return () => n;
+}
+
+/** Has the page note, in `window.shownThenGone`, whether the row of `id` was ever taken
+ *  out of the list after it had been shown. */
+async function watchRow(page, id) {
+  await page.addInitScript((id) => {
+    let shown = false;
+    window.shownThenGone = false;
+    new MutationObserver(() => {
+      const there = document.querySelector(`tr[data-session="${id}"]`) !== null;
+      if (shown && !there) window.shownThenGone = true;
+      shown ||= there;
+    }).observe(document, { childList: true, subtree: true });
+  }, id);
+}
+
+test("a resync while a short search's match is shown keeps the match in view", async () => {
+  const { page, errors } = await signedIn(b, d);
+  const asked = listRequests(page);
+  const answered = listAnswers(page, "qz");
+  await watchRow(page, needle);
+  // The live stream opens only once the match is shown; its opening asks for a resync,
+  // which looks through the list again from its start.
+  let release;
+  const held = new Promise((r) => (release = r));
+  await page.route("**/api/v1/stream", async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.goto(new URL("/sessions?filter=all&q=qz", d.url).toString());
+  await until("the needle found", async () => (await page.locator(`tr[data-session="${needle}"]`).count()) === 1, 30_000);
+  const searched = () => asked.filter((q) => q === "qz").length;
+  const before = searched();
+  release();
+  await until("the list looked through again", async () => searched() >= before + 2, 30_000);
+  // Done once every request of the search was answered and none followed for a while.
+  let seen = -1;
+  await until("the search done", async () => {
+    const quiet = seen === searched() && answered() === seen;
+    seen = searched();
+    await new Promise((r) => setTimeout(r, 300));
+    return quiet;
+  }, 30_000);
+  assert.equal(await page.evaluate(() => window.shownThenGone), false, "the match blinked out during the resync");
+  assert.equal(await page.locator("tbody tr[data-session]").count(), 1, "only the match");
+  assert.deepEqual(errors, []);
+});
+
 /** Has the page note, in `window.emptyAfter`, how many list answers it had received when
  *  an empty-list message first appeared (null while none has). */
 async function watchEmpty(page) {

@@ -42,6 +42,14 @@ function placed(rows: Sandbox[], b: Sandbox, complete: boolean): Sandbox[] {
   return i < 0 ? [...rest, b] : [...rest.slice(0, i), b, ...rest.slice(i)];
 }
 
+/** `rows` with a batch's rows added after them: rows a live update already placed keep
+ *  their place, and the batch's task totals are the freshest for their tasks. */
+function merged(rows: Sandbox[], batch: Sandbox[]): Sandbox[] {
+  let out = [...rows, ...batch.filter((b) => !rows.some((o) => o.id === b.id))];
+  for (const b of batch) out = sameTaskTotals(out, b);
+  return out;
+}
+
 /** Every row of `b`'s task with `b`'s task total: the freshest figure holds for all. */
 function sameTaskTotals(rows: Sandbox[], b: Sandbox): Sandbox[] {
   if (!b.task) return rows;
@@ -223,7 +231,11 @@ export function SessionsPage() {
     navigate(`/sessions${s ? "?" + s : ""}`, true);
   };
 
-  const loadBatch = async (reset: boolean) => {
+  /** Loads the next batch, or with `reset` the list from its start. A reset that `keeps`
+   *  (a resync, not a new filter or search) leaves the rows in view until the fresh list
+   *  is complete, so a match found a moment ago never blinks out while the list is looked
+   *  through again. */
+  const loadBatch = async (reset: boolean, keep = false) => {
     const st = state.current;
     if (!reset && (st.loading || st.done)) return;
     const gen = reset ? ++generation.current : generation.current;
@@ -231,6 +243,8 @@ export function SessionsPage() {
     const p = new URLSearchParams({ filter: st.filter, limit: String(BATCH) });
     if (st.q.trim()) p.set("q", st.q.trim());
     let cursor = reset ? null : st.cursor;
+    // A reset's rows so far: they replace what is shown.
+    let fresh: Sandbox[] = [];
     try {
       // A search of one or two characters looks through part of the list per request,
       // which may find less than a batch, or nothing, and go on: ask again until a
@@ -239,18 +253,17 @@ export function SessionsPage() {
         if (cursor) p.set("cursor", cursor);
         const list = await api<SandboxList>(`/api/v1/sandboxes?${p}`);
         if (gen !== generation.current) return;
-        const first = reset && asked === 0;
-        setRows((old) => {
-          if (first) return list.sandboxes;
-          // Rows a live update already placed keep their place; this batch's task totals
-          // are the freshest for their tasks.
-          let rows = [...old, ...list.sandboxes.filter((b) => !old.some((o) => o.id === b.id))];
-          for (const b of list.sandboxes) rows = sameTaskTotals(rows, b);
-          return rows;
-        });
         found += list.sandboxes.length;
         cursor = list.next_cursor;
-        if (cursor === null || found >= BATCH) break;
+        const last = cursor === null || found >= BATCH;
+        if (reset) {
+          fresh = merged(fresh, list.sandboxes);
+          const shown = fresh;
+          if (!keep || last) setRows(() => shown);
+        } else {
+          setRows((old) => merged(old, list.sandboxes));
+        }
+        if (last) break;
       }
       setCursor(cursor);
       setDone(cursor === null);
@@ -312,7 +325,7 @@ export function SessionsPage() {
         if (m.kind === "resync") {
           loadOverview();
           reloadInbox();
-          loadBatch(true);
+          loadBatch(true, true);
           return;
         }
         const session = m.kind === "activity" ? m.event.session : m.session;
