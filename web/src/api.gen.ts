@@ -4972,6 +4972,8 @@ export interface operations {
                 cols?: number;
                 /** @description Resize the session to these rows on join. */
                 rows?: number;
+                /** @description The viewer takes the terminal's bytes from the session's shim on its own machine (`drover session attach` there): it is counted, told of resizes and the end, but sent no bytes. */
+                local?: boolean;
             };
             header?: never;
             path: {

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::drover::Up;
-use crate::latency::{through_attach, Percentiles};
+use crate::latency::{through_attach, Percentiles, Route};
 use crate::percentile;
 
 /// A median and a 90th percentile, in milliseconds.
@@ -121,7 +121,7 @@ pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize, mb: usize) -> Re
     let gap = Duration::from_millis(gap_ms);
     let mut out = Browser { keys, gap_ms, rounds: Vec::new(), stream: Vec::new() };
     for _ in 0..rounds.max(1) {
-        let attach = through_attach(&up, &id, keys, gap).context("through attach")?;
+        let attach = through_attach(&up, &id, keys, gap, Route::Server).context("through attach")?;
         let browser = in_the_page(&web, &up, exe, &id, keys, gap_ms, "as-shipped")?;
         let undeferred = in_the_page(&web, &up, exe, &id, keys, gap_ms, "undeferred")?;
         out.rounds.push(Round { attach, browser, undeferred });

@@ -1,7 +1,8 @@
 //! Input-to-echo latency: a keystroke typed into `drover session attach` until its echo
 //! comes back out of attach, to `cat` in the session; against the same through `tmux
 //! attach` (the baseline the goal is set against) and a bare PTY (`cat` run directly in
-//! the bench's PTY). Idle, then with other sessions streaming. Keys come `gap` apart, as
+//! the bench's PTY). Attach runs on the session's machine, so it takes the local path;
+//! `--via-server` (the route from any other machine) is measured beside it. Idle, then with other sessions streaming. Keys come `gap` apart, as
 //! people type: back to back, every process stays hot and wake-ups cost nothing.
 
 use std::path::Path;
@@ -39,10 +40,14 @@ pub struct Latency {
     pub tmux_idle: Option<Percentiles>,
     /// `tmux attach` with `streams` other tmux sessions printing.
     pub tmux_loaded: Option<Percentiles>,
-    /// Through drover, nothing else running.
+    /// Through drover's local path (attach on the session's machine), nothing else running.
     pub drover_idle: Percentiles,
-    /// Through drover with `streams` other sessions printing.
+    /// Through drover's local path with `streams` other sessions printing.
     pub drover_loaded: Percentiles,
+    /// Through the server (`attach --via-server`), nothing else running.
+    pub server_idle: Percentiles,
+    /// Through the server with `streams` other sessions printing.
+    pub server_loaded: Percentiles,
     /// Sessions streaming during the loaded runs.
     pub streams: usize,
 }
@@ -86,23 +91,34 @@ impl Percentiles {
     }
 }
 
-pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration) -> Result<Percentiles> {
+/// Which way `drover session attach` takes a session's bytes and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Straight to the session's shim: the default on the session's own machine.
+    Local,
+    /// Through the server and the device daemon (`--via-server`): the way from any
+    /// other machine, and the browser's.
+    Server,
+}
+
+/// Keystrokes through a `drover session attach` by `route` to a new session running `cat`.
+pub(crate) fn through_drover(up: &Up, keys: usize, gap: Duration, route: Route) -> Result<Percentiles> {
     let id = up.start_session(80, 24, &["cat"])?;
     up.wait_running(&id)?;
-    let r = through_attach(up, &id, keys, gap);
+    let r = through_attach(up, &id, keys, gap, route);
     let _ = up.cli(&["session", "stop", &id]);
     r
 }
 
 /// Keystrokes through a `drover session attach` to session `id` (running `cat`), which
 /// is left running.
-pub(crate) fn through_attach(up: &Up, id: &str, keys: usize, gap: Duration) -> Result<Percentiles> {
-    Ok(Percentiles::of(&mut attach_latencies(up, id, keys, gap)?))
+pub(crate) fn through_attach(up: &Up, id: &str, keys: usize, gap: Duration, route: Route) -> Result<Percentiles> {
+    Ok(Percentiles::of(&mut attach_latencies(up, id, keys, gap, route)?))
 }
 
 /// Each keystroke's echo ms through a `drover session attach` to session `id` (running
 /// `cat`) on `up`'s server, which is left running.
-pub(crate) fn attach_latencies(up: &Up, id: &str, keys: usize, gap: Duration) -> Result<Vec<f64>> {
+pub(crate) fn attach_latencies(up: &Up, id: &str, keys: usize, gap: Duration, route: Route) -> Result<Vec<f64>> {
     let home = up.home.path().to_str().context("home")?.to_string();
     let exe = up.exe.to_str().context("exe")?.to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -111,7 +127,11 @@ pub(crate) fn attach_latencies(up: &Up, id: &str, keys: usize, gap: Duration) ->
         anyhow::ensure!(Instant::now() < deadline, "an earlier viewer never left");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut attach = PtyProc::spawn(&[&exe, "session", "attach", id], &[("DROVER_HOME", &home)], 80, 24)?;
+    let mut argv = vec![exe.as_str(), "session", "attach", id];
+    if route == Route::Server {
+        argv.push("--via-server");
+    }
+    let mut attach = PtyProc::spawn(&argv, &[("DROVER_HOME", &home)], 80, 24)?;
     while !up.cli(&["--json", "session", "show", id])?.contains("\"attached\": 1") {
         anyhow::ensure!(Instant::now() < deadline, "attach never connected");
         std::thread::sleep(Duration::from_millis(20));
@@ -177,15 +197,17 @@ pub fn run(exe: &Path, keys: usize, gap_ms: u64, streams: usize) -> Result<Laten
     drop(bare);
     let tmux = through_tmux(keys, gap, streams).context("through tmux")?;
     let up = Up::start(exe)?;
-    let drover_idle = through_drover(&up, keys, gap).context("through drover")?;
+    let drover_idle = through_drover(&up, keys, gap, Route::Local).context("through drover")?;
+    let server_idle = through_drover(&up, keys, gap, Route::Server).context("through drover's server")?;
     let mut ids = Vec::new();
     for _ in 0..streams {
         ids.push(up.start_session(100, 30, &["sh", "-c", STREAM])?);
     }
     std::thread::sleep(Duration::from_secs(1));
-    let drover_loaded = through_drover(&up, keys, gap).context("through drover, loaded")?;
+    let drover_loaded = through_drover(&up, keys, gap, Route::Local).context("through drover, loaded")?;
+    let server_loaded = through_drover(&up, keys, gap, Route::Server).context("through drover's server, loaded")?;
     let (tmux_idle, tmux_loaded) = tmux.map_or((None, None), |(i, l)| (Some(i), Some(l)));
-    let r = Latency { keys, gap_ms, bare_pty, tmux_idle, tmux_loaded, drover_idle, drover_loaded, streams };
+    let r = Latency { keys, gap_ms, bare_pty, tmux_idle, tmux_loaded, drover_idle, drover_loaded, server_idle, server_loaded, streams };
     report(&r);
     Ok(r)
 }
@@ -205,9 +227,11 @@ fn report(r: &Latency) {
     }
     show("drover attach", &r.drover_idle);
     ratio(&r.drover_idle, &r.tmux_idle);
+    show("drover attach --via-server", &r.server_idle);
     if let Some(t) = &r.tmux_loaded {
         show(&format!("tmux attach, {} other sessions streaming", r.streams), t);
     }
     show(&format!("drover attach, {} other sessions streaming", r.streams), &r.drover_loaded);
     ratio(&r.drover_loaded, &r.tmux_loaded);
+    show(&format!("drover attach --via-server, {} streaming", r.streams), &r.server_loaded);
 }

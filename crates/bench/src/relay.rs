@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::drover::{first_screen_ms, kill_sessions, Postgres, Up};
 use crate::http::Client;
-use crate::latency::{attach_latencies, Percentiles};
+use crate::latency::{attach_latencies, Percentiles, Route};
 use crate::median;
 
 /// The goal: each relayed median at most this much over the local one, in ms.
@@ -136,7 +136,8 @@ pub fn measure(exe: &Path, a: &Up, b: &Up, args: RelayArgs) -> Result<RelayFigur
     let (mut near, mut far) = (Vec::new(), Vec::new());
     for relay in [false, true, true, false] {
         let up = if relay { a } else { b };
-        let ms = attach_latencies(up, &id, half, gap).with_context(|| format!("typing through {}", if relay { "A" } else { "B" }))?;
+        let ms = attach_latencies(up, &id, half, gap, Route::Server)
+            .with_context(|| format!("typing through {}", if relay { "A" } else { "B" }))?;
         if relay { &mut far } else { &mut near }.extend(ms);
     }
     stop(&local, &id)?;

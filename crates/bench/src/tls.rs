@@ -70,8 +70,8 @@ pub fn run(exe: &Path, mb: usize, runs: usize, keys: usize) -> Result<Tls> {
         }
         println!("  tls throughput run {}/{runs}: plain {:.1} MB/s, tls {:.1} MB/s", i + 1, p[i], t[i]);
     }
-    let echo_plain = crate::latency::through_drover(&plain, keys, std::time::Duration::ZERO)?;
-    let echo_tls = crate::latency::through_drover(&tls, keys, std::time::Duration::ZERO)?;
+    let echo_plain = crate::latency::through_drover(&plain, keys, std::time::Duration::ZERO, crate::latency::Route::Server)?;
+    let echo_tls = crate::latency::through_drover(&tls, keys, std::time::Duration::ZERO, crate::latency::Route::Server)?;
     let (throughput_plain, throughput_tls) = (median(&mut p), median(&mut t));
     let viewer_received = got.iter().copied().fold(f64::INFINITY, f64::min);
     anyhow::ensure!(viewer_received > 0.99, "the viewers missed output ({viewer_received:.3} of it): the figures would mean nothing");

@@ -20,4 +20,5 @@ mod worktree;
 pub use config::{DeviceConfig, SandboxConfig, HEARTBEAT};
 pub use launcher::ShimLauncher;
 pub use link::run;
+pub use spawn::connect_existing;
 pub use worktree::GitDirs;

@@ -79,6 +79,43 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> R
     Ok(())
 }
 
+/// Reads length-prefixed frames, cancel-safely: what was read of a frame stays in its
+/// buffer, so `next` may be one branch of a `select!` that another branch wins.
+pub struct FrameReader<R> {
+    inner: R,
+    buf: bytes::BytesMut,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Reads frames from `inner`.
+    pub fn new(inner: R) -> Self {
+        FrameReader { inner, buf: bytes::BytesMut::with_capacity(64 * 1024) }
+    }
+
+    /// The next frame's payload; `Ok(None)` at a clean end of stream (between frames).
+    pub async fn next(&mut self) -> Result<Option<bytes::Bytes>, FrameError> {
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_be_bytes(self.buf[..4].try_into().expect("four bytes")) as usize;
+                if len > MAX_FRAME_LEN {
+                    return Err(FrameError::TooLong(len));
+                }
+                if self.buf.len() >= 4 + len {
+                    let mut frame = self.buf.split_to(4 + len);
+                    return Ok(Some(frame.split_off(4).freeze()));
+                }
+                self.buf.reserve(4 + len - self.buf.len());
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                return match self.buf.is_empty() {
+                    true => Ok(None),
+                    false => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+                };
+            }
+        }
+    }
+}
+
 /// A cursor over a payload that reads fixed-width fields with bounds checks.
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -150,6 +187,37 @@ pub mod b64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_frame_reader_survives_being_cancelled_mid_frame() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut frames = FrameReader::new(rx);
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &[b"hello"]).await.unwrap();
+        write_frame(&mut wire, &[&[7u8; 300]]).await.unwrap();
+        // Half of the first frame, then a read that is given up on.
+        tx.write_all(&wire[..6]).await.unwrap();
+        let gave_up = tokio::time::timeout(std::time::Duration::from_millis(20), frames.next()).await;
+        assert!(gave_up.is_err(), "a partial frame is not handed on");
+        let rest = wire[6..].to_vec();
+        let writer = tokio::spawn(async move {
+            tx.write_all(&rest).await.unwrap();
+        });
+        assert_eq!(&frames.next().await.unwrap().unwrap()[..], b"hello");
+        assert_eq!(&frames.next().await.unwrap().unwrap()[..], &[7u8; 300][..]);
+        writer.await.unwrap();
+        assert!(frames.next().await.unwrap().is_none(), "a clean end between frames");
+    }
+
+    #[tokio::test]
+    async fn a_frame_reader_refuses_a_cut_frame_and_an_oversized_length() {
+        let mut cut = Vec::new();
+        write_frame(&mut cut, &[b"abcdef"]).await.unwrap();
+        cut.truncate(7);
+        assert!(FrameReader::new(&cut[..]).next().await.is_err());
+        let huge = ((MAX_FRAME_LEN + 1) as u32).to_be_bytes();
+        assert!(matches!(FrameReader::new(&huge[..]).next().await, Err(FrameError::TooLong(_))));
+    }
 
     #[tokio::test]
     async fn frames_round_trip_and_end_cleanly() {

@@ -1,6 +1,8 @@
 //! Viewer (CLI `attach`, browser) ⇄ server, over the WebSocket at
 //! `/api/v1/sessions/{id}/terminal` (`?read_only=true` to only watch;
-//! `?cols=C&rows=R` to resize the session to the viewer's window on join).
+//! `?cols=C&rows=R` to resize the session to the viewer's window on join; `?local=true`
+//! when the viewer reads the bytes from the session's shim on its own machine, as
+//! `drover session attach` does there: it is then sent events but no bytes).
 //!
 //! Server → viewer: binary frames are terminal bytes to write as they are (the first is
 //! a screen snapshot, later ones follow on from it; a `resync` event is followed by a

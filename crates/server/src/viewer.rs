@@ -41,6 +41,11 @@ pub struct TerminalParams {
     pub cols: Option<u32>,
     /// Resize the session to these rows on join.
     pub rows: Option<u32>,
+    /// The viewer takes the bytes from the session's shim on its own machine (`drover
+    /// session attach` where the session runs): it is counted, checked and told of
+    /// resizes and the end as any viewer, but sent no bytes.
+    #[serde(default)]
+    pub local: bool,
 }
 
 /// `GET /api/v1/sessions/{id}/terminal` (WebSocket).
@@ -79,6 +84,7 @@ pub async fn terminal(
             session: row.id,
             device,
             interactive: !params.read_only,
+            local: params.local,
             credential,
             operator,
             undelivered_told: Default::default(),
@@ -93,6 +99,9 @@ struct Viewer {
     session: SessionId,
     device: DeviceId,
     interactive: bool,
+    /// Sent no bytes: the viewer reads them from the shim ([`TerminalParams::local`]).
+    /// Its place in the hub then stays lagging, so no output is queued for it.
+    local: bool,
     /// The credential the terminal was opened with, and the session's operator: checked
     /// again every [`RECHECK`], so a revoked sign-in or a lost role closes the terminal.
     credential: crate::auth::Credential,
@@ -181,7 +190,7 @@ impl Viewer {
                         break;
                     }
                 }
-                _ = lag.notified() => {
+                _ = lag.notified(), if !self.local => {
                     last_resync = Some(tokio::time::Instant::now());
                     while rx.try_recv().is_ok() {}
                     match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
@@ -275,7 +284,8 @@ impl Viewer {
                         self.resize(c, r, Some(id)).await;
                     }
                 }
-                Ok(ViewerCommand::Resync) => return Next::Resync,
+                Ok(ViewerCommand::Resync) if !self.local => return Next::Resync,
+                Ok(ViewerCommand::Resync) => {}
                 Ok(ViewerCommand::Resize { .. }) => {}
                 Err(e) => {
                     let _ = send_event(sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;

@@ -77,6 +77,10 @@ pub enum SessionCmd {
         /// Only watch: nothing typed is sent.
         #[arg(long)]
         read_only: bool,
+        /// Take the bytes and keys through the server even when the session runs on
+        /// this machine under this user (by default they go straight to its shim there).
+        #[arg(long)]
+        via_server: bool,
     },
     /// Send text to a session through the audited path, then Enter.
     Input {

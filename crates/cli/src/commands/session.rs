@@ -37,7 +37,7 @@ pub async fn run(cmd: SessionCmd, json: bool) -> Result<ExitCode> {
         }
         SessionCmd::Tail { id, raw: true, follow, .. } => crate::tail::raw(&client, &id, follow).await?,
         SessionCmd::Tail { id, lines, follow, .. } => crate::tail::tail(&client, &id, lines, follow, json).await?,
-        SessionCmd::Attach { id, read_only } => return crate::attach::attach(&client, &id, read_only).await,
+        SessionCmd::Attach { id, read_only, via_server } => return crate::attach::attach(&client, &id, read_only, via_server).await,
         SessionCmd::Input { id, text } => {
             let body = SendInput { text, timeout_secs: None, still_ms: None };
             let r: InputReceipt = client.post(&format!("/api/v1/sessions/{}/input", seg(&id)), &body).await?;

@@ -21,12 +21,20 @@ pub struct Attached {
 impl Attached {
     /// Runs `drover session attach ID [extra…]` in a `cols`×`rows` PTY.
     pub fn start(d: &Drover, id: &str, extra: &[&str], cols: u16, rows: u16) -> Attached {
+        Attached::start_in(d.home.path(), &[], id, extra, (cols, rows))
+    }
+
+    /// [`Attached::start`] with `home` as `DROVER_HOME` and more environment.
+    pub fn start_in(home: &std::path::Path, env: &[(&str, &str)], id: &str, extra: &[&str], (cols, rows): (u16, u16)) -> Attached {
         let pair = portable_pty::native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
         let mut cmd = CommandBuilder::new(bin());
         cmd.args(["session", "attach", id]);
         cmd.args(extra);
-        cmd.env("DROVER_HOME", d.home.path());
+        cmd.env("DROVER_HOME", home);
         cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).expect("spawn attach");
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().expect("reader");

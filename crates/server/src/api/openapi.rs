@@ -115,6 +115,7 @@ const TERMINAL_QUERY: &[Param] = &[
     ("read_only", Q::Bool, "Only watch: keystrokes and resizes are ignored."),
     ("cols", Q::Int, "Resize the session to these columns on join."),
     ("rows", Q::Int, "Resize the session to these rows on join."),
+    ("local", Q::Bool, "The viewer takes the terminal's bytes from the session's shim on its own machine (`drover session attach` there): it is counted, told of resizes and the end, but sent no bytes."),
 ];
 
 const fn json(b: Body) -> Reply {

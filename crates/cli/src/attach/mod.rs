@@ -1,6 +1,8 @@
 //! `drover session attach`: this terminal becomes a view of the session. Output is
 //! written as it comes (a snapshot first); keystrokes go straight to the program and are
 //! not audited; window resizes follow; Ctrl-] detaches and leaves the session running.
+//! When the session runs on this machine under this user, its bytes and keys take the
+//! local path ([`shim`]); the server still opens, checks and ends the terminal.
 //!
 //! A dropped connection (the server restarting) is retried with backoff, as the web
 //! terminal does: a status shows on the bottom row meanwhile, and once connected again
@@ -14,12 +16,18 @@ use anyhow::{anyhow, bail, Result};
 use drover_api::ErrorBody;
 use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
+use std::os::fd::{AsFd, AsRawFd};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, Interest};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::client::{seg, Attempt, Client};
 use crate::reconnect::{Backoff, Place, Status};
+
+mod shim;
+use shim::{ShimOut, ShimView};
 
 /// The key that detaches: Ctrl-] (0x1d), as in telnet.
 pub const DETACH_KEY: u8 = 0x1d;
@@ -51,6 +59,8 @@ enum End {
 struct Local {
     tty: bool,
     read_only: bool,
+    /// Drover's home, where the local path looks for the session (None: never local).
+    home: Option<std::path::PathBuf>,
     stdout: std::io::Stdout,
     keys: Keys,
     winch: tokio::signal::unix::Signal,
@@ -69,9 +79,53 @@ impl Local {
 
 /// Keystrokes from stdin.
 struct Keys {
-    stdin: tokio::io::Stdin,
+    stdin: Stdin,
     buf: Vec<u8>,
     open: bool,
+}
+
+/// Where keystrokes are read from.
+enum Stdin {
+    /// A terminal, watched by the runtime: a key wakes the task that sends it, with no
+    /// thread between.
+    Tty(AsyncFd<std::io::Stdin>),
+    /// Anything else, read on tokio's blocking threads.
+    Other(tokio::io::Stdin),
+}
+
+impl Stdin {
+    fn new() -> Stdin {
+        if std::io::stdin().is_terminal() {
+            // SAFETY: descriptor 0 stays open for as long as the process runs.
+            if let Ok(fd) = unsafe { AsyncFd::register_with_interest(std::io::stdin(), Interest::READABLE) } {
+                return Stdin::Tty(fd);
+            }
+        }
+        Stdin::Other(tokio::io::stdin())
+    }
+
+    /// Reads what was typed (cancel-safe).
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let fd = match self {
+            Stdin::Other(stdin) => return stdin.read(buf).await,
+            Stdin::Tty(fd) => fd,
+        };
+        loop {
+            let mut ready = fd.readable().await?;
+            // The terminal stays blocking (the shell shares it): read only once poll(2)
+            // says there is something to read, or an end.
+            if let Ok(read) = ready.try_io(|stdin| {
+                let mut poll = [nix::poll::PollFd::new(stdin.get_ref().as_fd(), nix::poll::PollFlags::POLLIN)];
+                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::ZERO) {
+                    Ok(0) => Err(std::io::ErrorKind::WouldBlock.into()),
+                    Ok(_) => nix::unistd::read(stdin.get_ref().as_raw_fd(), buf).map_err(std::io::Error::from),
+                    Err(e) => Err(e.into()),
+                }
+            }) {
+                return read;
+            }
+        }
+    }
 }
 
 impl Keys {
@@ -94,14 +148,23 @@ impl Keys {
     }
 }
 
-/// Attaches to the session `id`.
-pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCode> {
+/// One connection to the session: the server's terminal socket and, on the local path,
+/// the session's shim, which then carries the bytes and keys.
+struct Conn {
+    ws: Socket,
+    shim: Option<ShimView>,
+}
+
+/// Attaches to the session `id`; `via_server` keeps the bytes on the server's path even
+/// when the session runs here.
+pub async fn attach(client: &Client, id: &str, read_only: bool, via_server: bool) -> Result<ExitCode> {
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
-    let keys = Keys { stdin: tokio::io::stdin(), buf: vec![0u8; 8192], open: true };
-    let mut local = Local { tty, read_only, stdout: std::io::stdout(), keys, winch };
+    let keys = Keys { stdin: Stdin::new(), buf: vec![0u8; 8192], open: true };
+    let home = if via_server { None } else { crate::home::home().ok() };
+    let mut local = Local { tty, read_only, home, stdout: std::io::stdout(), keys, winch };
     // The first connection is not retried: nothing to reattach to yet.
-    let mut ws = connect(client, id, read_only, local.size()).await.map_err(|e| match e {
+    let mut conn = open(client, id, &local).await.map_err(|e| match e {
         Attempt::Retry(why) => anyhow!("cannot reach the Drover server at {} ({why}): is `drover up` running?", client.url),
         Attempt::Fail(e) => e,
     })?;
@@ -109,7 +172,7 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
         eprint!("[attached to {id}{}; detach with Ctrl-]]\r\n", if read_only { ", read-only" } else { "" });
     }
     let raw = RawMode(tty && crossterm::terminal::enable_raw_mode().is_ok());
-    let ending = follow(client, id, &mut local, &mut ws).await;
+    let ending = follow(client, id, &mut local, &mut conn).await;
     if tty {
         local.stdout.write_all(RESTORE)?;
     }
@@ -129,12 +192,12 @@ pub async fn attach(client: &Client, id: &str, read_only: bool) -> Result<ExitCo
 
 /// Follows the session across reconnects until it ends, the viewer detaches, or the
 /// server cannot be reached again.
-async fn follow(client: &Client, id: &str, local: &mut Local, ws: &mut Socket) -> Result<String> {
+async fn follow(client: &Client, id: &str, local: &mut Local, conn: &mut Conn) -> Result<String> {
     let rows = local.size().map(|(_, r)| r).unwrap_or(24);
     let mut status = Status::new(if local.tty { Place::BottomRow(rows) } else { Place::Line });
     let mut backoff = Backoff::default();
     loop {
-        let mut why = match session(id, local, ws).await? {
+        let mut why = match session(id, local, conn).await? {
             End::Done(message) => return Ok(message),
             End::Lost(why) => why,
         };
@@ -147,9 +210,9 @@ async fn follow(client: &Client, id: &str, local: &mut Local, ws: &mut Socket) -
                 status.connected();
                 return Ok(detached(id));
             }
-            match connect(client, id, local.read_only, local.size()).await {
+            match open(client, id, local).await {
                 Ok(again) => {
-                    *ws = again;
+                    *conn = again;
                     backoff.reset();
                     status.connected();
                     break;
@@ -185,10 +248,28 @@ fn detached(id: &str) -> String {
     format!("[detached from {id}; it keeps running — `drover session attach {id}` to return]")
 }
 
-/// Opens the terminal socket, asking for `size` unless read-only.
-async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, u16)>) -> Result<Socket, Attempt> {
-    let mut url = client.ws_url(&format!("/api/v1/sessions/{}/terminal?read_only={read_only}", seg(id)));
-    if let (Some((c, r)), false) = (size, read_only) {
+/// Opens the session's terminal: the server's socket, then, when the session runs here,
+/// its shim (a shim that cannot be had after all leaves the server's path).
+async fn open(client: &Client, id: &str, local: &Local) -> Result<Conn, Attempt> {
+    let size = local.size().filter(|_| !local.read_only);
+    let here = local.home.as_deref().is_some_and(|home| shim::runs_here(home, id));
+    let mut ws = connect(client, id, local.read_only, size, here).await?;
+    if !here {
+        return Ok(Conn { ws, shim: None });
+    }
+    match ShimView::open(local.home.as_deref().expect("here"), id, size).await {
+        Some(view) => Ok(Conn { ws, shim: Some(view) }),
+        None => {
+            let _ = ws.close(None).await;
+            Ok(Conn { ws: connect(client, id, local.read_only, size, false).await?, shim: None })
+        }
+    }
+}
+
+/// Opens the terminal socket, asking for `size`; `local`: the bytes come from the shim.
+async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, u16)>, local: bool) -> Result<Socket, Attempt> {
+    let mut url = client.ws_url(&format!("/api/v1/sessions/{}/terminal?read_only={read_only}&local={local}", seg(id)));
+    if let Some((c, r)) = size {
         url.push_str(&format!("&cols={c}&rows={r}"));
     }
     let fail = |e: anyhow::Error| Attempt::Fail(e);
@@ -217,18 +298,23 @@ async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, 
     }
 }
 
+/// How long, after the server says the session ended, the shim has to hand on the
+/// last of its output.
+const LAST_OUTPUT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One connection's life: output to the terminal, keys and resizes to the session.
-async fn session(id: &str, local: &mut Local, ws: &mut Socket) -> Result<End> {
+async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
+    let Conn { ws, shim } = conn;
     loop {
         tokio::select! {
             msg = ws.next() => match msg {
-                Some(Ok(Message::Binary(b))) => {
-                    // A blocking write to the terminal is the natural backpressure.
-                    local.stdout.write_all(&b)?;
-                    local.stdout.flush()?;
-                }
+                // On the local path the shim has the bytes: the server sends none.
+                Some(Ok(Message::Binary(b))) if shim.is_none() => write_out(local, &b)?,
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerEvent>(&t) {
                     Ok(ViewerEvent::Ended { outcome, exit_code, reason }) => {
+                        if let Some(view) = shim.as_mut() {
+                            last_output(local, view).await?;
+                        }
                         let code = exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
                         let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
                         return Ok(End::Done(crate::table::sanitize(&format!("[session {id} ended: {outcome}{code}{why}]"))));
@@ -240,10 +326,22 @@ async fn session(id: &str, local: &mut Local, ws: &mut Socket) -> Result<End> {
                 Some(Err(e)) => return Ok(End::Lost(crate::client::connection_trouble(&e))),
                 Some(Ok(_)) => {}
             },
+            out = async { shim.as_mut().expect("on the local path").next().await }, if shim.is_some() => match out {
+                ShimOut::Bytes(b) => write_out(local, &b)?,
+                // Everything is on screen: the server says how it ended.
+                ShimOut::Exited => *shim = None,
+                ShimOut::Lost(why) => return Ok(End::Lost(why)),
+            },
             keys = local.keys.read(), if local.keys.open => {
                 let Some((keys, detach)) = keys else { continue };
-                if !local.read_only && !keys.is_empty() && ws.send(Message::Binary(keys.into())).await.is_err() {
-                    return Ok(End::Lost("the connection dropped while sending keys".into()));
+                if !local.read_only && !keys.is_empty() {
+                    let sent = match shim.as_mut() {
+                        Some(view) => view.send_keys(keys).await.is_ok(),
+                        None => ws.send(Message::Binary(keys.into())).await.is_ok(),
+                    };
+                    if !sent {
+                        return Ok(End::Lost("the connection dropped while sending keys".into()));
+                    }
                 }
                 if detach {
                     let _ = ws.send(Message::Close(None)).await;
@@ -260,4 +358,20 @@ async fn session(id: &str, local: &mut Local, ws: &mut Socket) -> Result<End> {
             }
         }
     }
+}
+
+/// Writes session output to the terminal; a blocking write is the natural backpressure.
+fn write_out(local: &mut Local, bytes: &[u8]) -> Result<()> {
+    local.stdout.write_all(bytes)?;
+    local.stdout.flush()?;
+    Ok(())
+}
+
+/// Writes what the shim still has before the end (for at most [`LAST_OUTPUT_WITHIN`]).
+async fn last_output(local: &mut Local, view: &mut ShimView) -> Result<()> {
+    let until = tokio::time::Instant::now() + LAST_OUTPUT_WITHIN;
+    while let Ok(ShimOut::Bytes(b)) = tokio::time::timeout_at(until, view.next()).await {
+        write_out(local, &b)?;
+    }
+    Ok(())
 }

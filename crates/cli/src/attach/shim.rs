@@ -1,0 +1,162 @@
+//! The local path of `drover session attach`: when the session runs on this machine,
+//! under this user, its bytes come straight from its shim's socket and keystrokes go
+//! straight to it, as `tmux attach` talks to its own server. The server still opens the
+//! terminal: it decides who may drop in, counts the viewer, resizes the session, says how
+//! it ended and closes the terminal when the right is revoked, and attach then drops this
+//! connection too. It grants nothing the operating system does not already give this
+//! user, who can read the session's link secret and reach its socket anyway.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use drover_core::SessionId;
+use drover_protocol::frame::{write_frame, FrameReader};
+use drover_protocol::shim::{ShimEvent, ShimFrame, ShimRequest};
+use drover_term::dir::SessionDir;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+/// How long the shim has to say hello and to answer a snapshot.
+const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+/// How long the first screen waits for the session to take the size attach asked for.
+const SIZE_WITHIN: Duration = Duration::from_secs(1);
+
+/// What the shim sends a local view.
+#[derive(Debug)]
+pub enum ShimOut {
+    /// Terminal bytes, following on from what came before.
+    Bytes(Bytes),
+    /// The program ended and every byte it wrote has come.
+    Exited,
+    /// The connection to the shim closed without the end: why.
+    Lost(String),
+}
+
+/// A view of a session straight from its shim. Its frames are read where they are
+/// used, not by a task of their own: each echo wakes one task, not two.
+pub struct ShimView {
+    wr: OwnedWriteHalf,
+    frames: FrameReader<OwnedReadHalf>,
+    /// The screen to draw first, until it is handed on.
+    screen: Option<Bytes>,
+    /// The end was handed on: nothing follows it.
+    ended: bool,
+}
+
+/// Where session `id` would be kept by a device on this machine (`drover up`'s own, or a
+/// `drover device` daemon's) that is serving it now: those with the shim's socket.
+fn session_dirs(home: &Path, id: &str) -> Vec<SessionDir> {
+    let Ok(id) = id.parse::<SessionId>() else { return Vec::new() };
+    ["device", "device-daemon"]
+        .iter()
+        .map(|device| SessionDir::new(home.join(device).join("sessions").join(id.to_string())))
+        .filter(|dir| dir.socket().exists())
+        .collect()
+}
+
+/// Whether session `id` looks served on this machine (its shim's socket is there): then
+/// attach asks the server for the local path.
+pub fn runs_here(home: &Path, id: &str) -> bool {
+    !session_dirs(home, id).is_empty()
+}
+
+impl ShimView {
+    /// Opens a view of session `id` from its shim, if it runs on this machine under this
+    /// user (a device of `home` holds it); the first thing it hands on is the screen to
+    /// draw. `size` is the size attach asked the server for; the first screen waits
+    /// (briefly) for it.
+    pub async fn open(home: &Path, id: &str, size: Option<(u16, u16)>) -> Option<ShimView> {
+        for dir in session_dirs(home, id) {
+            match tokio::time::timeout(ANSWER_WITHIN * 2, Self::open_in(&dir, id, size)).await {
+                Ok(Ok(opened)) => return Some(opened),
+                Ok(Err(why)) => tracing::debug!("no local view of {id} in {}: {why}", dir.root().display()),
+                Err(_) => tracing::debug!("no local view of {id} in {}: the shim did not answer", dir.root().display()),
+            }
+        }
+        None
+    }
+
+    async fn open_in(dir: &SessionDir, id: &str, size: Option<(u16, u16)>) -> Result<ShimView, String> {
+        let stream = drover_device::connect_existing(dir).await.ok_or("its socket refused the connection")?;
+        let (rd, mut wr) = stream.into_split();
+        let mut rd = FrameReader::new(rd);
+        match next_frame(&mut rd).await? {
+            ShimFrame::Event(ShimEvent::Hello { session, exit: None, .. }) if session.to_string() == id => {}
+            ShimFrame::Event(ShimEvent::Hello { exit: Some(_), .. }) => return Err("the session has ended".into()),
+            other => return Err(format!("not the session's shim: {other:?}")),
+        }
+        let snapshot = first_screen(&mut rd, &mut wr, size).await?;
+        send(&mut wr, ShimFrame::Request(ShimRequest::Subscribe { from_offset: snapshot.offset })).await?;
+        Ok(ShimView { wr, frames: rd, screen: Some(snapshot.data.into()), ended: false })
+    }
+
+    /// Sends keystrokes to the program.
+    pub async fn send_keys(&mut self, keys: Vec<u8>) -> Result<(), String> {
+        send(&mut self.wr, ShimFrame::Input(keys)).await
+    }
+
+    /// The next thing the shim sends, the first screen first (cancel-safe). After the
+    /// end, or the connection's loss, it waits for ever.
+    pub async fn next(&mut self) -> ShimOut {
+        if let Some(screen) = self.screen.take() {
+            return ShimOut::Bytes(screen);
+        }
+        if self.ended {
+            return std::future::pending().await;
+        }
+        let out = loop {
+            break match self.frames.next().await {
+                Ok(Some(frame)) => match ShimFrame::decode_shared_from_shim(&frame) {
+                    Ok(ShimFrame::Output { data, .. }) => ShimOut::Bytes(data),
+                    Ok(ShimFrame::Event(ShimEvent::Exited(_))) => ShimOut::Exited,
+                    Ok(_) => continue,
+                    Err(e) => ShimOut::Lost(format!("the shim sent a frame attach does not understand: {e}")),
+                },
+                Ok(None) => ShimOut::Lost("the shim closed the connection".into()),
+                Err(e) => ShimOut::Lost(format!("reading from the shim: {e}")),
+            };
+        };
+        self.ended = !matches!(out, ShimOut::Bytes(_));
+        out
+    }
+}
+
+/// The session's screen once it has the size asked for (or, after [`SIZE_WITHIN`], as
+/// it is): the server resizes the session on attach, through the device, and a screen
+/// drawn for the old size would be drawn over at once.
+async fn first_screen(
+    rd: &mut FrameReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+    size: Option<(u16, u16)>,
+) -> Result<drover_protocol::shim::Snapshot, String> {
+    let give_up = tokio::time::Instant::now() + SIZE_WITHIN;
+    for req in 1.. {
+        send(wr, ShimFrame::Request(ShimRequest::Snapshot { req })).await?;
+        let snapshot = loop {
+            match next_frame(rd).await? {
+                ShimFrame::Snapshot(s) if s.req == req => break s,
+                _ => {}
+            }
+        };
+        let sized = size.is_none_or(|(c, r)| (snapshot.cols, snapshot.rows) == (c, r));
+        if sized || tokio::time::Instant::now() >= give_up {
+            return Ok(snapshot);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    unreachable!("request ids do not run out")
+}
+
+/// The next frame from the shim, within [`ANSWER_WITHIN`].
+async fn next_frame(rd: &mut FrameReader<OwnedReadHalf>) -> Result<ShimFrame, String> {
+    match tokio::time::timeout(ANSWER_WITHIN, rd.next()).await {
+        Err(_) => Err("the shim did not answer".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(None)) => Err("the shim closed the connection".into()),
+        Ok(Ok(Some(f))) => ShimFrame::decode_shared_from_shim(&f).map_err(|e| e.to_string()),
+    }
+}
+
+async fn send(wr: &mut OwnedWriteHalf, frame: ShimFrame) -> Result<(), String> {
+    write_frame(wr, &[&frame.encode()]).await.map_err(|e| format!("writing to the shim: {e}"))
+}

@@ -1,0 +1,68 @@
+//! End-to-end: `drover session attach` on the machine a session runs on, as the device's
+//! user, takes its bytes and keys straight from the session's shim, while the server
+//! still opens the terminal, counts the viewer, says how the session ended, and ends the
+//! terminal the moment the right to drop in is gone.
+
+mod support;
+
+use support::term::Attached;
+use support::{secs, Drover, Split};
+
+/// Whether the server counts `n` viewers attached to session `id`.
+fn attached(d: &Drover, id: &str, n: u32) -> Option<()> {
+    d.ok(&["--json", "session", "show", id]).contains(&format!("\"attached\": {n}")).then_some(())
+}
+
+#[test]
+fn attach_on_the_sessions_machine_goes_to_its_shim_and_keeps_typing_while_the_device_daemon_is_away() {
+    let mut split = Split::start("here");
+    let id = split.cli.start(&["cat"]);
+    split.cli.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    // The device daemon's home is this machine's Drover home; the member's credential
+    // comes from the environment.
+    let (url, token) = (split.url.clone(), split.cli.json(&["token", "create", "here"])["token"].as_str().unwrap().to_string());
+    let env = [("DROVER_URL", url.as_str()), ("DROVER_TOKEN", token.as_str())];
+    let home = split.device_home.path().to_path_buf();
+    let mut viewer = Attached::start_in(&home, &env, &id, &[], (80, 24));
+    viewer.wait_for("[attached to", secs(20));
+    support::wait_until("the server counting the viewer", secs(20), || attached(&split.cli, &id, 1));
+    viewer.type_bytes(b"one\r");
+    viewer.wait_for("one\r\none", secs(20));
+
+    split.kill_device();
+    split.cli.wait_device("here", false);
+    // The server's path has no device to hand keys to; the local one does not need it.
+    viewer.type_bytes(b"two\r");
+    viewer.wait_for("two\r\ntwo", secs(20));
+    let mut remote = Attached::start_in(&home, &env, &id, &["--via-server"], (80, 24));
+    remote.wait_for("[attached to", secs(20));
+    remote.type_bytes(b"three\r");
+    remote.wait_for("was not delivered", secs(20));
+    drop(remote);
+    assert!(!viewer.text().contains("was not delivered"), "{}", viewer.text());
+
+    split.start_device();
+    split.cli.ok(&["session", "stop", &id]);
+    viewer.wait_for(&format!("[session {id} ended: released, exit code 143: stopped by an operator"), secs(30));
+    assert!(viewer.wait_exit(secs(10)), "attach ends cleanly when the session does");
+}
+
+#[test]
+fn a_local_attach_ends_at_once_when_its_token_is_revoked() {
+    let d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let made = d.json(&["token", "create", "revoked-soon"]);
+    let token = made["token"].as_str().unwrap().to_string();
+    let env = [("DROVER_URL", d.url.as_str()), ("DROVER_TOKEN", token.as_str())];
+    let mut viewer = Attached::start_in(d.home.path(), &env, &id, &[], (80, 24));
+    viewer.wait_for("[attached to", secs(20));
+    viewer.type_bytes(b"before\r");
+    viewer.wait_for("before\r\nbefore", secs(20));
+
+    d.ok(&["token", "revoke", made["info"]["id"].as_str().unwrap()]);
+    viewer.wait_for("revoked", secs(10));
+    assert!(!viewer.wait_exit(secs(20)), "attach reports the revocation as a failure");
+    support::wait_until("the viewer gone", secs(20), || attached(&d, &id, 0));
+    d.ok(&["session", "stop", &id]);
+}
