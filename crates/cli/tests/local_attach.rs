@@ -49,20 +49,24 @@ fn attach_on_the_sessions_machine_goes_to_its_shim_and_keeps_typing_while_the_de
 
 #[test]
 fn a_local_attach_ends_at_once_when_its_token_is_revoked() {
-    let d = Drover::up();
-    let id = d.start(&["cat"]);
-    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
-    let made = d.json(&["token", "create", "revoked-soon"]);
+    let mut split = Split::start("revoked");
+    let id = split.cli.start(&["cat"]);
+    split.cli.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let made = split.cli.json(&["token", "create", "revoked-soon"]);
     let token = made["token"].as_str().unwrap().to_string();
-    let env = [("DROVER_URL", d.url.as_str()), ("DROVER_TOKEN", token.as_str())];
-    let mut viewer = Attached::start_in(d.home.path(), &env, &id, &[], (80, 24));
+    let env = [("DROVER_URL", split.url.as_str()), ("DROVER_TOKEN", token.as_str())];
+    let mut viewer = Attached::start_in(split.device_home.path(), &env, &id, &[], (80, 24));
     viewer.wait_for("[attached to", secs(20));
-    viewer.type_bytes(b"before\r");
-    viewer.wait_for("before\r\nbefore", secs(20));
+    // Typing reaches cat with the device daemon gone: this attach is on the local path.
+    split.kill_device();
+    split.cli.wait_device("revoked", false);
+    viewer.type_bytes(b"local\r");
+    viewer.wait_for("local\r\nlocal", secs(20));
 
-    d.ok(&["token", "revoke", made["info"]["id"].as_str().unwrap()]);
+    split.cli.ok(&["token", "revoke", made["info"]["id"].as_str().unwrap()]);
     viewer.wait_for("revoked", secs(10));
     assert!(!viewer.wait_exit(secs(20)), "attach reports the revocation as a failure");
-    support::wait_until("the viewer gone", secs(20), || attached(&d, &id, 0));
-    d.ok(&["session", "stop", &id]);
+    support::wait_until("the viewer gone", secs(20), || attached(&split.cli, &id, 0));
+    split.start_device();
+    split.cli.ok(&["session", "stop", &id]);
 }

@@ -38,6 +38,13 @@ pub fn link_secret() -> String {
 /// Presents the session's link secret (from its `spec.json`, which only the device's
 /// user outside any run can read) as the connection's first frame.
 async fn authenticate(dir: &SessionDir, mut stream: UnixStream) -> std::io::Result<UnixStream> {
+    // The secret goes only to a process of this user: a socket some other user put in
+    // its place gets nothing.
+    // SAFETY: getuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::getuid() };
+    if stream.peer_cred()?.uid() != me {
+        return Err(std::io::Error::other("the shim's socket is held by another user"));
+    }
     let spec: Option<SessionSpec> = std::fs::read(dir.spec()).ok().and_then(|b| serde_json::from_slice(&b).ok());
     if let Some(secret) = spec.and_then(|s| s.link_secret) {
         let frame = ShimFrame::Request(ShimRequest::Authenticate { secret }).encode();

@@ -112,20 +112,35 @@ impl Stdin {
         };
         loop {
             let mut ready = fd.readable().await?;
-            // The terminal stays blocking (the shell shares it): read only once poll(2)
-            // says there is something to read, or an end.
-            if let Ok(read) = ready.try_io(|stdin| {
-                let mut poll = [nix::poll::PollFd::new(stdin.get_ref().as_fd(), nix::poll::PollFlags::POLLIN)];
-                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::ZERO) {
-                    Ok(0) => Err(std::io::ErrorKind::WouldBlock.into()),
-                    Ok(_) => nix::unistd::read(stdin.get_ref().as_raw_fd(), buf).map_err(std::io::Error::from),
-                    Err(e) => Err(e.into()),
-                }
-            }) {
+            if let Ok(read) = ready.try_io(|stdin| read_waiting(stdin.get_ref(), buf)) {
                 return read;
             }
         }
     }
+}
+
+/// Reads what is waiting on the terminal `stdin` without blocking, though the terminal
+/// stays blocking (the shell shares it): as many bytes as it says it holds, or the end
+/// once it says it has hung up; `WouldBlock` when it holds none (another reader of the
+/// same terminal took them).
+fn read_waiting(stdin: &std::io::Stdin, buf: &mut [u8]) -> std::io::Result<usize> {
+    let fd = stdin.as_raw_fd();
+    let mut poll = [nix::poll::PollFd::new(stdin.as_fd(), nix::poll::PollFlags::POLLIN)];
+    if nix::poll::poll(&mut poll, nix::poll::PollTimeout::ZERO)? == 0 {
+        return Err(std::io::ErrorKind::WouldBlock.into());
+    }
+    let ended = poll[0].revents().is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP | nix::poll::PollFlags::POLLERR));
+    let mut waiting: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int, the count of bytes waiting, into `waiting`.
+    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let take = match (usize::try_from(waiting).unwrap_or(0), ended) {
+        (0, false) => return Err(std::io::ErrorKind::WouldBlock.into()),
+        (0, true) => buf.len(),
+        (n, _) => n.min(buf.len()),
+    };
+    nix::unistd::read(fd, &mut buf[..take]).map_err(std::io::Error::from)
 }
 
 impl Keys {
@@ -315,9 +330,7 @@ async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
                         if let Some(view) = shim.as_mut() {
                             last_output(local, view).await?;
                         }
-                        let code = exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
-                        let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
-                        return Ok(End::Done(crate::table::sanitize(&format!("[session {id} ended: {outcome}{code}{why}]"))));
+                        return Ok(End::Done(ended(id, outcome, exit_code, reason)));
                     }
                     Ok(ViewerEvent::Error { message }) => eprint!("\r\n[drover: {}]\r\n", crate::table::sanitize(&message)),
                     Ok(_) | Err(_) => {}
@@ -329,8 +342,8 @@ async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
             out = async { shim.as_mut().expect("on the local path").next().await }, if shim.is_some() => match out {
                 ShimOut::Bytes(b) => write_out(local, &b)?,
                 // Everything is on screen: the server says how it ended.
-                ShimOut::Exited => *shim = None,
-                ShimOut::Lost(why) => return Ok(End::Lost(why)),
+                ShimOut::Exited => {}
+                ShimOut::Lost(why) => return Ok(shim_gone(id, ws, why).await),
             },
             keys = local.keys.read(), if local.keys.open => {
                 let Some((keys, detach)) = keys else { continue };
@@ -370,8 +383,33 @@ fn write_out(local: &mut Local, bytes: &[u8]) -> Result<()> {
 /// Writes what the shim still has before the end (for at most [`LAST_OUTPUT_WITHIN`]).
 async fn last_output(local: &mut Local, view: &mut ShimView) -> Result<()> {
     let until = tokio::time::Instant::now() + LAST_OUTPUT_WITHIN;
-    while let Ok(ShimOut::Bytes(b)) = tokio::time::timeout_at(until, view.next()).await {
-        write_out(local, &b)?;
+    while !view.done() {
+        match tokio::time::timeout_at(until, view.next()).await {
+            Ok(ShimOut::Bytes(b)) => write_out(local, &b)?,
+            _ => break,
+        }
     }
     Ok(())
+}
+
+/// The shim's connection closed before its end: when the session has just ended (a
+/// released shim exits at once), the server says so in a moment, and that is the end
+/// rather than a connection to retry.
+async fn shim_gone(id: &str, ws: &mut Socket, why: String) -> End {
+    let until = tokio::time::Instant::now() + LAST_OUTPUT_WITHIN;
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, ws.next()).await {
+        if let Message::Text(t) = msg {
+            if let Ok(ViewerEvent::Ended { outcome, exit_code, reason }) = serde_json::from_str::<ViewerEvent>(&t) {
+                return End::Done(ended(id, outcome, exit_code, reason));
+            }
+        }
+    }
+    End::Lost(why)
+}
+
+/// What attach prints when the session ended.
+fn ended(id: &str, outcome: drover_core::Outcome, exit_code: Option<i32>, reason: Option<String>) -> String {
+    let code = exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    crate::table::sanitize(&format!("[session {id} ended: {outcome}{code}{why}]"))
 }
