@@ -10,14 +10,13 @@
 
 use std::io::IsTerminal;
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Result};
 use drover_api::ErrorBody;
 use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
 use futures_util::{SinkExt, StreamExt};
-use std::os::fd::{AsFd, AsRawFd};
-
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, Interest};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -267,12 +266,11 @@ fn detached(id: &str) -> String {
 /// its shim (a shim that cannot be had after all leaves the server's path).
 async fn open(client: &Client, id: &str, local: &Local) -> Result<Conn, Attempt> {
     let size = local.size().filter(|_| !local.read_only);
-    let here = local.home.as_deref().is_some_and(|home| shim::runs_here(home, id));
-    let mut ws = connect(client, id, local.read_only, size, here).await?;
-    if !here {
-        return Ok(Conn { ws, shim: None });
-    }
-    match ShimView::open(local.home.as_deref().expect("here"), id, size).await {
+    let Some(home) = local.home.as_deref().filter(|home| shim::runs_here(home, id)) else {
+        return Ok(Conn { ws: connect(client, id, local.read_only, size, false).await?, shim: None });
+    };
+    let mut ws = connect(client, id, local.read_only, size, true).await?;
+    match ShimView::open(home, id, size).await {
         Some(view) => Ok(Conn { ws, shim: Some(view) }),
         None => {
             let _ = ws.close(None).await;
