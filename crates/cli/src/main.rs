@@ -54,7 +54,14 @@ fn main() -> ExitCode {
     if let args::Command::ShimLauncher = &cli.command {
         return shim_launcher();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Attach is one task that waits on a terminal and a socket or two, as `tmux attach`
+    // is one thread: on a single-threaded runtime a keystroke and its echo each wake one
+    // thread, never a second one.
+    let mut builder = match &cli.command {
+        args::Command::Session(args::SessionCmd::Attach { .. }) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
