@@ -266,11 +266,11 @@ fn detached(id: &str) -> String {
 /// its shim (a shim that cannot be had after all leaves the server's path).
 async fn open(client: &Client, id: &str, local: &Local) -> Result<Conn, Attempt> {
     let size = local.size().filter(|_| !local.read_only);
-    let Some(home) = local.home.as_deref().filter(|home| shim::runs_here(home, id)) else {
+    let Some(served) = local.home.as_deref().and_then(|home| shim::served_here(home, id)) else {
         return Ok(Conn { ws: connect(client, id, local.read_only, size, false).await?, shim: None });
     };
     let mut ws = connect(client, id, local.read_only, size, true).await?;
-    match ShimView::open(home, id, size).await {
+    match ShimView::open(&served, size).await {
         Some(view) => Ok(Conn { ws, shim: Some(view) }),
         None => {
             let _ = ws.close(None).await;
@@ -311,8 +311,8 @@ async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, 
     }
 }
 
-/// How long, after the server says the session ended, the shim has to hand on the
-/// last of its output.
+/// How long, at a session's end, attach waits for the shim's last output (once the
+/// server said it ended) or for the server's word (once the shim's connection closed).
 const LAST_OUTPUT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One connection's life: output to the terminal, keys and resizes to the session.

@@ -43,32 +43,33 @@ pub struct ShimView {
     ended: bool,
 }
 
-/// Where session `id` would be kept by a device on this machine (`drover up`'s own, or a
-/// `drover device` daemon's) that is serving it now: those with the shim's socket.
-fn session_dirs(home: &Path, id: &str) -> Vec<SessionDir> {
-    let Ok(id) = id.parse::<SessionId>() else { return Vec::new() };
-    ["device", "device-daemon"]
-        .iter()
-        .map(|device| SessionDir::new(home.join(device).join("sessions").join(id.to_string())))
-        .filter(|dir| dir.socket().exists())
-        .collect()
+/// Where a device on this machine (`drover up`'s own, or a `drover device` daemon's)
+/// serves a session now: its directories that hold the shim's socket.
+pub struct Served {
+    session: SessionId,
+    dirs: Vec<SessionDir>,
 }
 
-/// Whether session `id` looks served on this machine (its shim's socket is there): then
-/// attach asks the server for the local path.
-pub fn runs_here(home: &Path, id: &str) -> bool {
-    !session_dirs(home, id).is_empty()
+/// Where session `id` is served on this machine, if it looks served here (its shim's
+/// socket is there): then attach asks the server for the local path.
+pub fn served_here(home: &Path, id: &str) -> Option<Served> {
+    let session: SessionId = id.parse().ok()?;
+    let dirs: Vec<SessionDir> = ["device", "device-daemon"]
+        .iter()
+        .map(|device| SessionDir::new(home.join(device).join("sessions").join(session.to_string())))
+        .filter(|dir| dir.socket().exists())
+        .collect();
+    (!dirs.is_empty()).then_some(Served { session, dirs })
 }
 
 impl ShimView {
-    /// Opens a view of session `id` from its shim, if it runs on this machine under this
-    /// user (a device of `home` holds it); the first thing it hands on is the screen to
-    /// draw. `size` is the size attach asked the server for; the first screen waits
-    /// (briefly) for it.
-    pub async fn open(home: &Path, id: &str, size: Option<(u16, u16)>) -> Option<ShimView> {
-        let session: SessionId = id.parse().ok()?;
-        for dir in session_dirs(home, id) {
-            match tokio::time::timeout(ANSWER_WITHIN * 2, Self::open_in(&dir, session, size)).await {
+    /// Opens a view of the session `served` here from its shim, if it runs under this
+    /// user; the first thing it hands on is the screen to draw. `size` is the size attach
+    /// asked the server for; the first screen waits (briefly) for it.
+    pub async fn open(served: &Served, size: Option<(u16, u16)>) -> Option<ShimView> {
+        let id = served.session;
+        for dir in &served.dirs {
+            match tokio::time::timeout(ANSWER_WITHIN * 2, Self::open_in(dir, id, size)).await {
                 Ok(Ok(opened)) => return Some(opened),
                 Ok(Err(why)) => tracing::debug!("no local view of {id} in {}: {why}", dir.root().display()),
                 Err(_) => tracing::debug!("no local view of {id} in {}: the shim did not answer", dir.root().display()),
