@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::term::Attached;
 use support::{secs, Drover, Split};
 
@@ -69,4 +71,45 @@ fn a_local_attach_ends_at_once_when_its_token_is_revoked() {
     support::wait_until("the viewer gone", secs(20), || attached(&split.cli, &id, 0));
     split.start_device();
     split.cli.ok(&["session", "stop", &id]);
+}
+
+#[test]
+fn the_server_sends_a_local_viewer_no_bytes_but_counts_it_and_tells_it_the_end() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    let id = d.start(&["sh", "-c", "while :; do echo tick; sleep 0.1; done"]);
+    d.wait_text(&id, "tick", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (binary, texts) = rt.block_on(async {
+        let url = format!("{}/api/v1/sessions/{id}/terminal?local=true", d.url.replace("http://", "ws://"));
+        let mut req = url.into_client_request().unwrap();
+        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
+        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        let (mut sink, mut stream) = ws.split();
+        // Asking to re-sync does not get it the screen either.
+        sink.send(Message::Text(r#"{"type":"resync"}"#.into())).await.unwrap();
+        let (mut binary, mut texts) = (0usize, Vec::new());
+        let mut stopped = false;
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
+            match msg {
+                Message::Binary(b) => binary += b.len(),
+                Message::Text(t) => texts.push(t.to_string()),
+                Message::Close(_) => break,
+                _ => {}
+            }
+            // Counted as attached while it prints; then the end.
+            if !stopped && texts.len() == 1 {
+                support::wait_until("the local viewer counted", secs(20), || attached(&d, &id, 1));
+                d.ok(&["session", "stop", &id]);
+                stopped = true;
+            }
+        }
+        (binary, texts)
+    });
+    assert_eq!(binary, 0, "no terminal bytes to a local viewer: {texts:?}");
+    assert!(texts[0].contains(r#""type":"hello""#), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains(r#""type":"ended""#)), "told of the end: {texts:?}");
 }
