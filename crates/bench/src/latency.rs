@@ -2,8 +2,9 @@
 //! comes back out of attach, to `cat` in the session; against the same through `tmux
 //! attach` (the baseline the goal is set against) and a bare PTY (`cat` run directly in
 //! the bench's PTY). Attach runs on the session's machine, so it takes the local path;
-//! `--via-server` (the route from any other machine) is measured beside it. Idle, then with other sessions streaming. Keys come `gap` apart, as
-//! people type: back to back, every process stays hot and wake-ups cost nothing.
+//! `--via-server` (the route from any other machine) is measured beside it. Idle, then
+//! with other sessions streaming. Keys come `gap` apart, as people type: back to back,
+//! every process stays hot and wake-ups cost nothing.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
