@@ -141,11 +141,7 @@ fn an_oversized_terminal_message_closes_with_1009() {
     d.wait_text(&id, "big-ok", secs(20));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let code = rt.block_on(async {
-        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let mut req = format!("{}/api/v1/sessions/{id}/terminal", d.url.replace("http://", "ws://")).into_client_request().unwrap();
-        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
-        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        let (mut sink, mut stream) = ws.split();
+        let (mut sink, mut stream) = support::term::terminal_socket(&d, &id, "").await.split();
         // The server closes at the oversized frame's header, before the rest of the 2 MiB
         // is read: the send may then fail on the reset, so it runs beside the read and
         // its result is not the test's concern; the close code is.

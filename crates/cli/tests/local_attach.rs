@@ -76,18 +76,13 @@ fn a_local_attach_ends_at_once_when_its_token_is_revoked() {
 #[test]
 fn the_server_sends_a_local_viewer_no_bytes_but_counts_it_and_tells_it_the_end() {
     use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
     let d = Drover::up();
     let id = d.start(&["sh", "-c", "while :; do echo tick; sleep 0.1; done"]);
     d.wait_text(&id, "tick", secs(20));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (binary, texts) = rt.block_on(async {
-        let url = format!("{}/api/v1/sessions/{id}/terminal?local=true", d.url.replace("http://", "ws://"));
-        let mut req = url.into_client_request().unwrap();
-        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
-        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        let (mut sink, mut stream) = ws.split();
+        let (mut sink, mut stream) = support::term::terminal_socket(&d, &id, "local=true").await.split();
         // Asking to re-sync does not get it the screen either.
         sink.send(Message::Text(r#"{"type":"resync"}"#.into())).await.unwrap();
         let (mut binary, mut texts) = (0usize, Vec::new());

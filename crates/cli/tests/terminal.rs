@@ -308,7 +308,6 @@ fn a_quiet_session_packs_its_screen_and_goes_on_exactly_from_it() {
 #[test]
 fn a_viewer_that_asks_to_resync_gets_the_screen_again_at_most_every_200_ms() {
     use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
     let d = Drover::up();
     let id = d.start(&["sh", "-c", "printf 'screen-now'; sleep 60"]);
@@ -316,11 +315,7 @@ fn a_viewer_that_asks_to_resync_gets_the_screen_again_at_most_every_200_ms() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let answers = rt.block_on(async {
         // Read-only: watching is enough to ask.
-        let url = format!("{}/api/v1/sessions/{id}/terminal?read_only=true", d.url.replace("http://", "ws://"));
-        let mut req = url.into_client_request().unwrap();
-        req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
-        let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        let (mut sink, mut stream) = ws.split();
+        let (mut sink, mut stream) = support::term::terminal_socket(&d, &id, "read_only=true").await.split();
         let started = std::time::Instant::now();
         // Each resync event, when it came, and whether the screen followed it.
         let mut answers: Vec<(Duration, bool)> = Vec::new();
