@@ -115,7 +115,12 @@ impl PtyProc {
                 }
             }
             if g.eof {
-                anyhow::bail!("output ended before {:?} appeared", String::from_utf8_lossy(marker));
+                let last = &g.tail[g.tail.len().saturating_sub(400)..];
+                anyhow::bail!(
+                    "output ended before {:?} appeared; it ended with {:?}",
+                    String::from_utf8_lossy(marker),
+                    String::from_utf8_lossy(last)
+                );
             }
             let now = Instant::now();
             anyhow::ensure!(now < deadline, "timed out waiting for {:?}", String::from_utf8_lossy(marker));

@@ -108,3 +108,44 @@ fn the_server_sends_a_local_viewer_no_bytes_but_counts_it_and_tells_it_the_end()
     assert!(texts[0].contains(r#""type":"hello""#), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains(r#""type":"ended""#)), "told of the end: {texts:?}");
 }
+
+#[test]
+fn a_local_attach_that_reads_slowly_gets_the_whole_tail_after_the_session_ends() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let d = Drover::up();
+    // About 18 MB: far more than the sockets and the shim's queue hold for a viewer
+    // that does not read.
+    let script = "read go; yes 0123456789abcdefghijklmnopqrstuvwxyz | head -n 500000; echo END-OF-OUTPUT";
+    let id = d.start(&["sh", "-c", script]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut attach =
+        d.cmd().args(["session", "attach", &id]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    support::wait_until("the viewer counted", secs(20), || attached(&d, &id, 1));
+    d.ok(&["session", "input", &id, "go"]);
+    // Nobody reads attach's output until the session has ended and the device has had
+    // time to release the shim.
+    d.wait_ended(&id, secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    let mut stderr = attach.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut out = Vec::new();
+    attach.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = attach.wait().unwrap();
+    let errors = errors.join().unwrap();
+    let text = String::from_utf8_lossy(&out);
+    let lines = text.matches("0123456789abcdefghijklmnopqrstuvwxyz").count();
+    assert_eq!(
+        lines,
+        500_000,
+        "every line reaches the viewer; it ended with {:?} and said {errors:?}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    assert!(text.contains("END-OF-OUTPUT"), "the last line too: {errors:?}");
+    assert!(errors.contains(&format!("[session {id} ended: ")), "{errors:?}");
+    assert!(status.success(), "{errors:?}");
+}

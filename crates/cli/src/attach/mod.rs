@@ -311,8 +311,8 @@ async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, 
     }
 }
 
-/// How long, at a session's end, attach waits for the shim's last output (once the
-/// server said it ended) or for the server's word (once the shim's connection closed).
+/// How long, at a session's end, attach waits for more of the shim's last output (once
+/// the server said it ended) or for the server's word (once the shim's connection closed).
 const LAST_OUTPUT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One connection's life: output to the terminal, keys and resizes to the session.
@@ -378,11 +378,12 @@ fn write_out(local: &mut Local, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Writes what the shim still has before the end (for at most [`LAST_OUTPUT_WITHIN`]).
+/// Writes what the shim still has before the end, however long a slow terminal takes
+/// to show it, as long as the shim keeps sending (it stops for [`LAST_OUTPUT_WITHIN`]
+/// only if it is gone).
 async fn last_output(local: &mut Local, view: &mut ShimView) -> Result<()> {
-    let until = tokio::time::Instant::now() + LAST_OUTPUT_WITHIN;
     while !view.done() {
-        match tokio::time::timeout_at(until, view.next()).await {
+        match tokio::time::timeout(LAST_OUTPUT_WITHIN, view.next()).await {
             Ok(ShimOut::Bytes(b)) => write_out(local, &b)?,
             _ => break,
         }

@@ -22,8 +22,37 @@ const MAX_OUTPUT_FRAME: usize = 256 * 1024;
 const OUT_QUEUE: usize = 64;
 
 enum Out {
-    Output { offset: u64, t_micros: u64, data: Bytes },
+    Output {
+        offset: u64,
+        t_micros: u64,
+        data: Bytes,
+    },
     Frame(Vec<u8>),
+    /// The end of the output (`Exited`): once written, the connection is owed nothing.
+    End(Vec<u8>),
+}
+
+/// Whether a connection is owed the output up to its end, counted in
+/// [`Shared::following`] while it is.
+struct Owed {
+    shared: Arc<Shared>,
+    owed: std::sync::atomic::AtomicBool,
+}
+
+impl Owed {
+    /// The connection follows the output (again).
+    fn follow(&self) {
+        if !self.owed.swap(true, Ordering::AcqRel) {
+            self.shared.following.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The end was written, or the connection closed.
+    fn settle(&self) {
+        if self.owed.swap(false, Ordering::AcqRel) {
+            self.shared.following.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Largest first frame read from a connection that has not yet shown the secret.
@@ -73,7 +102,8 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
         }
         shared.clients.fetch_add(1, Ordering::AcqRel);
         let (tx, rx) = mpsc::channel::<Out>(OUT_QUEUE);
-        let writer = tokio::spawn(write_loop(wr, rx));
+        let owed = Arc::new(Owed { shared: shared.clone(), owed: false.into() });
+        let writer = tokio::spawn(write_loop(wr, rx, owed.clone()));
         let _ = tx.send(Out::Frame(ShimFrame::Event(hello(&shared)).encode())).await;
         let mut forwarder: Option<JoinHandle<()>> = None;
         loop {
@@ -100,6 +130,7 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     if tx.send(Out::Frame(marker)).await.is_err() {
                         break;
                     }
+                    owed.follow();
                     forwarder = Some(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)));
                 }
                 // A snapshot waits for the screen worker to catch up: answer it on the
@@ -255,7 +286,7 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
             if let Some(exit) = shared.exit() {
                 if next >= exit.final_offset {
                     exit_sent = true;
-                    let _ = tx.send(Out::Frame(ShimFrame::Event(ShimEvent::Exited(exit)).encode())).await;
+                    let _ = tx.send(Out::End(ShimFrame::Event(ShimEvent::Exited(exit)).encode())).await;
                 }
             }
         }
@@ -265,19 +296,25 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
     }
 }
 
-async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Out>) {
-    let mut wr = BufWriter::with_capacity(128 * 1024, wr);
+async fn write_loop(wr: OwnedWriteHalf, rx: mpsc::Receiver<Out>, owed: Arc<Owed>) {
+    let _ = write_all(BufWriter::with_capacity(128 * 1024, wr), rx, &owed).await;
+    owed.settle();
+}
+
+/// Writes what is queued until the connection or the queue closes.
+async fn write_all(mut wr: BufWriter<OwnedWriteHalf>, mut rx: mpsc::Receiver<Out>, owed: &Owed) -> std::io::Result<()> {
     while let Some(item) = rx.recv().await {
         let res = match &item {
             Out::Output { offset, t_micros, data } => write_frame(&mut wr, &[&output_header(*offset, *t_micros), data]).await,
-            Out::Frame(f) => write_frame(&mut wr, &[f]).await,
+            Out::Frame(f) | Out::End(f) => write_frame(&mut wr, &[f]).await,
         };
-        if res.is_err() {
-            return;
+        res.map_err(std::io::Error::other)?;
+        if rx.is_empty() || matches!(item, Out::End(_)) {
+            wr.flush().await?;
         }
-        if rx.is_empty() && wr.flush().await.is_err() {
-            return;
+        if matches!(item, Out::End(_)) {
+            owed.settle();
         }
     }
-    let _ = wr.flush().await;
+    wr.flush().await
 }

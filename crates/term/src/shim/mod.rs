@@ -116,14 +116,14 @@ async fn serve(
     started: (Instant, chrono::DateTime<chrono::Utc>),
     program: Result<crate::pty::Spawned, String>,
 ) -> Result<(), ShimError> {
-    let (listener, recording, progress, screen) = match set_up(&dir, &spec) {
+    let SetUp { listener, recording, recorded, progress, screen } = match set_up(&dir, &spec) {
         Ok(set) => set,
         Err(e) => {
             abandon(program.ok());
             return Err(e);
         }
     };
-    let shared = Arc::new(Shared::new(spec, dir.clone(), started, progress, screen));
+    let shared = Arc::new(Shared::new(spec, dir.clone(), started, (recorded, progress), screen));
     match program {
         Ok(spawned) => {
             let _ = std::fs::write(dir.child_pid(), spawned.pid.to_string());
@@ -162,9 +162,19 @@ async fn serve(
     Ok(())
 }
 
-/// What serving the session takes: its socket (its pid file beside it), its recording,
-/// and the screen that follows the recording.
-type SetUp = (UnixListener, crate::recording::RecordingWriter, Arc<StreamProgress>, Screen);
+/// What serving the session takes.
+struct SetUp {
+    /// Its socket (its pid file beside it).
+    listener: UnixListener,
+    /// Its recording, written.
+    recording: crate::recording::RecordingWriter,
+    /// The same, read back.
+    recorded: crate::recording::RecordingReader,
+    /// How far the recording has come, for the screen.
+    progress: Arc<StreamProgress>,
+    /// The screen that follows the recording.
+    screen: Screen,
+}
 
 /// Sets up what serving the session takes (see [`SetUp`]).
 fn set_up(dir: &SessionDir, spec: &SessionSpec) -> Result<SetUp, ShimError> {
@@ -172,10 +182,11 @@ fn set_up(dir: &SessionDir, spec: &SessionSpec) -> Result<SetUp, ShimError> {
     let listener = UnixListener::bind(dir.socket())?;
     std::fs::write(dir.shim_pid(), std::process::id().to_string())?;
     let recording = crate::recording::RecordingWriter::open(&dir.output(), &dir.index())?;
+    let recorded = crate::recording::RecordingReader::open(&dir.output(), &dir.index())?;
     let progress = Arc::new(StreamProgress::default());
     let quiet = std::env::var(QUIET_VAR).ok().and_then(|ms| ms.parse().ok()).map_or(crate::screen::QUIET, Duration::from_millis);
     let screen = Screen::start_packing_after(dir.output(), dir.index(), spec.cols, spec.rows, progress.clone(), quiet)?;
-    Ok((listener, recording, progress, screen))
+    Ok(SetUp { listener, recording, recorded, progress, screen })
 }
 
 /// Starts the program in its PTY, inside the sandbox its spec asks for (the device
@@ -227,7 +238,10 @@ async fn linger(shared: &Shared) {
     loop {
         tokio::select! {
             _ = shared.released.notified() => {
-                if shared.exit().is_some() { return; }
+                if shared.exit().is_some() {
+                    owed_ends(shared).await;
+                    return;
+                }
             }
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
@@ -242,6 +256,16 @@ async fn linger(shared: &Shared) {
         if idle.elapsed() >= LINGER {
             return;
         }
+    }
+}
+
+/// Once released, waits (for at most [`LINGER`]) until every connection that follows the
+/// output has been sent all of it and its end: a viewer that reads more slowly than the
+/// device gets the tail it is still owed, not a closed socket.
+async fn owed_ends(shared: &Shared) {
+    let until = Instant::now() + LINGER;
+    while shared.following.load(Ordering::Acquire) > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -120,6 +120,10 @@ pub struct Shared {
     pub out: Mutex<OutState>,
     /// Bumped whenever output, exit or an error changes.
     pub changed: watch::Sender<u64>,
+    /// The recording, read back by a connection that fell behind the ring; open for as
+    /// long as the shim runs, since the device removes the session's directory once it
+    /// has released the shim, while a slow viewer may still be owed the tail.
+    recorded: RecordingReader,
     /// Progress shared with the screen worker.
     pub progress: Arc<StreamProgress>,
     /// The screen worker.
@@ -132,6 +136,9 @@ pub struct Shared {
     pub clients: AtomicU32,
     /// The device released the finished shim.
     pub released: Notify,
+    /// Connections that follow the output and have not yet been sent its end: a
+    /// released shim waits for them (a while) before it exits, so none loses the tail.
+    pub following: AtomicU32,
     /// Writes to the PTY, in order.
     pub input: Mutex<Option<mpsc::UnboundedSender<InputItem>>>,
     /// Bytes in the input queue (at most `INPUT_BUDGET`).
@@ -142,12 +149,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// New state for `spec`.
+    /// New state for `spec`, whose recording is read back by `recorded` (and followed by
+    /// the screen through `progress`).
     pub fn new(
         spec: SessionSpec,
         dir: SessionDir,
         started: (Instant, chrono::DateTime<chrono::Utc>),
-        progress: Arc<StreamProgress>,
+        (recorded, progress): (RecordingReader, Arc<StreamProgress>),
         screen: Screen,
     ) -> Shared {
         let size = (spec.cols, spec.rows);
@@ -160,12 +168,14 @@ impl Shared {
             size: Mutex::new(size),
             out: Mutex::new(OutState::default()),
             changed: watch::channel(0).0,
+            recorded,
             progress,
             screen,
             stop_requested: AtomicBool::new(false),
             interactive_viewers: AtomicU32::new(0),
             clients: AtomicU32::new(0),
             released: Notify::new(),
+            following: AtomicU32::new(0),
             input: Mutex::new(None),
             input_queued: Arc::new(AtomicUsize::new(0)),
             master: Mutex::new(None),
@@ -208,8 +218,7 @@ impl Shared {
         };
         if from < file_until {
             let limit = ((file_until - from) as usize).min(max);
-            let read = RecordingReader::open(&self.dir.output(), &self.dir.index()).and_then(|r| r.read_chunk(from, limit));
-            match read {
+            match self.recorded.read_chunk(from, limit) {
                 Ok(Some(chunk)) => return Next::Data(Piece { offset: chunk.offset, t_micros: chunk.t_micros, data: chunk.data.into() }),
                 Ok(None) => {}
                 Err(e) => tracing::warn!("reading the recording at {from}: {e}"),
