@@ -7,6 +7,7 @@
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
 //!   and scanners of terminal bytes, from `drover-render`.
+//! - [`quiet`]: a unix stream the runtime wakes only for what arrives.
 //! - [`dir`]: the layout of a session's directory, shared by the shim and the device.
 //! - [`exec`], [`regions`]: a run's process from clone to exec, and the heap its
 //!   namespace's init lets go of.
@@ -17,6 +18,7 @@ pub mod dir;
 pub mod exec;
 mod packed;
 pub mod pty;
+pub mod quiet;
 pub mod regions;
 pub use drover_recording as recording;
 pub use drover_render::{asciicast, prompt, queries, text, transcript};

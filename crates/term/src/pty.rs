@@ -70,8 +70,8 @@ impl Spawned {
         let fd = self.reader.as_raw_fd();
         move |wait| {
             let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd; the fd outlives the reader thread because the
-            // reader is kept until the shim exits.
+            // SAFETY: one valid pollfd; the fd outlives every call, because the reader
+            // is kept until the shim has read the terminal to its end.
             let n = unsafe { libc::poll(&mut p, 1, if wait { -1 } else { 0 }) };
             n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
         }

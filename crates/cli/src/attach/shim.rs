@@ -14,7 +14,7 @@ use drover_core::SessionId;
 use drover_protocol::frame::{write_frame, FrameReader};
 use drover_protocol::shim::{ShimEvent, ShimFrame, ShimRequest};
 use drover_term::dir::SessionDir;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use drover_term::quiet::{QuietRead, QuietStream, QuietWrite};
 
 /// How long the shim has to say hello and to answer a snapshot.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -35,8 +35,8 @@ pub enum ShimOut {
 /// A view of a session straight from its shim. Its frames are read where they are
 /// used, not by a task of their own: each echo wakes one task, not two.
 pub struct ShimView {
-    wr: OwnedWriteHalf,
-    frames: FrameReader<OwnedReadHalf>,
+    wr: QuietWrite,
+    frames: FrameReader<QuietRead>,
     /// The screen to draw first, until it is handed on.
     screen: Option<Bytes>,
     /// The end was handed on: nothing follows it.
@@ -80,7 +80,8 @@ impl ShimView {
 
     async fn open_in(dir: &SessionDir, id: SessionId, size: Option<(u16, u16)>) -> Result<ShimView, String> {
         let stream = drover_device::connect_existing(dir).await.ok_or("its socket refused the connection")?;
-        let (rd, mut wr) = stream.into_split();
+        // Watched for reading only: the shim reading a keystroke does not wake attach.
+        let (rd, mut wr) = QuietStream::new(stream).map_err(|e| format!("cannot watch its socket: {e}"))?.into_split();
         let mut rd = FrameReader::new(rd);
         match next_frame(&mut rd).await? {
             ShimFrame::Event(ShimEvent::Hello { session, exit: None, .. }) if session == id => {}
@@ -136,8 +137,8 @@ impl ShimView {
 /// it is): the server resizes the session on attach, through the device, and a screen
 /// drawn for the old size would be drawn over at once.
 async fn first_screen(
-    rd: &mut FrameReader<OwnedReadHalf>,
-    wr: &mut OwnedWriteHalf,
+    rd: &mut FrameReader<QuietRead>,
+    wr: &mut QuietWrite,
     size: Option<(u16, u16)>,
 ) -> Result<drover_protocol::shim::Snapshot, String> {
     let give_up = tokio::time::Instant::now() + SIZE_WITHIN;
@@ -159,7 +160,7 @@ async fn first_screen(
 }
 
 /// The next frame from the shim, within [`ANSWER_WITHIN`].
-async fn next_frame(rd: &mut FrameReader<OwnedReadHalf>) -> Result<ShimFrame, String> {
+async fn next_frame(rd: &mut FrameReader<QuietRead>) -> Result<ShimFrame, String> {
     match tokio::time::timeout(ANSWER_WITHIN, rd.next()).await {
         Err(_) => Err("the shim did not answer".into()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -168,6 +169,6 @@ async fn next_frame(rd: &mut FrameReader<OwnedReadHalf>) -> Result<ShimFrame, St
     }
 }
 
-async fn send(wr: &mut OwnedWriteHalf, frame: ShimFrame) -> Result<(), String> {
+async fn send(wr: &mut QuietWrite, frame: ShimFrame) -> Result<(), String> {
     write_frame(wr, &[&frame.encode()]).await.map_err(|e| format!("writing to the shim: {e}"))
 }

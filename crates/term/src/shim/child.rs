@@ -1,4 +1,4 @@
-//! The program's life: the input writer, the reader, the waiter, and Stop.
+//! The program's life: the input writer, the output reader, the waiter, and Stop.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -28,7 +28,8 @@ const HUNG_UP_RETRY: Duration = Duration::from_millis(50);
 /// How long the shim keeps killing what a run left behind before it gives up.
 const TREE_END: Duration = Duration::from_secs(30);
 
-/// Starts the threads that serve a spawned program.
+/// Starts what serves a spawned program: its input and output on the shim's runtime,
+/// its waiter on a thread of its own.
 pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) {
     let readable = spawned.readable();
     let Spawned { pid, reader, writer, master, program_status, group } = spawned;
@@ -38,14 +39,11 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
     *shared.input.lock().expect("input lock") = Some(tx);
     start_writer(writer, rx);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let s = shared.clone();
-    std::thread::Builder::new()
-        .name("pty-reader".into())
-        .spawn(move || {
-            output::pump(s, Box::new(reader), readable, recording);
-            let _ = done_tx.send(());
-        })
-        .expect("spawn reader");
+    let out = output::Output::new(shared.clone(), recording);
+    tokio::spawn(async move {
+        output::pump(out, reader, readable).await;
+        let _ = done_tx.send(());
+    });
     let run = Run { pid, program_status, group };
     std::thread::Builder::new().name("waiter".into()).spawn(move || wait(shared, run, done_rx)).expect("spawn waiter");
 }

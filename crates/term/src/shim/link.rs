@@ -8,13 +8,13 @@ use bytes::Bytes;
 use drover_protocol::frame::{read_frame, write_frame};
 use drover_protocol::shim::{output_header, ShimEvent, ShimFrame, ShimRequest, Snapshot};
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::state::Next;
 use super::{child, Shared};
+use crate::quiet::{QuietRead, QuietStream, QuietWrite};
 
 /// Largest output frame sent to the device.
 const MAX_OUTPUT_FRAME: usize = 256 * 1024;
@@ -62,7 +62,7 @@ const MAX_SECRET_FRAME: usize = 256;
 const AUTHENTICATE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Reads the connection's first frame: it must be the spec's link secret.
-async fn authenticate(shared: &Shared, rd: &mut tokio::net::unix::OwnedReadHalf) -> Result<(), String> {
+async fn authenticate(shared: &Shared, rd: &mut QuietRead) -> Result<(), String> {
     let Some(want) = shared.spec.link_secret.as_deref() else { return Ok(()) };
     let read = async {
         use tokio::io::AsyncReadExt;
@@ -95,7 +95,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// Serves one connected device until it disconnects.
 pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
     tokio::spawn(async move {
-        let (mut rd, wr) = stream.into_split();
+        let (mut rd, wr) = match QuietStream::new(stream) {
+            Ok(s) => s.into_split(),
+            Err(e) => {
+                tracing::warn!("could not watch a connection to the shim's socket: {e}");
+                return;
+            }
+        };
         if let Err(why) = authenticate(&shared, &mut rd).await {
             tracing::warn!("refused a connection to the shim's socket: {why}");
             return;
@@ -296,13 +302,13 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
     }
 }
 
-async fn write_loop(wr: OwnedWriteHalf, rx: mpsc::Receiver<Out>, owed: Arc<Owed>) {
+async fn write_loop(wr: QuietWrite, rx: mpsc::Receiver<Out>, owed: Arc<Owed>) {
     let _ = write_all(BufWriter::with_capacity(128 * 1024, wr), rx, &owed).await;
     owed.settle();
 }
 
 /// Writes what is queued until the connection or the queue closes.
-async fn write_all(mut wr: BufWriter<OwnedWriteHalf>, mut rx: mpsc::Receiver<Out>, owed: &Owed) -> std::io::Result<()> {
+async fn write_all(mut wr: BufWriter<QuietWrite>, mut rx: mpsc::Receiver<Out>, owed: &Owed) -> std::io::Result<()> {
     while let Some(item) = rx.recv().await {
         let res = match &item {
             Out::Output { offset, t_micros, data } => write_frame(&mut wr, &[&output_header(*offset, *t_micros), data]).await,

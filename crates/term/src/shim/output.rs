@@ -1,11 +1,15 @@
-//! The PTY reader thread: record first, then publish; answer terminal queries when no
-//! interactive viewer is attached.
+//! The PTY's output: read on the shim's runtime, recorded first, then published; terminal
+//! queries answered when no interactive viewer is attached.
 
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::queries::{self, QueryScanner};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::mpsc;
+
+use crate::queries::{self, Query, QueryScanner};
 use crate::recording::RecordingWriter;
 
 use super::Shared;
@@ -13,18 +17,102 @@ use super::Shared;
 /// Bytes recorded and published at a time, at most.
 const READ_BUF: usize = 64 * 1024;
 
-/// Reads the PTY until it closes. Returns when the program and everything holding the
+/// The kernel hands a PTY's output over at most this much per read.
+const PTY_READ: usize = 4096;
+
+/// What becomes of the bytes read from the PTY.
+pub struct Output {
+    shared: Arc<Shared>,
+    recording: RecordingWriter,
+    scanner: QueryScanner,
+    found: Vec<Query>,
+    /// Queries to answer, in order, by a task that may wait for the screen.
+    answers: mpsc::UnboundedSender<Vec<Query>>,
+}
+
+impl Output {
+    /// Output for `shared`, recorded by `recording`. Starts the task that answers
+    /// queries, so it is called on the shim's runtime.
+    pub fn new(shared: Arc<Shared>, recording: RecordingWriter) -> Output {
+        let (answers, rx) = mpsc::unbounded_channel();
+        tokio::spawn(answer_queries(shared.clone(), rx));
+        Output { shared, recording, scanner: QueryScanner::new(), found: Vec::new(), answers }
+    }
+
+    /// Records `data`, then publishes it and hands on the queries in it.
+    fn take(&mut self, data: &[u8]) {
+        let t_micros = self.shared.now_micros();
+        record(&self.shared, &mut self.recording, data, t_micros);
+        self.scanner.scan(data, &mut self.found);
+        if !self.found.is_empty() {
+            let found = std::mem::take(&mut self.found);
+            if self.shared.headless() {
+                let _ = self.answers.send(found);
+            }
+        }
+    }
+
+    /// The terminal has closed: everything recorded is made durable.
+    fn finish(self) {
+        let _ = self.recording.sync();
+    }
+}
+
+/// Reads the PTY until it closes, which is when the program and everything holding the
 /// terminal have gone.
 ///
-/// The kernel hands a PTY's output over at most 4 KB per read; whatever more is already
-/// waiting (`readable(false)`) is read into the same buffer first, so a flood is recorded
-/// and published in batches of up to 64 KB (one file write, one wake-up) without
-/// delaying output that trickles. The reader may be non-blocking (the PTY's input is
-/// written from the shim's runtime): with nothing to read, it waits in `readable(true)`.
-pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: impl Fn(bool) -> bool, mut recording: RecordingWriter) {
+/// On the shim's runtime, so an echo wakes the one thread that also sends it on. The
+/// terminal is non-blocking (its input is written from the runtime too); whatever more
+/// is already waiting after a read is read into the same buffer first, so a flood is
+/// recorded and published in batches of up to 64 KB (one file write, one wake-up)
+/// without delaying output that trickles. Should the runtime not take the terminal, a
+/// thread of its own reads it.
+pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) -> bool + Send + 'static) {
+    // SAFETY: a `File` owns its descriptor, open until the `AsyncFd` drops it.
+    let fd = match unsafe { AsyncFd::register_with_interest(reader, Interest::READABLE) } {
+        Ok(fd) => fd,
+        Err(e) => {
+            let (reader, e) = e.into_parts();
+            tracing::warn!("reading the terminal from a thread of its own: {e}");
+            let read = tokio::task::spawn_blocking(move || pump_blocking(out, reader, readable));
+            let _ = read.await;
+            return;
+        }
+    };
+    let mut out = out;
     let mut buf = vec![0u8; READ_BUF];
-    let mut scanner = QueryScanner::new();
-    let mut found = Vec::new();
+    loop {
+        let Ok(mut ready) = fd.readable().await else { break };
+        let (mut n, mut closed) = (0, false);
+        while n + PTY_READ <= buf.len() {
+            match ready.try_io(|f| f.get_ref().read(&mut buf[n..])) {
+                Ok(Ok(0)) => closed = true,
+                Ok(Ok(got)) => n += got,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // EIO once every copy of the terminal's other end has closed.
+                Ok(Err(_)) => closed = true,
+                Err(_would_block) => break,
+            }
+            if closed {
+                break;
+            }
+        }
+        if n > 0 {
+            out.take(&buf[..n]);
+        }
+        if closed {
+            break;
+        }
+        // The forwarders send this batch before the next is read.
+        tokio::task::yield_now().await;
+    }
+    out.finish();
+}
+
+/// [`pump`] on a thread of its own: the terminal may be non-blocking, so with nothing to
+/// read it waits in `readable(true)`; `readable(false)` says at once whether more waits.
+fn pump_blocking(mut out: Output, mut reader: std::fs::File, readable: impl Fn(bool) -> bool) {
+    let mut buf = vec![0u8; READ_BUF];
     let mut closed = false;
     while !closed {
         let mut n = 0;
@@ -40,23 +128,15 @@ pub fn pump(shared: Arc<Shared>, mut reader: Box<dyn Read + Send>, readable: imp
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(_) => closed = true,
             }
-            if closed || n == 0 || n + 4096 > buf.len() || !readable(false) {
+            if closed || n + PTY_READ > buf.len() || !readable(false) {
                 break;
             }
         }
-        if n == 0 {
-            continue;
-        }
-        let data = &buf[..n];
-        let t_micros = shared.now_micros();
-        record(&shared, &mut recording, data, t_micros);
-        scanner.scan(data, &mut found);
-        if !found.is_empty() {
-            answer_queries(&shared, &found);
-            found.clear();
+        if n > 0 {
+            out.take(&buf[..n]);
         }
     }
-    let _ = recording.sync();
+    out.finish();
 }
 
 fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micros: u64) {
@@ -90,16 +170,21 @@ fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micro
     shared.bump();
 }
 
-fn answer_queries(shared: &Shared, found: &[queries::Query]) {
-    if !shared.headless() {
-        return;
-    }
-    for q in found {
-        let cursor = match q {
-            queries::Query::CursorPosition => shared.screen.modes_blocking().cursor,
-            _ => (0, 0),
-        };
-        // Dropped, not waited for, when the program is not reading its input.
-        let _ = shared.queue_input(queries::answer(*q, cursor), false);
+/// Answers the queries handed on, in order, while no interactive viewer is attached (one
+/// attached answers them itself). A cursor position waits for the screen to follow the
+/// stream, so it is asked off the runtime.
+async fn answer_queries(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Vec<Query>>) {
+    while let Some(found) = rx.recv().await {
+        for q in found {
+            if !shared.headless() {
+                continue;
+            }
+            let cursor = match q {
+                Query::CursorPosition => shared.screen.modes().await.map_or((0, 0), |m| m.cursor),
+                _ => (0, 0),
+            };
+            // Dropped, not waited for, when the program is not reading its input.
+            let _ = shared.queue_input(queries::answer(q, cursor), false);
+        }
     }
 }

@@ -1,0 +1,173 @@
+//! A unix stream the runtime wakes for what arrives, not for what the peer took.
+//!
+//! A tokio `UnixStream` is watched for writing as well as reading, and a unix socket
+//! signals "writable" each time its peer reads. So a process that sends a frame is woken
+//! again when the other side reads it: per keystroke, once in `drover session attach`
+//! and once per connection in the shim, each on a two-core machine taking a core from
+//! the processes that carry the echo. [`QuietStream`] is watched for reading only; a
+//! write goes straight to the socket, and only one the socket cannot take waits to be
+//! woken, through a registration made for that wait and dropped once the write is done.
+
+use std::io::{IoSlice, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+
+/// A connected unix stream, watched for reading only.
+pub struct QuietStream {
+    fd: Arc<AsyncFd<UnixStream>>,
+}
+
+impl QuietStream {
+    /// Takes over a tokio stream (which stops being watched for writing).
+    pub fn new(stream: tokio::net::UnixStream) -> std::io::Result<QuietStream> {
+        // Still non-blocking: tokio's streams are, and `into_std` leaves it so.
+        let stream = stream.into_std()?;
+        // SAFETY: the stream owns its descriptor, open until the `AsyncFd` drops it.
+        let fd = unsafe { AsyncFd::register_with_interest(stream, Interest::READABLE) }.map_err(|e| e.into_parts().1)?;
+        Ok(QuietStream { fd: Arc::new(fd) })
+    }
+
+    /// Splits the stream into a half that reads and one that writes, each usable from
+    /// its own task.
+    pub fn into_split(self) -> (QuietRead, QuietWrite) {
+        (QuietRead { fd: self.fd.clone() }, QuietWrite { fd: self.fd, waiting: None })
+    }
+}
+
+/// The reading half of a [`QuietStream`].
+pub struct QuietRead {
+    fd: Arc<AsyncFd<UnixStream>>,
+}
+
+impl AsyncRead for QuietRead {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut ready = ready!(self.fd.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            match ready.try_io(|fd| fd.get_ref().read(unfilled)) {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+/// The writing half of a [`QuietStream`].
+pub struct QuietWrite {
+    fd: Arc<AsyncFd<UnixStream>>,
+    /// Watches a copy of the socket for room, while a write waits for it.
+    waiting: Option<AsyncFd<OwnedFd>>,
+}
+
+impl QuietWrite {
+    /// Sends what the socket takes now of `bufs`, without waiting, and never raising
+    /// SIGPIPE (a peer that is gone is an error).
+    fn send(&self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        // SAFETY: a zeroed msghdr is valid; its iovec points at `bufs`, which `IoSlice`
+        // lays out as `iovec`s and which outlive the call; the descriptor is open.
+        let sent = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+            msg.msg_iovlen = bufs.len() as _;
+            libc::sendmsg(self.fd.get_ref().as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+        };
+        match sent {
+            -1 => Err(std::io::Error::last_os_error()),
+            n => Ok(n as usize),
+        }
+    }
+
+    /// Waits until the socket may have room, registering a copy of it for that.
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.waiting.is_none() {
+            let copy = self.fd.get_ref().as_fd().try_clone_to_owned()?;
+            // SAFETY: the copy owns its descriptor, open until the `AsyncFd` drops it.
+            let fd = unsafe { AsyncFd::register_with_interest(copy, Interest::WRITABLE) }.map_err(|e| e.into_parts().1)?;
+            self.waiting = Some(fd);
+        }
+        let waiting = self.waiting.as_ref().expect("registered above");
+        let mut ready = ready!(waiting.poll_write_ready(cx))?;
+        ready.clear_ready();
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        loop {
+            match self.send(bufs) {
+                Ok(n) => {
+                    // Done waiting: the copy's registration would wake the runtime for
+                    // every read the peer makes.
+                    self.waiting = None;
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => ready!(self.poll_room(cx))?,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for QuietWrite {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.get_mut().poll_send(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        self.get_mut().poll_send(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(self.fd.get_ref().shutdown(std::net::Shutdown::Write))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_write_the_socket_cannot_take_waits_for_room_and_loses_nothing() {
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let (mut rd, _w) = QuietStream::new(b).unwrap().into_split();
+        let (_r, mut wr) = QuietStream::new(a).unwrap().into_split();
+        let sent: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let expect = sent.clone();
+        let writer = tokio::spawn(async move {
+            wr.write_all(&sent).await.unwrap();
+            wr.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        rd.read_to_end(&mut got).await.unwrap();
+        writer.await.unwrap();
+        assert!(got == expect, "{} bytes read of {}", got.len(), expect.len());
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_is_gone_is_an_error_not_a_signal() {
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        drop(b);
+        let (_r, mut wr) = QuietStream::new(a).unwrap().into_split();
+        let err = wr.write_all(b"anyone?").await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
+    }
+}
