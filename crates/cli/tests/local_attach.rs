@@ -149,3 +149,37 @@ fn a_local_attach_that_reads_slowly_gets_the_whole_tail_after_the_session_ends()
     assert!(errors.contains(&format!("[session {id} ended: ")), "{errors:?}");
     assert!(status.success(), "{errors:?}");
 }
+
+#[test]
+fn a_local_attach_hands_its_terminal_to_the_shim_which_echoes_even_while_attach_is_stopped() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let d = Drover::up();
+    let id = d.start(&["cat"]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut viewer = Attached::start(&d, &id, &[], 80, 24);
+    viewer.wait_for("[attached to", secs(20));
+    viewer.type_bytes(b"one\r");
+    viewer.wait_for("one\r\none", secs(20));
+    // Attach can neither read nor write now: only the shim, holding its terminal, can
+    // send the keys on and write their echo.
+    let attach = Pid::from_raw(viewer.pid() as i32);
+    kill(attach, Signal::SIGSTOP).unwrap();
+    viewer.type_bytes(b"two\r");
+    let until = std::time::Instant::now() + secs(20);
+    while !viewer.text().contains("two\r\ntwo") && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill(attach, Signal::SIGCONT).unwrap();
+    assert!(viewer.text().contains("two\r\ntwo"), "the shim echoes with attach stopped: {:?}", viewer.text());
+    // The detach key, read by the shim, hands the terminal back and ends attach.
+    viewer.type_bytes(&[0x1d]);
+    viewer.wait_for(&format!("[detached from {id}"), secs(20));
+    assert!(viewer.wait_exit(secs(10)), "attach ends cleanly on detach");
+    assert_eq!(d.show(&id)["outcome"], "running", "detaching leaves the session running");
+    assert!(d.raw(&id).ends_with(b"two\r\n"), "nothing after the detach key reached the program");
+    // The shim no longer reads that terminal: what is typed there now goes nowhere.
+    viewer.type_bytes(b"four\r");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(d.raw(&id).ends_with(b"two\r\n"), "the shim let go of the terminal");
+}

@@ -343,7 +343,8 @@ impl SessionTask {
             }
             ShimFrame::Event(ev) => {
                 let msg = match ev {
-                    ShimEvent::Hello { .. } => return,
+                    // The device never hands the shim a terminal.
+                    ShimEvent::Hello { .. } | ShimEvent::TerminalReleased { .. } => return,
                     ShimEvent::Subscribed { .. } => {
                         self.resubscribing = false;
                         // An end held back during the resubscribe, with nothing left to send.

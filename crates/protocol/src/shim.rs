@@ -113,6 +113,22 @@ pub enum ShimRequest {
     },
     /// The device holds everything up to the end; a finished shim may exit.
     Release,
+    /// Serve a local viewer's terminal, whose descriptor comes with this frame (as
+    /// `SCM_RIGHTS`), as `tmux attach` hands its terminal to the tmux server: the shim
+    /// writes the output from `from_offset` on straight to it and reads the keys typed
+    /// there, until `detach_key` is typed, [`ShimRequest::ReleaseTerminal`] comes or the
+    /// output ends (answered by [`ShimEvent::TerminalReleased`] or
+    /// [`ShimEvent::Exited`]). Offered only by a shim whose hello says `terminal`.
+    TakeTerminal {
+        /// First offset to write.
+        from_offset: u64,
+        /// Keys are not sent to the program (the detach key still works).
+        read_only: bool,
+        /// The key that hands the terminal back.
+        detach_key: u8,
+    },
+    /// Stop touching the terminal taken by [`ShimRequest::TakeTerminal`].
+    ReleaseTerminal,
     /// The first frame of every connection: the link secret from `spec.json`, which only
     /// the device can read (a run cannot), so no process of a run talks to a shim.
     Authenticate {
@@ -141,6 +157,9 @@ pub enum ShimEvent {
         started_at: String,
         /// Set once the program has ended.
         exit: Option<ShimExit>,
+        /// This shim takes a viewer's terminal ([`ShimRequest::TakeTerminal`]).
+        #[serde(default)]
+        terminal: bool,
     },
     /// Audited text was written to the PTY.
     Delivered {
@@ -169,8 +188,15 @@ pub enum ShimEvent {
         /// The terminal's height, in rows.
         rows: u16,
     },
-    /// The program ended; all output up to `final_offset` has been sent before this.
+    /// The program ended; all output up to `final_offset` has been sent before this (or,
+    /// to a terminal taken, written to it; the shim no longer touches it).
     Exited(ShimExit),
+    /// The shim no longer touches the terminal it took: its detach key was typed
+    /// (`detached`), it was asked to let go, or it could not be used.
+    TerminalReleased {
+        /// The detach key was typed.
+        detached: bool,
+    },
     /// The recording could not be written (e.g. disk full); the program keeps running.
     RecordingError {
         /// What failed.

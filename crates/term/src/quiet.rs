@@ -7,16 +7,23 @@
 //! the processes that carry the echo. [`QuietStream`] is watched for reading only; a
 //! write goes straight to the socket, and only one the socket cannot take waits to be
 //! woken, through a registration made for that wait and dropped once the write is done.
+//!
+//! It also carries a descriptor beside a frame (`SCM_RIGHTS`): how a local viewer hands
+//! its terminal to the shim ([`QuietWrite::send_frame_with_fd`], [`QuietRead::take_fd`]).
 
-use std::io::{IoSlice, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::io::{IoSlice, IoSliceMut, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+
+/// Descriptors received and not yet taken, at most: any more are closed at once.
+const HELD_FDS: usize = 2;
 
 /// A connected unix stream, watched for reading only.
 pub struct QuietStream {
@@ -36,13 +43,46 @@ impl QuietStream {
     /// Splits the stream into a half that reads and one that writes, each usable from
     /// its own task.
     pub fn into_split(self) -> (QuietRead, QuietWrite) {
-        (QuietRead { fd: self.fd.clone() }, QuietWrite { fd: self.fd, waiting: None })
+        (QuietRead { fd: self.fd.clone(), fds: Mutex::default() }, QuietWrite { fd: self.fd, waiting: None })
     }
 }
 
 /// The reading half of a [`QuietStream`].
 pub struct QuietRead {
     fd: Arc<AsyncFd<UnixStream>>,
+    /// Descriptors that came with what was read, oldest first.
+    fds: Mutex<Vec<OwnedFd>>,
+}
+
+impl QuietRead {
+    /// The oldest descriptor that came with what was read so far (a frame's descriptor
+    /// has come by the time the frame has been read).
+    pub fn take_fd(&self) -> Option<OwnedFd> {
+        let mut fds = self.fds.lock().expect("fds lock");
+        (!fds.is_empty()).then(|| fds.remove(0))
+    }
+
+    /// Reads what the socket holds now into `buf`, keeping any descriptors that came
+    /// with it (closed on exec).
+    fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut iov = [IoSliceMut::new(buf)];
+        let mut space = nix::cmsg_space!([RawFd; HELD_FDS]);
+        let flags = MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT;
+        let msg = recvmsg::<()>(self.fd.get_ref().as_raw_fd(), &mut iov, Some(&mut space), flags)?;
+        let mut fds = self.fds.lock().expect("fds lock");
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(got) = cmsg {
+                for raw in got {
+                    // SAFETY: the kernel just installed `raw` in this process for us alone.
+                    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+                    if fds.len() < HELD_FDS {
+                        fds.push(fd);
+                    }
+                }
+            }
+        }
+        Ok(msg.bytes)
+    }
 }
 
 impl AsyncRead for QuietRead {
@@ -50,7 +90,7 @@ impl AsyncRead for QuietRead {
         loop {
             let mut ready = ready!(self.fd.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
-            match ready.try_io(|fd| fd.get_ref().read(unfilled)) {
+            match ready.try_io(|_| self.recv(unfilled)) {
                 Ok(Ok(n)) => {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
@@ -87,13 +127,29 @@ impl QuietWrite {
         }
     }
 
+    /// Sends one length-prefixed frame with `payload`, and `fd` beside it.
+    pub async fn send_frame_with_fd(&mut self, payload: &[u8], fd: BorrowedFd<'_>) -> std::io::Result<()> {
+        let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(payload);
+        let fds = [fd.as_raw_fd()];
+        let sent = loop {
+            let flags = MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT;
+            match sendmsg::<()>(self.fd.get_ref().as_raw_fd(), &[IoSlice::new(&frame)], &[ControlMessage::ScmRights(&fds)], flags, None) {
+                Ok(n) => break n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => std::future::poll_fn(|cx| self.poll_room(cx)).await?,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        self.waiting = None;
+        // The descriptor went with the first byte; the rest of the frame follows.
+        self.write_all(&frame[sent..]).await
+    }
+
     /// Waits until the socket may have room, registering a copy of it for that.
     fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         if self.waiting.is_none() {
-            let copy = self.fd.get_ref().as_fd().try_clone_to_owned()?;
-            // SAFETY: the copy owns its descriptor, open until the `AsyncFd` drops it.
-            let fd = unsafe { AsyncFd::register_with_interest(copy, Interest::WRITABLE) }.map_err(|e| e.into_parts().1)?;
-            self.waiting = Some(fd);
+            self.waiting = Some(room_watch(self.fd.get_ref())?);
         }
         let waiting = self.waiting.as_ref().expect("registered above");
         let mut ready = ready!(waiting.poll_write_ready(cx))?;
@@ -116,6 +172,40 @@ impl QuietWrite {
             }
         }
     }
+}
+
+/// A copy of `fd`, watched for room to write (and nothing else) until dropped.
+fn room_watch(fd: &impl AsFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+    let copy = fd.as_fd().try_clone_to_owned()?;
+    // SAFETY: the copy owns its descriptor, open until the `AsyncFd` drops it.
+    unsafe { AsyncFd::register_with_interest(copy, Interest::WRITABLE) }.map_err(|e| e.into_parts().1)
+}
+
+/// Writes all of `bytes` to `file` (non-blocking), waiting for room only when it is full,
+/// through a watch made for that wait: the runtime is not woken each time the reader at
+/// the other end takes some.
+pub async fn write_all_to(file: &std::fs::File, mut bytes: &[u8]) -> std::io::Result<()> {
+    let mut waiting: Option<AsyncFd<OwnedFd>> = None;
+    while !bytes.is_empty() {
+        match (&*file).write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                waiting = None;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let watch = match waiting.take() {
+                    Some(w) => w,
+                    None => room_watch(file)?,
+                };
+                watch.writable().await?.clear_ready();
+                waiting = Some(watch);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl AsyncWrite for QuietWrite {

@@ -60,6 +60,8 @@ struct Local {
     read_only: bool,
     /// Drover's home, where the local path looks for the session (None: never local).
     home: Option<std::path::PathBuf>,
+    /// A shim could not use this terminal: later views follow over the connection.
+    lend_failed: bool,
     stdout: std::io::Stdout,
     keys: Keys,
     winch: tokio::signal::unix::Signal,
@@ -90,6 +92,8 @@ enum Stdin {
     Tty(AsyncFd<std::io::Stdin>),
     /// Anything else, read on tokio's blocking threads.
     Other(tokio::io::Stdin),
+    /// The terminal, not watched while the shim has it (no key wakes attach then).
+    Lent,
 }
 
 impl Stdin {
@@ -107,6 +111,7 @@ impl Stdin {
     async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let fd = match self {
             Stdin::Other(stdin) => return stdin.read(buf).await,
+            Stdin::Lent => return std::future::pending().await,
             Stdin::Tty(fd) => fd,
         };
         loop {
@@ -143,6 +148,15 @@ fn read_waiting(stdin: &std::io::Stdin, buf: &mut [u8]) -> std::io::Result<usize
 }
 
 impl Keys {
+    /// Stops reading the terminal while the shim has it (`lent`), or reads it again.
+    fn lend(&mut self, lent: bool) {
+        match (&self.stdin, lent) {
+            (Stdin::Tty(_), true) => self.stdin = Stdin::Lent,
+            (Stdin::Lent, false) => self.stdin = Stdin::new(),
+            _ => {}
+        }
+    }
+
     /// Reads keystrokes: the keys to send (before any detach key) and whether to detach;
     /// None once stdin is closed.
     async fn read(&mut self) -> Option<(Vec<u8>, bool)> {
@@ -176,7 +190,7 @@ pub async fn attach(client: &Client, id: &str, read_only: bool, via_server: bool
     let winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
     let keys = Keys { stdin: Stdin::new(), buf: vec![0u8; 8192], open: true };
     let home = if via_server { None } else { crate::home::home().ok() };
-    let mut local = Local { tty, read_only, home, stdout: std::io::stdout(), keys, winch };
+    let mut local = Local { tty, read_only, home, lend_failed: false, stdout: std::io::stdout(), keys, winch };
     // The first connection is not retried: nothing to reattach to yet.
     let mut conn = open(client, id, &local).await.map_err(|e| match e {
         Attempt::Retry(why) => anyhow!("cannot reach the Drover server at {} ({why}): is `drover up` running?", client.url),
@@ -315,8 +329,51 @@ async fn connect(client: &Client, id: &str, read_only: bool, size: Option<(u16, 
 /// the server said it ended) or for the server's word (once the shim's connection closed).
 const LAST_OUTPUT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// One connection's life: output to the terminal, keys and resizes to the session.
+/// How long, at a session's end, attach waits for the shim that has the terminal to
+/// write the rest of the output to it (a slow terminal takes its time).
+const TERMINAL_TAIL_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// One connection's life. On the local path, the shim's view is started first (the
+/// screen drawn, then the terminal handed to the shim, or its output followed here), and
+/// the terminal is taken back from the shim before anything else is written to it.
 async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
+    if let Some(view) = conn.shim.as_mut() {
+        if let Err(why) = start_view(local, view).await {
+            return Ok(End::Lost(why));
+        }
+    }
+    let end = serve(id, local, conn).await;
+    if let Some(view) = conn.shim.as_mut() {
+        view.release().await;
+    }
+    local.keys.lend(false);
+    end
+}
+
+/// Draws the shim's first screen, then hands it this terminal when it can take it (the
+/// one terminal attach reads and writes, raw), or asks for the output over the
+/// connection.
+async fn start_view(local: &mut Local, view: &mut ShimView) -> Result<(), String> {
+    if let Some(screen) = view.take_screen() {
+        write_out(local, &screen).map_err(|e| e.to_string())?;
+    }
+    if !(local.tty && !local.lend_failed && view.takes_terminal() && one_terminal()) {
+        return view.follow().await;
+    }
+    local.keys.lend(true);
+    let stdin = std::io::stdin();
+    view.hand_terminal(stdin.as_fd(), local.read_only, DETACH_KEY).await
+}
+
+/// Whether attach's input and output are the same terminal.
+fn one_terminal() -> bool {
+    let device = |fd: std::os::fd::BorrowedFd<'_>| nix::sys::stat::fstat(fd.as_raw_fd()).ok().map(|st| st.st_rdev);
+    let (input, output) = (device(std::io::stdin().as_fd()), device(std::io::stdout().as_fd()));
+    input.is_some() && input == output
+}
+
+/// Output to the terminal, keys and resizes to the session, until the connection ends.
+async fn serve(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
     let Conn { ws, shim } = conn;
     loop {
         tokio::select! {
@@ -342,6 +399,14 @@ async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
                 // Everything is on screen: the server says how it ended.
                 ShimOut::Exited => {}
                 ShimOut::Lost(why) => return Ok(shim_gone(id, ws, why).await),
+                ShimOut::Released { detached: true } => {
+                    let _ = ws.send(Message::Close(None)).await;
+                    return Ok(End::Done(detached(id)));
+                }
+                ShimOut::Released { detached: false } => {
+                    local.lend_failed = true;
+                    return Ok(End::Lost("the session's shim could not use this terminal".into()));
+                }
             },
             keys = local.keys.read(), if local.keys.open => {
                 let Some((keys, detach)) = keys else { continue };
@@ -382,8 +447,10 @@ fn write_out(local: &mut Local, bytes: &[u8]) -> Result<()> {
 /// to show it, as long as the shim keeps sending (it stops for [`LAST_OUTPUT_WITHIN`]
 /// only if it is gone).
 async fn last_output(local: &mut Local, view: &mut ShimView) -> Result<()> {
+    // The shim writes to a terminal it has with no word until the end.
+    let within = if view.holds_terminal() { TERMINAL_TAIL_WITHIN } else { LAST_OUTPUT_WITHIN };
     while !view.done() {
-        match tokio::time::timeout(LAST_OUTPUT_WITHIN, view.next()).await {
+        match tokio::time::timeout(within, view.next()).await {
             Ok(ShimOut::Bytes(b)) => write_out(local, &b)?,
             _ => break,
         }

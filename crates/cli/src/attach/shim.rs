@@ -6,6 +6,7 @@
 //! connection too. It grants nothing the operating system does not already give this
 //! user, who can read the session's link secret and reach its socket anyway.
 
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -30,15 +31,30 @@ pub enum ShimOut {
     Exited,
     /// The connection to the shim closed without the end: why.
     Lost(String),
+    /// The shim no longer touches the terminal it took: the detach key was typed
+    /// (`detached`), or it could not use the terminal or was asked to let go.
+    Released {
+        /// The detach key was typed.
+        detached: bool,
+    },
 }
 
-/// A view of a session straight from its shim. Its frames are read where they are
-/// used, not by a task of their own: each echo wakes one task, not two.
+/// A view of a session straight from its shim: its output comes over the connection
+/// ([`ShimView::follow`]), read where it is used rather than by a task of its own, or the
+/// shim takes this terminal and writes it there itself ([`ShimView::hand_terminal`]), as
+/// `tmux attach` hands its terminal to the tmux server, so a keystroke and its echo wake
+/// only the shim.
 pub struct ShimView {
     wr: QuietWrite,
     frames: FrameReader<QuietRead>,
-    /// The screen to draw first, until it is handed on.
+    /// The screen to draw first, until it is taken.
     screen: Option<Bytes>,
+    /// Where the screen stands in the output.
+    offset: u64,
+    /// The shim can take a terminal.
+    takes_terminal: bool,
+    /// The shim has this terminal now.
+    holds_terminal: bool,
     /// The end was handed on: nothing follows it.
     ended: bool,
 }
@@ -83,14 +99,68 @@ impl ShimView {
         // Watched for reading only: the shim reading a keystroke does not wake attach.
         let (rd, mut wr) = QuietStream::new(stream).map_err(|e| format!("cannot watch its socket: {e}"))?.into_split();
         let mut rd = FrameReader::new(rd);
-        match next_frame(&mut rd).await? {
-            ShimFrame::Event(ShimEvent::Hello { session, exit: None, .. }) if session == id => {}
+        let takes_terminal = match next_frame(&mut rd).await? {
+            ShimFrame::Event(ShimEvent::Hello { session, exit: None, terminal, .. }) if session == id => terminal,
             ShimFrame::Event(ShimEvent::Hello { exit: Some(_), .. }) => return Err("the session has ended".into()),
             other => return Err(format!("not the session's shim: {other:?}")),
-        }
+        };
         let snapshot = first_screen(&mut rd, &mut wr, size).await?;
-        send(&mut wr, ShimFrame::Request(ShimRequest::Subscribe { from_offset: snapshot.offset })).await?;
-        Ok(ShimView { wr, frames: rd, screen: Some(snapshot.data.into()), ended: false })
+        Ok(ShimView {
+            wr,
+            frames: rd,
+            screen: Some(snapshot.data.into()),
+            offset: snapshot.offset,
+            takes_terminal,
+            holds_terminal: false,
+            ended: false,
+        })
+    }
+
+    /// The screen to draw before anything else (once).
+    pub fn take_screen(&mut self) -> Option<Bytes> {
+        self.screen.take()
+    }
+
+    /// Whether the shim can take a terminal.
+    pub fn takes_terminal(&self) -> bool {
+        self.takes_terminal
+    }
+
+    /// Whether the shim has this terminal now.
+    pub fn holds_terminal(&self) -> bool {
+        self.holds_terminal && !self.ended
+    }
+
+    /// Asks for the output after the screen over this connection.
+    pub async fn follow(&mut self) -> Result<(), String> {
+        send(&mut self.wr, ShimFrame::Request(ShimRequest::Subscribe { from_offset: self.offset })).await
+    }
+
+    /// Hands the terminal `tty` (raw, its screen drawn) to the shim, which writes the
+    /// output after the screen to it and sends the program the keys typed there, until
+    /// `detach_key`, [`ShimView::release`] or the end.
+    pub async fn hand_terminal(&mut self, tty: BorrowedFd<'_>, read_only: bool, detach_key: u8) -> Result<(), String> {
+        let take = ShimFrame::Request(ShimRequest::TakeTerminal { from_offset: self.offset, read_only, detach_key });
+        self.wr.send_frame_with_fd(&take.encode(), tty).await.map_err(|e| format!("handing the terminal to the shim: {e}"))?;
+        self.holds_terminal = true;
+        Ok(())
+    }
+
+    /// Takes the terminal back from the shim: once this returns, the shim no longer
+    /// touches it (or, after [`ANSWER_WITHIN`] without its word, the connection is
+    /// dropped, which ends its hold too).
+    pub async fn release(&mut self) {
+        if !self.holds_terminal() {
+            return;
+        }
+        let _ = send(&mut self.wr, ShimFrame::Request(ShimRequest::ReleaseTerminal)).await;
+        let until = tokio::time::Instant::now() + ANSWER_WITHIN;
+        while !self.ended {
+            if tokio::time::timeout_at(until, self.next()).await.is_err() {
+                break;
+            }
+        }
+        self.holds_terminal = false;
     }
 
     /// Sends keystrokes to the program.
@@ -103,12 +173,9 @@ impl ShimView {
         self.ended
     }
 
-    /// The next thing the shim sends, the first screen first (cancel-safe). After the
-    /// end, or the connection's loss, it waits for ever.
+    /// The next thing the shim sends (cancel-safe). After the end, the terminal's
+    /// release or the connection's loss, it waits for ever.
     pub async fn next(&mut self) -> ShimOut {
-        if let Some(screen) = self.screen.take() {
-            return ShimOut::Bytes(screen);
-        }
         if self.ended {
             return std::future::pending().await;
         }
@@ -117,6 +184,7 @@ impl ShimView {
                 Ok(Some(frame)) => match ShimFrame::decode_shared_from_shim(&frame) {
                     Ok(ShimFrame::Output { data, .. }) => ShimOut::Bytes(data),
                     Ok(ShimFrame::Event(ShimEvent::Exited(_))) => ShimOut::Exited,
+                    Ok(ShimFrame::Event(ShimEvent::TerminalReleased { detached })) => ShimOut::Released { detached },
                     Ok(_) => continue,
                     // As the device does: a shim of another build may send more.
                     Err(e) => {

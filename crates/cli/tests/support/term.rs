@@ -57,6 +57,11 @@ impl Attached {
     }
 
     /// Types bytes.
+    /// The attach process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.process_id().expect("attach's pid")
+    }
+
     pub fn type_bytes(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).unwrap();
         self.writer.flush().unwrap();

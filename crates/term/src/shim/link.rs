@@ -9,10 +9,11 @@ use drover_protocol::frame::{read_frame, write_frame};
 use drover_protocol::shim::{output_header, ShimEvent, ShimFrame, ShimRequest, Snapshot};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::state::Next;
+use super::terminal::{self, Ended, Take};
 use super::{child, Shared};
 use crate::quiet::{QuietRead, QuietStream, QuietWrite};
 
@@ -92,26 +93,61 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// How a connection follows the output: a forwarder sends it over the connection, or
+/// writes it to the terminal the connection handed over.
+#[derive(Default)]
+struct Following {
+    task: Option<JoinHandle<()>>,
+    /// Hands back the terminal the task took, if it did.
+    releaser: Option<oneshot::Sender<()>>,
+}
+
+impl Following {
+    fn start(&mut self, task: JoinHandle<()>, releaser: Option<oneshot::Sender<()>>) {
+        self.stop();
+        (self.task, self.releaser) = (Some(task), releaser);
+    }
+
+    fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.releaser = None;
+    }
+
+    fn release(&mut self) {
+        if let Some(release) = self.releaser.take() {
+            let _ = release.send(());
+        }
+    }
+}
+
+/// The connection's two halves, once it has shown the secret.
+async fn accept(shared: &Shared, stream: UnixStream) -> Option<(QuietRead, QuietWrite)> {
+    let (mut rd, wr) = match QuietStream::new(stream) {
+        Ok(s) => s.into_split(),
+        Err(e) => {
+            tracing::warn!("could not watch a connection to the shim's socket: {e}");
+            return None;
+        }
+    };
+    if let Err(why) = authenticate(shared, &mut rd).await {
+        tracing::warn!("refused a connection to the shim's socket: {why}");
+        return None;
+    }
+    Some((rd, wr))
+}
+
 /// Serves one connected device until it disconnects.
 pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
     tokio::spawn(async move {
-        let (mut rd, wr) = match QuietStream::new(stream) {
-            Ok(s) => s.into_split(),
-            Err(e) => {
-                tracing::warn!("could not watch a connection to the shim's socket: {e}");
-                return;
-            }
-        };
-        if let Err(why) = authenticate(&shared, &mut rd).await {
-            tracing::warn!("refused a connection to the shim's socket: {why}");
-            return;
-        }
+        let Some((mut rd, wr)) = accept(&shared, stream).await else { return };
         shared.clients.fetch_add(1, Ordering::AcqRel);
         let (tx, rx) = mpsc::channel::<Out>(OUT_QUEUE);
         let owed = Arc::new(Owed { shared: shared.clone(), owed: false.into() });
         let writer = tokio::spawn(write_loop(wr, rx, owed.clone()));
         let _ = tx.send(Out::Frame(ShimFrame::Event(hello(&shared)).encode())).await;
-        let mut forwarder: Option<JoinHandle<()>> = None;
+        let mut following = Following::default();
         loop {
             let frame = match read_frame(&mut rd).await {
                 Ok(Some(f)) => f,
@@ -128,16 +164,14 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     }
                 }
                 Ok(ShimFrame::Request(ShimRequest::Subscribe { from_offset })) => {
-                    if let Some(f) = forwarder.take() {
-                        f.abort();
-                    }
+                    following.stop();
                     // Marks where the old subscription's output ends in the stream.
                     let marker = ShimFrame::Event(ShimEvent::Subscribed { from_offset }).encode();
                     if tx.send(Out::Frame(marker)).await.is_err() {
                         break;
                     }
                     owed.follow();
-                    forwarder = Some(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)));
+                    following.start(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)), None);
                 }
                 // A snapshot waits for the screen worker to catch up: answer it on the
                 // side so input, stop and release are not held up behind it.
@@ -145,6 +179,17 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     let (shared, tx) = (shared.clone(), tx.clone());
                     tokio::spawn(async move { handle(&shared, &tx, ShimRequest::Snapshot { req }).await });
                 }
+                Ok(ShimFrame::Request(ShimRequest::TakeTerminal { from_offset, read_only, detach_key })) => {
+                    let Some(tty) = rd.take_fd() else {
+                        tracing::warn!("device link: a terminal was offered without its descriptor; closing");
+                        break;
+                    };
+                    let (release, released) = oneshot::channel();
+                    owed.follow();
+                    let take = Take { from_offset, read_only, detach_key };
+                    following.start(tokio::spawn(take_terminal(shared.clone(), tx.clone(), tty, take, released)), Some(release));
+                }
+                Ok(ShimFrame::Request(ShimRequest::ReleaseTerminal)) => following.release(),
                 Ok(ShimFrame::Request(ShimRequest::Authenticate { .. })) => {}
                 Ok(ShimFrame::Request(req)) => handle(&shared, &tx, req).await,
                 Ok(_) | Err(_) => {
@@ -153,9 +198,7 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                 }
             }
         }
-        if let Some(f) = forwarder {
-            f.abort();
-        }
+        following.stop();
         drop(tx);
         let _ = writer.await;
         shared.clients.fetch_sub(1, Ordering::AcqRel);
@@ -172,6 +215,7 @@ fn hello(shared: &Shared) -> ShimEvent {
         written: shared.out.lock().expect("out lock").written,
         started_at: shared.started_at.clone(),
         exit: shared.exit(),
+        terminal: true,
     }
 }
 
@@ -226,11 +270,26 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
             shared.released.notify_one();
             None
         }
-        ShimRequest::Authenticate { .. } => None,
+        ShimRequest::Authenticate { .. } | ShimRequest::TakeTerminal { .. } | ShimRequest::ReleaseTerminal => None,
     };
     if let Some(frame) = reply {
         let _ = tx.send(Out::Frame(frame.encode())).await;
     }
+}
+
+/// Serves the terminal `tty` (see [`terminal`]), then tells the connection why it no
+/// longer does.
+async fn take_terminal(shared: Arc<Shared>, tx: mpsc::Sender<Out>, tty: std::os::fd::OwnedFd, take: Take, released: oneshot::Receiver<()>) {
+    let event = match terminal::serve(&shared, tty, take, released).await {
+        Ended::Exited(exit) => ShimEvent::Exited(exit),
+        Ended::Detached => ShimEvent::TerminalReleased { detached: true },
+        Ended::Released => ShimEvent::TerminalReleased { detached: false },
+        Ended::Failed(why) => {
+            tracing::warn!("a viewer's terminal: {why}");
+            ShimEvent::TerminalReleased { detached: false }
+        }
+    };
+    let _ = tx.send(Out::End(ShimFrame::Event(event).encode())).await;
 }
 
 /// Text to send, once queued for the program.

@@ -12,6 +12,7 @@ mod child;
 mod link;
 mod output;
 mod state;
+mod terminal;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
