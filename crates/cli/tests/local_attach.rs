@@ -183,3 +183,25 @@ fn a_local_attach_hands_its_terminal_to_the_shim_which_echoes_even_while_attach_
     std::thread::sleep(Duration::from_millis(500));
     assert!(d.raw(&id).ends_with(b"two\r\n"), "the shim let go of the terminal");
 }
+
+#[test]
+fn the_detach_key_gets_through_while_a_stalled_screen_holds_the_output_back() {
+    let d = Drover::up();
+    let script = "read go; yes 0123456789abcdefghijklmnopqrstuvwxyz | head -n 20000; exec cat";
+    let id = d.start(&["sh", "-c", script]);
+    d.wait_for(&id, secs(20), |s| s["outcome"] == "running");
+    let mut viewer = Attached::start(&d, &id, &[], 80, 24);
+    viewer.wait_for("[attached to", secs(20));
+    support::wait_until("the viewer counted", secs(20), || attached(&d, &id, 1));
+    // Nothing reads the screen now: 740 KB fill the terminal, and the shim that holds it
+    // waits for room.
+    viewer.pause_reading(true);
+    d.ok(&["session", "input", &id, "go"]);
+    support::wait_until("the output recorded", secs(30), || (d.raw(&id).len() > 700_000).then_some(()));
+    viewer.type_bytes(&[0x1d]);
+    support::wait_until("attach detached with its screen stalled", secs(20), || attached(&d, &id, 0));
+    viewer.pause_reading(false);
+    viewer.wait_for(&format!("[detached from {id}"), secs(30));
+    assert!(viewer.wait_exit(secs(20)), "attach ends cleanly on detach");
+    assert_eq!(d.show(&id)["outcome"], "running", "detaching leaves the session running");
+}

@@ -11,7 +11,7 @@
 //! It also carries a descriptor beside a frame (`SCM_RIGHTS`): how a local viewer hands
 //! its terminal to the shim ([`QuietWrite::send_frame_with_fd`], [`QuietRead::take_fd`]).
 
-use std::io::{IoSlice, IoSliceMut, Write};
+use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::pin::Pin;
@@ -24,6 +24,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 
 /// Descriptors received and not yet taken, at most: any more are closed at once.
 const HELD_FDS: usize = 2;
+/// The most descriptors one message can carry (the kernel's `SCM_MAX_FD`): room for all
+/// of them, so none is left open in this process unseen.
+const MAX_FDS_PER_MESSAGE: usize = 253;
 
 /// A connected unix stream, watched for reading only.
 pub struct QuietStream {
@@ -66,7 +69,7 @@ impl QuietRead {
     /// with it (closed on exec).
     fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
         let mut iov = [IoSliceMut::new(buf)];
-        let mut space = nix::cmsg_space!([RawFd; HELD_FDS]);
+        let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_MESSAGE]);
         let flags = MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT;
         let msg = recvmsg::<()>(self.fd.get_ref().as_raw_fd(), &mut iov, Some(&mut space), flags)?;
         let mut fds = self.fds.lock().expect("fds lock");
@@ -175,37 +178,10 @@ impl QuietWrite {
 }
 
 /// A copy of `fd`, watched for room to write (and nothing else) until dropped.
-fn room_watch(fd: &impl AsFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+pub(crate) fn room_watch(fd: &impl AsFd) -> std::io::Result<AsyncFd<OwnedFd>> {
     let copy = fd.as_fd().try_clone_to_owned()?;
     // SAFETY: the copy owns its descriptor, open until the `AsyncFd` drops it.
     unsafe { AsyncFd::register_with_interest(copy, Interest::WRITABLE) }.map_err(|e| e.into_parts().1)
-}
-
-/// Writes all of `bytes` to `file` (non-blocking), waiting for room only when it is full,
-/// through a watch made for that wait: the runtime is not woken each time the reader at
-/// the other end takes some.
-pub async fn write_all_to(file: &std::fs::File, mut bytes: &[u8]) -> std::io::Result<()> {
-    let mut waiting: Option<AsyncFd<OwnedFd>> = None;
-    while !bytes.is_empty() {
-        match (&*file).write(bytes) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                bytes = &bytes[n..];
-                waiting = None;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let watch = match waiting.take() {
-                    Some(w) => w,
-                    None => room_watch(file)?,
-                };
-                watch.writable().await?.clear_ready();
-                waiting = Some(watch);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 impl AsyncWrite for QuietWrite {

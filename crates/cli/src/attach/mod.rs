@@ -148,12 +148,23 @@ fn read_waiting(stdin: &std::io::Stdin, buf: &mut [u8]) -> std::io::Result<usize
 }
 
 impl Keys {
-    /// Stops reading the terminal while the shim has it (`lent`), or reads it again.
-    fn lend(&mut self, lent: bool) {
-        match (&self.stdin, lent) {
-            (Stdin::Tty(_), true) => self.stdin = Stdin::Lent,
-            (Stdin::Lent, false) => self.stdin = Stdin::new(),
-            _ => {}
+    /// Stops reading the terminal while the shim has it; false if this is not a
+    /// terminal watched by the runtime (then it is not lent).
+    fn lend(&mut self) -> bool {
+        match self.stdin {
+            Stdin::Tty(_) => {
+                self.stdin = Stdin::Lent;
+                true
+            }
+            Stdin::Lent => true,
+            Stdin::Other(_) => false,
+        }
+    }
+
+    /// Reads the terminal again once the shim has let go of it.
+    fn take_back(&mut self) {
+        if matches!(self.stdin, Stdin::Lent) {
+            self.stdin = Stdin::new();
         }
     }
 
@@ -337,16 +348,18 @@ const TERMINAL_TAIL_WITHIN: std::time::Duration = std::time::Duration::from_secs
 /// screen drawn, then the terminal handed to the shim, or its output followed here), and
 /// the terminal is taken back from the shim before anything else is written to it.
 async fn session(id: &str, local: &mut Local, conn: &mut Conn) -> Result<End> {
-    if let Some(view) = conn.shim.as_mut() {
-        if let Err(why) = start_view(local, view).await {
-            return Ok(End::Lost(why));
-        }
-    }
-    let end = serve(id, local, conn).await;
+    let started = match conn.shim.as_mut() {
+        Some(view) => start_view(local, view).await,
+        None => Ok(()),
+    };
+    let end = match started {
+        Ok(()) => serve(id, local, conn).await,
+        Err(why) => Ok(End::Lost(why)),
+    };
     if let Some(view) = conn.shim.as_mut() {
         view.release().await;
     }
-    local.keys.lend(false);
+    local.keys.take_back();
     end
 }
 
@@ -357,19 +370,32 @@ async fn start_view(local: &mut Local, view: &mut ShimView) -> Result<(), String
     if let Some(screen) = view.take_screen() {
         write_out(local, &screen).map_err(|e| e.to_string())?;
     }
-    if !(local.tty && !local.lend_failed && view.takes_terminal() && one_terminal()) {
-        return view.follow().await;
-    }
-    local.keys.lend(true);
-    let stdin = std::io::stdin();
-    view.hand_terminal(stdin.as_fd(), local.read_only, DETACH_KEY).await
+    let terminal = match local.tty && !local.lend_failed && view.takes_terminal() {
+        true => terminal_for_the_shim(),
+        false => None,
+    };
+    let Some(terminal) = terminal.filter(|_| local.keys.lend()) else { return view.follow().await };
+    view.hand_terminal(terminal.as_fd(), local.read_only, DETACH_KEY).await
 }
 
-/// Whether attach's input and output are the same terminal.
-fn one_terminal() -> bool {
+/// This terminal opened again for the shim (its own open file, which it makes
+/// non-blocking), when attach's input and output are that one terminal.
+fn terminal_for_the_shim() -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let device = |fd: std::os::fd::BorrowedFd<'_>| nix::sys::stat::fstat(fd.as_raw_fd()).ok().map(|st| st.st_rdev);
     let (input, output) = (device(std::io::stdin().as_fd()), device(std::io::stdout().as_fd()));
-    input.is_some() && input == output
+    if input.is_none() || input != output {
+        return None;
+    }
+    let opened = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK).open("/proc/self/fd/0");
+    match opened {
+        Ok(file) if file.is_terminal() => Some(file),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!("the terminal cannot be opened again for the shim ({e}); its output comes over the socket");
+            None
+        }
+    }
 }
 
 /// Output to the terminal, keys and resizes to the session, until the connection ends.

@@ -147,8 +147,8 @@ impl ShimView {
     }
 
     /// Takes the terminal back from the shim: once this returns, the shim no longer
-    /// touches it (or, after [`ANSWER_WITHIN`] without its word, the connection is
-    /// dropped, which ends its hold too).
+    /// touches it (or, after [`ANSWER_WITHIN`] without its word, this end of the
+    /// connection is shut, which ends its hold as it reads the end, and this view with it).
     pub async fn release(&mut self) {
         if !self.holds_terminal() {
             return;
@@ -157,7 +157,9 @@ impl ShimView {
         let until = tokio::time::Instant::now() + ANSWER_WITHIN;
         while !self.ended {
             if tokio::time::timeout_at(until, self.next()).await.is_err() {
-                break;
+                use tokio::io::AsyncWriteExt;
+                let _ = self.wr.shutdown().await;
+                self.ended = true;
             }
         }
         self.holds_terminal = false;

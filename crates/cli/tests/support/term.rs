@@ -13,6 +13,8 @@ pub struct Attached {
     pub output: Arc<Mutex<Vec<u8>>>,
     /// Set once the reader has read everything (the client and its terminal are gone).
     drained: Arc<std::sync::atomic::AtomicBool>,
+    /// While set, nothing is read from the terminal (a viewer's screen that has stalled).
+    paused: Arc<std::sync::atomic::AtomicBool>,
     writer: Box<dyn Write + Send>,
     master: Box<dyn portable_pty::MasterPty + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
@@ -43,9 +45,15 @@ impl Attached {
         let out = output.clone();
         let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let done = drained.clone();
+        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hold = paused.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
-            while let Ok(n) = reader.read(&mut buf) {
+            loop {
+                while hold.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let Ok(n) = reader.read(&mut buf) else { break };
                 if n == 0 {
                     break;
                 }
@@ -53,15 +61,21 @@ impl Attached {
             }
             done.store(true, std::sync::atomic::Ordering::Release);
         });
-        Attached { output, drained, writer, master: pair.master, child }
+        Attached { output, drained, paused, writer, master: pair.master, child }
     }
 
-    /// Types bytes.
     /// The attach process's id.
     pub fn pid(&self) -> u32 {
         self.child.process_id().expect("attach's pid")
     }
 
+    /// Stops reading the client's terminal (`true`), as a stalled screen would, or reads
+    /// it again; reading stops after the read under way.
+    pub fn pause_reading(&self, paused: bool) {
+        self.paused.store(paused, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Types bytes.
     pub fn type_bytes(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).unwrap();
         self.writer.flush().unwrap();

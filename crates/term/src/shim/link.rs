@@ -29,8 +29,9 @@ enum Out {
         data: Bytes,
     },
     Frame(Vec<u8>),
-    /// The end of the output (`Exited`): once written, the connection is owed nothing.
-    End(Vec<u8>),
+    /// The last word of the output followed since [`Owed::follow`] returned the number
+    /// (`Exited`, or the terminal let go): once written, the connection is owed nothing.
+    End(Vec<u8>, u64),
 }
 
 /// Whether a connection is owed the output up to its end, counted in
@@ -38,18 +39,26 @@ enum Out {
 struct Owed {
     shared: Arc<Shared>,
     owed: std::sync::atomic::AtomicBool,
+    /// How many times the connection has started following.
+    follows: std::sync::atomic::AtomicU64,
 }
 
 impl Owed {
-    /// The connection follows the output (again).
-    fn follow(&self) {
+    /// The connection follows the output (again); the number its end will carry.
+    fn follow(&self) -> u64 {
+        let follow = self.follows.fetch_add(1, Ordering::AcqRel) + 1;
         if !self.owed.swap(true, Ordering::AcqRel) {
             self.shared.following.fetch_add(1, Ordering::AcqRel);
         }
+        follow
     }
 
-    /// The end was written, or the connection closed.
-    fn settle(&self) {
+    /// The end of follow `of` was written (an end of a follow since replaced settles
+    /// nothing), or, with None, the connection closed.
+    fn settle(&self, of: Option<u64>) {
+        if of.is_some_and(|of| of != self.follows.load(Ordering::Acquire)) {
+            return;
+        }
         if self.owed.swap(false, Ordering::AcqRel) {
             self.shared.following.fetch_sub(1, Ordering::AcqRel);
         }
@@ -144,7 +153,7 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
         let Some((mut rd, wr)) = accept(&shared, stream).await else { return };
         shared.clients.fetch_add(1, Ordering::AcqRel);
         let (tx, rx) = mpsc::channel::<Out>(OUT_QUEUE);
-        let owed = Arc::new(Owed { shared: shared.clone(), owed: false.into() });
+        let owed = Arc::new(Owed { shared: shared.clone(), owed: false.into(), follows: 0.into() });
         let writer = tokio::spawn(write_loop(wr, rx, owed.clone()));
         let _ = tx.send(Out::Frame(ShimFrame::Event(hello(&shared)).encode())).await;
         let mut following = Following::default();
@@ -170,8 +179,8 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                     if tx.send(Out::Frame(marker)).await.is_err() {
                         break;
                     }
-                    owed.follow();
-                    following.start(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset)), None);
+                    let follow = owed.follow();
+                    following.start(tokio::spawn(forward(shared.clone(), tx.clone(), from_offset, follow)), None);
                 }
                 // A snapshot waits for the screen worker to catch up: answer it on the
                 // side so input, stop and release are not held up behind it.
@@ -185,9 +194,10 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                         break;
                     };
                     let (release, released) = oneshot::channel();
-                    owed.follow();
+                    let follow = owed.follow();
                     let take = Take { from_offset, read_only, detach_key };
-                    following.start(tokio::spawn(take_terminal(shared.clone(), tx.clone(), tty, take, released)), Some(release));
+                    let task = tokio::spawn(take_terminal(shared.clone(), tx.clone(), tty, take, (released, follow)));
+                    following.start(task, Some(release));
                 }
                 Ok(ShimFrame::Request(ShimRequest::ReleaseTerminal)) => following.release(),
                 Ok(ShimFrame::Request(ShimRequest::Authenticate { .. })) => {}
@@ -279,7 +289,13 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
 
 /// Serves the terminal `tty` (see [`terminal`]), then tells the connection why it no
 /// longer does.
-async fn take_terminal(shared: Arc<Shared>, tx: mpsc::Sender<Out>, tty: std::os::fd::OwnedFd, take: Take, released: oneshot::Receiver<()>) {
+async fn take_terminal(
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Out>,
+    tty: std::os::fd::OwnedFd,
+    take: Take,
+    (released, follow): (oneshot::Receiver<()>, u64),
+) {
     let event = match terminal::serve(&shared, tty, take, released).await {
         Ended::Exited(exit) => ShimEvent::Exited(exit),
         Ended::Detached => ShimEvent::TerminalReleased { detached: true },
@@ -289,7 +305,7 @@ async fn take_terminal(shared: Arc<Shared>, tx: mpsc::Sender<Out>, tty: std::os:
             ShimEvent::TerminalReleased { detached: false }
         }
     };
-    let _ = tx.send(Out::End(ShimFrame::Event(event).encode())).await;
+    let _ = tx.send(Out::End(ShimFrame::Event(event).encode(), follow)).await;
 }
 
 /// Text to send, once queued for the program.
@@ -318,8 +334,9 @@ async fn send_text(shared: &Shared, req: u64, text: &str) -> Queued {
     }
 }
 
-/// Sends output from `next` on, then the exit, waking whenever something changes.
-async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
+/// Sends output from `next` on, then the exit (the end of `follow`), waking whenever
+/// something changes.
+async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64, follow: u64) {
     let mut changed = shared.changed.subscribe();
     let mut exit_sent = false;
     let mut error_sent = false;
@@ -351,7 +368,7 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
             if let Some(exit) = shared.exit() {
                 if next >= exit.final_offset {
                     exit_sent = true;
-                    let _ = tx.send(Out::End(ShimFrame::Event(ShimEvent::Exited(exit)).encode())).await;
+                    let _ = tx.send(Out::End(ShimFrame::Event(ShimEvent::Exited(exit)).encode(), follow)).await;
                 }
             }
         }
@@ -363,7 +380,7 @@ async fn forward(shared: Arc<Shared>, tx: mpsc::Sender<Out>, mut next: u64) {
 
 async fn write_loop(wr: QuietWrite, rx: mpsc::Receiver<Out>, owed: Arc<Owed>) {
     let _ = write_all(BufWriter::with_capacity(128 * 1024, wr), rx, &owed).await;
-    owed.settle();
+    owed.settle(None);
 }
 
 /// Writes what is queued until the connection or the queue closes.
@@ -371,14 +388,14 @@ async fn write_all(mut wr: BufWriter<QuietWrite>, mut rx: mpsc::Receiver<Out>, o
     while let Some(item) = rx.recv().await {
         let res = match &item {
             Out::Output { offset, t_micros, data } => write_frame(&mut wr, &[&output_header(*offset, *t_micros), data]).await,
-            Out::Frame(f) | Out::End(f) => write_frame(&mut wr, &[f]).await,
+            Out::Frame(f) | Out::End(f, _) => write_frame(&mut wr, &[f]).await,
         };
         res.map_err(std::io::Error::other)?;
-        if rx.is_empty() || matches!(item, Out::End(_)) {
+        if let Out::End(_, follow) = item {
             wr.flush().await?;
-        }
-        if matches!(item, Out::End(_)) {
-            owed.settle();
+            owed.settle(Some(follow));
+        } else if rx.is_empty() {
+            wr.flush().await?;
         }
     }
     wr.flush().await

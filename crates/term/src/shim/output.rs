@@ -52,8 +52,14 @@ impl Output {
         }
     }
 
-    /// The terminal has closed: everything recorded is made durable.
-    fn finish(self) {
+    /// The terminal has closed: everything recorded is made durable (off the runtime).
+    async fn finish(self) {
+        let recording = self.recording;
+        let _ = tokio::task::spawn_blocking(move || recording.sync()).await;
+    }
+
+    /// [`Output::finish`] on a thread that may block.
+    fn finish_blocking(self) {
         let _ = self.recording.sync();
     }
 }
@@ -68,6 +74,13 @@ impl Output {
 /// without delaying output that trickles. Should the runtime not take the terminal, a
 /// thread of its own reads it.
 pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) -> bool + Send + 'static) {
+    // Non-blocking (the writer made it so already, as the same open file): should it not
+    // be, a read on the runtime would stall the whole shim.
+    if let Err(e) = crate::pty::set_nonblocking(&reader) {
+        tracing::warn!("reading the terminal from a thread of its own: {e}");
+        let _ = tokio::task::spawn_blocking(move || pump_blocking(out, reader, readable)).await;
+        return;
+    }
     // SAFETY: a `File` owns its descriptor, open until the `AsyncFd` drops it.
     let fd = match unsafe { AsyncFd::register_with_interest(reader, Interest::READABLE) } {
         Ok(fd) => fd,
@@ -106,7 +119,7 @@ pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) ->
         // The forwarders send this batch before the next is read.
         tokio::task::yield_now().await;
     }
-    out.finish();
+    out.finish().await;
 }
 
 /// [`pump`] on a thread of its own: the terminal may be non-blocking, so with nothing to
@@ -136,7 +149,7 @@ fn pump_blocking(mut out: Output, mut reader: std::fs::File, readable: impl Fn(b
             out.take(&buf[..n]);
         }
     }
-    out.finish();
+    out.finish_blocking();
 }
 
 fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micros: u64) {

@@ -2,15 +2,16 @@
 //! server: the shim writes the output straight to it and reads the keys typed there, so
 //! a keystroke and its echo wake this one process, not the viewer's as well.
 //!
-//! The viewer's descriptor is opened again as the shim's own (non-blocking there only:
-//! the viewer's shell shares the first). What the shim writes is what the viewer would
+//! Attach opens its terminal again for the shim, so the shim's open file is its own
+//! (non-blocking there only: the shell shares attach's). What the shim writes is what the viewer would
 //! have written (the program's output, as it came); what it reads goes to the program
 //! as the viewer would have sent it. It never reaches the run: the run was started
 //! before, and the shim's descriptors are closed on exec.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use bytes::{Buf, Bytes};
 use drover_protocol::shim::ShimExit;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -18,7 +19,7 @@ use tokio::sync::oneshot;
 
 use super::state::Next;
 use super::Shared;
-use crate::quiet::write_all_to;
+use crate::quiet::room_watch;
 
 /// Largest piece of output written at a time.
 const MAX_WRITE: usize = 256 * 1024;
@@ -45,11 +46,13 @@ pub enum Ended {
     Failed(String),
 }
 
-/// Serves the terminal `tty` until the output ends, the detach key, or `release`.
+/// Serves the terminal `tty` until the output ends, the detach key, or `release`. One
+/// write at a time, with a look at the keys and `release` between writes, so a flood to
+/// a terminal that drains slowly holds up neither Ctrl-C nor the detach key.
 pub async fn serve(shared: &Shared, tty: OwnedFd, take: Take, release: oneshot::Receiver<()>) -> Ended {
-    let file = match reopen(tty) {
+    let file = match own(tty) {
         Ok(f) => f,
-        Err(e) => return Ended::Failed(format!("the terminal could not be opened: {e}")),
+        Err(e) => return Ended::Failed(format!("the terminal cannot be used: {e}")),
     };
     // SAFETY: the file owns its descriptor, open until the `AsyncFd` drops it.
     let fd = match unsafe { AsyncFd::register_with_interest(file, Interest::READABLE) } {
@@ -58,18 +61,31 @@ pub async fn serve(shared: &Shared, tty: OwnedFd, take: Take, release: oneshot::
     };
     let mut release = release;
     let mut changed = shared.changed.subscribe();
-    let mut next = take.from_offset;
+    let mut out = Pending { data: Bytes::new(), next: take.from_offset };
+    let mut room: Option<AsyncFd<OwnedFd>> = None;
     let mut keys = vec![0u8; 4096];
     loop {
         changed.borrow_and_update();
-        if let Err(e) = write_output(shared, fd.get_ref(), &mut next).await {
-            return Ended::Failed(format!("writing to the terminal: {e}"));
-        }
-        if let Some(exit) = shared.exit().filter(|exit| next >= exit.final_offset) {
+        let again = match out.write(shared, fd.get_ref()) {
+            Ok(Wrote::Some) => {
+                room = None;
+                true
+            }
+            Ok(Wrote::Full) if room.is_none() => {
+                match room_watch(fd.get_ref()) {
+                    Ok(watch) => room = Some(watch),
+                    Err(e) => return Ended::Failed(format!("the terminal could not be watched: {e}")),
+                }
+                false
+            }
+            Ok(Wrote::Full | Wrote::Nothing) => false,
+            Err(e) => return Ended::Failed(format!("writing to the terminal: {e}")),
+        };
+        if let Some(exit) = shared.exit().filter(|exit| out.data.is_empty() && out.next >= exit.final_offset) {
             return Ended::Exited(exit);
         }
         tokio::select! {
-            _ = changed.changed() => {}
+            biased;
             _ = &mut release => return Ended::Released,
             ready = fd.readable() => {
                 let Ok(mut ready) = ready else { return Ended::Failed("the terminal cannot be read".into()) };
@@ -81,38 +97,79 @@ pub async fn serve(shared: &Shared, tty: OwnedFd, take: Take, release: oneshot::
                     Err(_would_block) => {}
                 }
             }
+            found = room_in(&room) => if let Err(e) = found { return Ended::Failed(format!("the terminal could not be watched: {e}")) },
+            _ = changed.changed(), if out.data.is_empty() => {}
+            _ = std::future::ready(()), if again => {}
         }
     }
 }
 
-/// Opens the terminal behind `tty` again, as this process's own open file: made
-/// non-blocking, it leaves the viewer's (shared with its shell) as it was.
-fn reopen(tty: OwnedFd) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// Takes the terminal attach opened for the shim (its own open file, so making it
+/// non-blocking leaves the one its shell shares as it was).
+fn own(tty: OwnedFd) -> std::io::Result<std::fs::File> {
     if !nix::unistd::isatty(tty.as_raw_fd()).unwrap_or(false) {
         return Err(std::io::Error::other("not a terminal"));
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(format!("/proc/self/fd/{}", tty.as_raw_fd()))
+    let file = std::fs::File::from(tty);
+    crate::pty::set_nonblocking(&file)?;
+    Ok(file)
 }
 
-/// Writes what the program has printed from `next` on.
-async fn write_output(shared: &Shared, tty: &std::fs::File, next: &mut u64) -> std::io::Result<()> {
-    loop {
-        match shared.next_output(*next, MAX_WRITE) {
-            Next::Data(piece) => {
-                write_all_to(tty, &piece.data).await?;
-                *next = piece.offset + piece.data.len() as u64;
+/// Output on its way to the terminal: what is left of the piece being written, and
+/// where the stream stands after it.
+struct Pending {
+    data: Bytes,
+    next: u64,
+}
+
+/// What one write did.
+enum Wrote {
+    /// Wrote or moved on: there may be more to write at once.
+    Some,
+    /// The terminal is full.
+    Full,
+    /// Nothing is waiting to be written.
+    Nothing,
+}
+
+impl Pending {
+    /// Writes what the terminal takes now of the piece under way, or of the next one.
+    fn write(&mut self, shared: &Shared, tty: &std::fs::File) -> std::io::Result<Wrote> {
+        if self.data.is_empty() {
+            match shared.next_output(self.next, MAX_WRITE) {
+                Next::Data(piece) => {
+                    self.next = piece.offset + piece.data.len() as u64;
+                    self.data = piece.data;
+                }
+                Next::Gap(to) => {
+                    tracing::warn!("output {}..{to} is no longer available", self.next);
+                    self.next = to;
+                    return Ok(Wrote::Some);
+                }
+                Next::Wait => return Ok(Wrote::Nothing),
             }
-            Next::Gap(to) => {
-                tracing::warn!("output {}..{to} is no longer available", *next);
-                *next = to;
-            }
-            Next::Wait => return Ok(()),
         }
+        match (&*tty).write(&self.data) {
+            Ok(0) => Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                self.data.advance(n);
+                Ok(Wrote::Some)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(Wrote::Some),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(Wrote::Full),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Waits for room in the terminal when it was full (for ever when it was not).
+async fn room_in(room: &Option<AsyncFd<OwnedFd>>) -> std::io::Result<()> {
+    match room {
+        Some(watch) => {
+            watch.writable().await?.clear_ready();
+            Ok(())
+        }
+        None => std::future::pending().await,
     }
 }
 
