@@ -116,8 +116,12 @@ pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) ->
         if closed {
             break;
         }
-        // The forwarders send this batch before the next is read.
-        tokio::task::yield_now().await;
+        // A full buffer leaves more to read at once: the forwarders send this batch
+        // before the next is read. Otherwise the terminal is drained and the wait for it
+        // lets them run.
+        if n + PTY_READ > buf.len() {
+            tokio::task::yield_now().await;
+        }
     }
     out.finish().await;
 }

@@ -91,7 +91,16 @@ pub async fn serve(shared: &Shared, tty: OwnedFd, take: Take, release: oneshot::
                 let Ok(mut ready) = ready else { return Ended::Failed("the terminal cannot be read".into()) };
                 match ready.try_io(|f| f.get_ref().read(&mut keys)) {
                     Ok(Ok(0)) => return Ended::Failed("the terminal hung up".into()),
-                    Ok(Ok(n)) => if typed(shared, &keys[..n], &take) { return Ended::Detached },
+                    Ok(Ok(n)) => {
+                        if typed(shared, &keys[..n], &take) {
+                            return Ended::Detached;
+                        }
+                        // Less than asked for: the terminal holds no more now (what comes
+                        // after this read wakes it again), so no read to learn that.
+                        if n < keys.len() {
+                            ready.clear_ready();
+                        }
+                    }
                     Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Ok(Err(e)) => return Ended::Failed(format!("reading the terminal: {e}")),
                     Err(_would_block) => {}
