@@ -201,6 +201,12 @@ impl Hub {
     pub fn resync(&self, id: u64, offset: u64) -> Result<Vec<Bytes>, NoResync> {
         let mut g = self.lock();
         if !g.viewers.contains_key(&id) {
+            // Ended while the viewer was re-syncing: what followed its snapshot is still
+            // owed it, before the end it is about to be told.
+            if g.ended.is_some() {
+                g.ring_reaches(offset)?;
+                return Ok(g.ring.since(offset));
+            }
             return Err(NoResync::Gone);
         }
         g.ring_reaches(offset)?;
@@ -436,6 +442,24 @@ mod tests {
         assert!(hub.lock().viewers[&slow.id].lagging);
         assert!(!hub.lock().viewers[&fast.id].lagging);
         assert_eq!(hub.latest(), n * piece.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn a_viewer_resyncing_as_the_session_ends_still_gets_what_followed_its_snapshot() {
+        let hub = Hub::new(0, (80, 24));
+        hub.publish(0, Bytes::from_static(b"hello\r\n"));
+        let j = hub.join(false);
+        // Its snapshot shows the screen at 7; meanwhile the program prints its last line
+        // and the session ends.
+        hub.publish(7, Bytes::from_static(b"got hello\r\n"));
+        hub.end(ViewerEvent::Resync);
+        let after = hub.resync(j.id, 7).expect("the bytes after the snapshot");
+        assert_eq!(after.concat(), b"got hello\r\n");
+        // One that left is owed nothing.
+        let hub = Hub::new(0, (80, 24));
+        let j = hub.join(false);
+        hub.leave(j.id);
+        assert_eq!(hub.resync(j.id, 0), Err(NoResync::Gone));
     }
 
     #[tokio::test]
