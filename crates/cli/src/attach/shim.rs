@@ -1,6 +1,7 @@
 //! The local path of `drover session attach`: when the session runs on this machine,
-//! under this user, its bytes come straight from its shim's socket and keystrokes go
-//! straight to it, as `tmux attach` talks to its own server. The server still opens the
+//! under this user, attach goes straight to its shim, as `tmux attach` goes to its own
+//! server: it hands the shim its terminal, or, when that cannot be, takes the bytes from
+//! the shim's socket and sends the keys there. The server still opens the
 //! terminal: it decides who may drop in, counts the viewer, resizes the session, says how
 //! it ended and closes the terminal when the right is revoked, and attach then drops this
 //! connection too. It grants nothing the operating system does not already give this
