@@ -46,22 +46,30 @@ impl QuietStream {
     /// Splits the stream into a half that reads and one that writes, each usable from
     /// its own task.
     pub fn into_split(self) -> (QuietRead, QuietWrite) {
-        (QuietRead { fd: self.fd.clone(), fds: Mutex::default() }, QuietWrite { fd: self.fd, waiting: None })
+        let received = Received { fds: Vec::new(), space: nix::cmsg_space!([RawFd; MAX_FDS_PER_MESSAGE]) };
+        (QuietRead { fd: self.fd.clone(), received: Mutex::new(received) }, QuietWrite { fd: self.fd, waiting: None })
     }
 }
 
 /// The reading half of a [`QuietStream`].
 pub struct QuietRead {
     fd: Arc<AsyncFd<UnixStream>>,
-    /// Descriptors that came with what was read, oldest first.
-    fds: Mutex<Vec<OwnedFd>>,
+    received: Mutex<Received>,
+}
+
+/// Descriptors that came with what was read, and the room each read gives them.
+struct Received {
+    /// Oldest first.
+    fds: Vec<OwnedFd>,
+    /// The control buffer, made once rather than for every read.
+    space: Vec<u8>,
 }
 
 impl QuietRead {
     /// The oldest descriptor that came with what was read so far (a frame's descriptor
     /// has come by the time the frame has been read).
     pub fn take_fd(&self) -> Option<OwnedFd> {
-        let mut fds = self.fds.lock().expect("fds lock");
+        let fds = &mut self.received.lock().expect("received lock").fds;
         (!fds.is_empty()).then(|| fds.remove(0))
     }
 
@@ -69,10 +77,10 @@ impl QuietRead {
     /// with it (closed on exec).
     fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
         let mut iov = [IoSliceMut::new(buf)];
-        let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_MESSAGE]);
+        let mut received = self.received.lock().expect("received lock");
+        let Received { fds, space } = &mut *received;
         let flags = MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT;
-        let msg = recvmsg::<()>(self.fd.get_ref().as_raw_fd(), &mut iov, Some(&mut space), flags)?;
-        let mut fds = self.fds.lock().expect("fds lock");
+        let msg = recvmsg::<()>(self.fd.get_ref().as_raw_fd(), &mut iov, Some(space), flags)?;
         for cmsg in msg.cmsgs()? {
             if let ControlMessageOwned::ScmRights(got) = cmsg {
                 for raw in got {
@@ -113,21 +121,13 @@ pub struct QuietWrite {
 }
 
 impl QuietWrite {
-    /// Sends what the socket takes now of `bufs`, without waiting, and never raising
-    /// SIGPIPE (a peer that is gone is an error).
-    fn send(&self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
-        // SAFETY: a zeroed msghdr is valid; its iovec points at `bufs`, which `IoSlice`
-        // lays out as `iovec`s and which outlive the call; the descriptor is open.
-        let sent = unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-            msg.msg_iovlen = bufs.len() as _;
-            libc::sendmsg(self.fd.get_ref().as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
-        };
-        match sent {
-            -1 => Err(std::io::Error::last_os_error()),
-            n => Ok(n as usize),
-        }
+    /// Sends what the socket takes now of `bufs` (and `fds` with its first byte), without
+    /// waiting, and never raising SIGPIPE (a peer that is gone is an error).
+    fn send(&self, bufs: &[IoSlice<'_>], fds: &[RawFd]) -> std::io::Result<usize> {
+        let rights = [ControlMessage::ScmRights(fds)];
+        let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+        let flags = MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT;
+        Ok(sendmsg::<()>(self.fd.get_ref().as_raw_fd(), bufs, cmsgs, flags, None)?)
     }
 
     /// Sends one length-prefixed frame with `payload`, and `fd` beside it.
@@ -135,16 +135,7 @@ impl QuietWrite {
         let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
         frame.extend_from_slice(payload);
         let fds = [fd.as_raw_fd()];
-        let sent = loop {
-            let flags = MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT;
-            match sendmsg::<()>(self.fd.get_ref().as_raw_fd(), &[IoSlice::new(&frame)], &[ControlMessage::ScmRights(&fds)], flags, None) {
-                Ok(n) => break n,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(nix::errno::Errno::EAGAIN) => std::future::poll_fn(|cx| self.poll_room(cx)).await?,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        self.waiting = None;
+        let sent = std::future::poll_fn(|cx| self.poll_send(cx, &[IoSlice::new(&frame)], &fds)).await?;
         // The descriptor went with the first byte; the rest of the frame follows.
         self.write_all(&frame[sent..]).await
     }
@@ -160,9 +151,9 @@ impl QuietWrite {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>], fds: &[RawFd]) -> Poll<std::io::Result<usize>> {
         loop {
-            match self.send(bufs) {
+            match self.send(bufs, fds) {
                 Ok(n) => {
                     // Done waiting: the copy's registration would wake the runtime for
                     // every read the peer makes.
@@ -186,11 +177,11 @@ pub(crate) fn room_watch(fd: &impl AsFd) -> std::io::Result<AsyncFd<OwnedFd>> {
 
 impl AsyncWrite for QuietWrite {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.get_mut().poll_send(cx, &[IoSlice::new(buf)])
+        self.get_mut().poll_send(cx, &[IoSlice::new(buf)], &[])
     }
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
-        self.get_mut().poll_send(cx, bufs)
+        self.get_mut().poll_send(cx, bufs, &[])
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -226,6 +217,25 @@ mod tests {
         rd.read_to_end(&mut got).await.unwrap();
         writer.await.unwrap();
         assert!(got == expect, "{} bytes read of {}", got.len(), expect.len());
+    }
+
+    #[tokio::test]
+    async fn a_descriptor_sent_beside_a_frame_is_taken_by_its_reader() {
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let (mut rd, _w) = QuietStream::new(b).unwrap().into_split();
+        let (_r, mut wr) = QuietStream::new(a).unwrap().into_split();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handed");
+        let file = std::fs::File::create(&path).unwrap();
+        wr.send_frame_with_fd(b"take this", file.as_fd()).await.unwrap();
+        drop(file);
+        let frame = drover_protocol::frame::read_frame(&mut rd).await.unwrap().expect("a frame");
+        assert_eq!(frame, b"take this");
+        // The reader's copy writes to the same file, once.
+        let mut handed = std::fs::File::from(rd.take_fd().expect("the descriptor came with the frame"));
+        std::io::Write::write_all(&mut handed, b"written through the copy").unwrap();
+        assert!(rd.take_fd().is_none(), "one descriptor was sent");
+        assert_eq!(std::fs::read(&path).unwrap(), b"written through the copy");
     }
 
     #[tokio::test]
