@@ -61,11 +61,19 @@ async fn one_session(client: reqwest::Client, url: String, token: String, device
         }
     }
     let answered = String::from_utf8_lossy(&seen).contains(&format!("got hello-{n}"));
-    assert!(
-        typed && answered && ended,
-        "session {n} ({id}): typed {typed}, answered {answered}, ended {ended}; saw {:?}",
-        String::from_utf8_lossy(&seen)
-    );
+    if !(typed && answered && ended) {
+        // What the server stored says which side lost the line: the viewer's path or the
+        // recording.
+        let stored = client.get(format!("{url}/api/v1/sessions/{id}/output")).bearer_auth(&token).send().await;
+        let stored = match stored {
+            Ok(r) => format!("{} {:?}", r.status(), String::from_utf8_lossy(&r.bytes().await.unwrap_or_default())),
+            Err(e) => e.to_string(),
+        };
+        panic!(
+            "session {n} ({id}): typed {typed}, answered {answered}, ended {ended}; saw {:?}; stored {stored}",
+            String::from_utf8_lossy(&seen)
+        );
+    }
 }
 
 /// Runs sessions `range` ([`one_session`] each), [`AT_ONCE`] at a time.

@@ -1,6 +1,7 @@
 //! The program's life: the input writer, the output reader, the waiter, and Stop.
 
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +12,12 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 use tokio::sync::mpsc;
 
 use super::state::InputItem;
 use super::{output, Shared};
 use crate::pty::Spawned;
+use crate::quiet::room_watch;
 use crate::recording::RecordingWriter;
 
 /// How long after the program exits the reader may keep draining the terminal.
@@ -51,32 +52,23 @@ pub fn start(shared: Arc<Shared>, spawned: Spawned, recording: RecordingWriter) 
 /// Writes input to the PTY in order. On the shim's runtime, the terminal made
 /// non-blocking, so a keystroke from the device is written by the thread that received
 /// it, with no other thread to wake; a thread that may block is the fallback should the
-/// terminal not be watched by the runtime.
+/// terminal not be made non-blocking.
 fn start_writer(writer: std::fs::File, rx: mpsc::UnboundedReceiver<InputItem>) {
-    // SAFETY: a `File` owns its descriptor, open until the `AsyncFd` drops it.
-    let writer = match unsafe { AsyncFd::register_with_interest(writer, Interest::WRITABLE) } {
-        Ok(fd) => match crate::pty::set_nonblocking(fd.get_ref()) {
-            Ok(()) => {
-                tokio::spawn(write_loop(fd, rx));
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("writing to the terminal from a thread of its own: {e}");
-                fd.into_inner()
-            }
-        },
-        Err(e) => {
-            let (writer, e) = e.into_parts();
-            tracing::warn!("writing to the terminal from a thread of its own: {e}");
-            writer
+    match crate::pty::set_nonblocking(&writer) {
+        Ok(()) => {
+            tokio::spawn(write_loop(writer, rx));
         }
-    };
-    std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop_blocking(writer, rx)).expect("spawn writer");
+        Err(e) => {
+            tracing::warn!("writing to the terminal from a thread of its own: {e}");
+            let spawned = std::thread::Builder::new().name("pty-writer".into()).spawn(move || write_loop_blocking(writer, rx));
+            spawned.expect("spawn writer");
+        }
+    }
 }
 
-async fn write_loop(fd: AsyncFd<std::fs::File>, mut rx: mpsc::UnboundedReceiver<InputItem>) {
+async fn write_loop(writer: std::fs::File, mut rx: mpsc::UnboundedReceiver<InputItem>) {
     while let Some(item) = rx.recv().await {
-        let result = write_all(&fd, &item.bytes).await;
+        let result = write_all(&writer, &item.bytes).await;
         if let Some(done) = item.done {
             let _ = done.send(result);
         }
@@ -84,20 +76,29 @@ async fn write_loop(fd: AsyncFd<std::fs::File>, mut rx: mpsc::UnboundedReceiver<
 }
 
 /// Writes all of `bytes`, waiting while the program's input is full (a closed terminal
-/// is an error, as is any other).
-async fn write_all(fd: &AsyncFd<std::fs::File>, mut bytes: &[u8]) -> std::io::Result<()> {
+/// is an error, as is any other). The terminal is watched for room only once it is full:
+/// watched always, each keystroke the program takes in would wake the shim once more.
+async fn write_all(writer: &std::fs::File, mut bytes: &[u8]) -> std::io::Result<()> {
+    let mut room: Option<AsyncFd<OwnedFd>> = None;
     while !bytes.is_empty() {
-        let mut ready = fd.writable().await?;
-        // A hang-up, once seen, stays in the readiness for good: should the terminal be
-        // open again and full, waiting for it to be writable would return at once.
-        let hung_up = ready.ready().is_write_closed();
-        match ready.try_io(|f| f.get_ref().write(bytes)) {
-            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(Ok(n)) => bytes = &bytes[n..],
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) if hung_up => tokio::time::sleep(HUNG_UP_RETRY).await,
-            Err(_would_block) => {}
+        match (&*writer).write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let watch = match room {
+                    Some(ref watch) => watch,
+                    None => room.insert(room_watch(writer)?),
+                };
+                let mut ready = watch.writable().await?;
+                // A hang-up, once seen, stays in the readiness for good: should the
+                // terminal be open again and full, waiting for room would return at once.
+                if ready.ready().is_write_closed() {
+                    tokio::time::sleep(HUNG_UP_RETRY).await;
+                }
+                ready.clear_ready();
+            }
+            Err(e) => return Err(e),
         }
     }
     Ok(())

@@ -20,6 +20,10 @@ const READ_BUF: usize = 64 * 1024;
 /// The kernel hands a PTY's output over at most this much per read.
 const PTY_READ: usize = 4096;
 
+/// A read shorter than this drained the terminal: the pump waits for more rather than
+/// reading again at once.
+const SHORT_READ: usize = 512;
+
 /// What becomes of the bytes read from the PTY.
 pub struct Output {
     shared: Arc<Shared>,
@@ -100,7 +104,16 @@ pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) ->
         while n + PTY_READ <= buf.len() {
             match ready.try_io(|f| f.get_ref().read(&mut buf[n..])) {
                 Ok(Ok(0)) => closed = true,
-                Ok(Ok(got)) => n += got,
+                Ok(Ok(got)) => {
+                    n += got;
+                    // An echo or a line: the terminal held no more, and what the program
+                    // writes next wakes the pump again (the wait is edge-triggered), so
+                    // no read is spent to learn it. A flood's reads are larger and go on.
+                    if got < SHORT_READ {
+                        ready.clear_ready();
+                        break;
+                    }
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 // EIO once every copy of the terminal's other end has closed.
                 Ok(Err(_)) => closed = true,
