@@ -59,10 +59,7 @@ pub async fn terminal(
     let (row, _) = crate::api::sessions::load_for_drop_in(&state, &caller, &id).await?;
     let ws = ws.map_err(|e| ApiError::BadRequest(format!("the terminal is a WebSocket: {e}")))?;
     if !row.outcome.is_live() {
-        return Err(ApiError::Conflict(format!(
-            "session {} has ended ({}); it can no longer be attached — use `drover session tail {}` or `export` to see what it printed",
-            row.id, row.outcome, row.id
-        )));
+        return Err(ended(&row));
     }
     let size = match (params.cols, params.rows) {
         (Some(c), Some(r)) if !params.read_only => {
@@ -71,6 +68,14 @@ pub async fn terminal(
         _ => None,
     };
     let hub = state.hubs.get_or_create(row.id, row.output_bytes, (row.cols, row.rows));
+    // The session may have ended since it was read, its hub let go: one made now would
+    // never end. So it is read again with the hub in place: an end stored after this
+    // finds the hub; one stored before is told to it here, and the hub let go.
+    if let Some(now) = state.store.session(row.id).await?.filter(|r| !r.outcome.is_live()) {
+        hub.end(ViewerEvent::Ended { outcome: now.outcome, exit_code: now.exit_code, reason: now.reason.clone() });
+        state.hubs.remove_if(row.id, &hub);
+        return Err(ended(&now));
+    }
     // Its device linked to another replica: follow its output here.
     state.topology.follow(&state, hub.clone(), row.id, row.device);
     let device = row.device;
@@ -91,6 +96,14 @@ pub async fn terminal(
         };
         viewer.run(socket, size).await;
     }))
+}
+
+/// Why an ended session's terminal cannot be opened, and what to use instead.
+fn ended(row: &drover_store::SessionRow) -> ApiError {
+    ApiError::Conflict(format!(
+        "session {} has ended ({}); it can no longer be attached — use `drover session tail {}` or `export` to see what it printed",
+        row.id, row.outcome, row.id
+    ))
 }
 
 struct Viewer {
