@@ -393,6 +393,10 @@ impl SessionTask {
         if end <= self.expected {
             return;
         }
+        if self.ended_sent {
+            // The end told the server where the output stops: these bytes are past it.
+            tracing::warn!(session = %self.id, "output at {offset}..{end} came after the run's end was reported");
+        }
         let (offset, data) = match offset < self.expected {
             true => (self.expected, data.slice((self.expected - offset) as usize..)),
             false => (offset, data),

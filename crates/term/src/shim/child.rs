@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ use crate::recording::RecordingWriter;
 
 /// How long after the program exits the reader may keep draining the terminal.
 const DRAIN: Duration = Duration::from_secs(2);
+
+/// How long, once nothing of the run is left, the reader has to read the rest.
+const LAST_READ: Duration = Duration::from_secs(30);
 
 /// How often input is retried on a terminal once hung up and opened again while full.
 const HUNG_UP_RETRY: Duration = Duration::from_millis(50);
@@ -138,7 +142,15 @@ fn wait(shared: Arc<Shared>, run: Run, reader_done: std::sync::mpsc::Receiver<()
         tracing::warn!("some processes of the run could not be ended");
     }
     drop(group);
-    let _ = reader_done.recv_timeout(Duration::from_millis(500));
+    // Nothing holds the terminal now: the reader reaches its end once it has read what
+    // is left. The end's offset is taken after that, so no output follows the end (the
+    // reader shares a thread with everything else here, which may be slow to get to it).
+    if let Err(RecvTimeoutError::Timeout) = reader_done.recv_timeout(LAST_READ) {
+        tracing::warn!(
+            "the terminal was still being read {} s after the run ended: its end is told without what is left",
+            LAST_READ.as_secs()
+        );
+    }
     *shared.input.lock().expect("input lock") = None;
     let final_offset = shared.out.lock().expect("out lock").written;
     let exit = ShimExit {
