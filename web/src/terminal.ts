@@ -56,6 +56,10 @@ const MAX_BACKOFF_MS = 10_000;
 
 /** Output handed to xterm.js and not yet parsed, at most; the rest waits in the page. */
 const IN_FLIGHT_BYTES = 256 * 1024;
+/** The most output handed to xterm.js in one write: it parses a write whole before it
+ * looks at the clock, so a large message parsed at once would hold the page for as long as
+ * it takes (a long task); in pieces, xterm.js yields to the page between them. */
+const WRITE_PIECE_BYTES = 16 * 1024;
 /** Output waiting in the page beyond that when it drops it and asks for the screen instead:
  * a terminal that parses slower than the program prints (a flood, a slow machine) skips
  * ahead to the program's present rather than lag ever further and take the CPU the
@@ -254,7 +258,11 @@ export class LiveTerminal {
 
   private feed() {
     while (this.inFlight < IN_FLIGHT_BYTES && this.waiting.length) {
-      const chunk = this.waiting.shift()!;
+      const waiting = this.waiting[0];
+      // A view of the message, not a copy; xterm.js takes a sequence split anywhere.
+      const chunk = waiting.length > WRITE_PIECE_BYTES ? waiting.subarray(0, WRITE_PIECE_BYTES) : waiting;
+      if (chunk === waiting) this.waiting.shift();
+      else this.waiting[0] = waiting.subarray(WRITE_PIECE_BYTES);
       this.waitingBytes -= chunk.length;
       this.inFlight += chunk.length;
       this.term.write(chunk, () => {
