@@ -6,8 +6,8 @@
 // `STREAM-DONE <µs it took> <epoch ms at its end> END`. Signed in to the server in
 // $DROVER_HOME, Chromium opens the session's page, types Enter once connected, and waits
 // until that line is in xterm.js's rows. Prints one JSON line: when it was seen (epoch
-// ms), the rows then, the page's long tasks (the Long Tasks API: over 50 ms) and how
-// often it asked for a re-sync, having fallen behind.
+// ms), the rows then, the page's long tasks (the Long Tasks API: over 50 ms), how often
+// it asked for a re-sync, having fallen behind, and how much output it took in.
 //
 //   DROVER_BIN=… DROVER_HOME=… node bench/stream.mjs SESSION
 
@@ -47,8 +47,9 @@ try {
   const result = await done;
   const long = await page.evaluate(() => window.__long);
   const resyncs = await page.evaluate(() => window.__resyncAsks.length);
+  const consumed = await page.evaluate(() => window.__consumedBytes);
   if (errors.length) throw errors[0];
-  console.log(JSON.stringify({ ...result, long_tasks_ms: long, resyncs_asked: resyncs }));
+  console.log(JSON.stringify({ ...result, long_tasks_ms: long, resyncs_asked: resyncs, consumed_bytes: consumed }));
 } finally {
   await b.close();
 }

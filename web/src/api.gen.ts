@@ -955,7 +955,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent; the viewer sends keystrokes as binary frames and, as JSON, `{"type":"resize","cols":C,"rows":R}` or `{"type":"resync"}` when it has fallen behind). */
+        /** Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent; the viewer sends keystrokes as binary frames and, as JSON, `{"type":"resize","cols":C,"rows":R}`, `{"type":"resync"}` when it has fallen behind and, opened with `window`, `{"type":"consumed","bytes":N}` as it draws what it was sent). */
         get: operations["get_sessions_id_terminal"];
         put?: never;
         post?: never;
@@ -4974,6 +4974,8 @@ export interface operations {
                 rows?: number;
                 /** @description The viewer takes the terminal's bytes from the session's shim on its own machine (`drover session attach` there): it is counted, told of resizes and the end, but sent no bytes. */
                 local?: boolean;
+                /** @description Bytes the viewer may be sent ahead of what it has said it is done with (`consumed` commands; 65536 to 16777216): beyond it output is held back, and once the viewer has caught up to half of it, a `resync` and a fresh screen take the place of what it missed. */
+                window?: number;
             };
             header?: never;
             path: {

@@ -65,6 +65,12 @@ const WRITE_PIECE_BYTES = 16 * 1024;
  * ahead to the program's present rather than lag ever further and take the CPU the
  * program needs. */
 const BEHIND_BYTES = 2 * 1024 * 1024;
+/** Output the server may send ahead of what the page is done with (drawn or dropped): past
+ * it the server holds the output back, and sends a fresh screen once the page has caught
+ * up, so a flood costs the page (and the server) only what it can show. */
+const WINDOW_BYTES = 512 * 1024;
+/** The page tells the server it is done with output in steps of at least this much. */
+const CONSUMED_EVERY_BYTES = 64 * 1024;
 /** How long the page waits for the re-sync it asked for before it reconnects. */
 const RESYNC_WAIT_MS = 5_000;
 
@@ -103,6 +109,10 @@ export class LiveTerminal {
   private waiting: Uint8Array[] = [];
   private waitingBytes = 0;
   private inFlight = 0;
+  /** Output of this connection the page is done with and has not yet told the server of. */
+  private consumedBytes = 0;
+  /** Counts connections, so output of an earlier one is not counted against this one. */
+  private connection = 0;
   /** Dropping output until the re-sync asked for arrives; reconnecting if it does not. */
   private skipping = false;
   private skipTimer: number | undefined;
@@ -194,10 +204,12 @@ export class LiveTerminal {
     this.onPill(this.attempt === 0 ? { kind: "connecting" } : { kind: "reconnecting", attempt: this.attempt });
     if (!(await this.check()) || this.closed) return;
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const url = `${proto}//${location.host}/api/v1/sessions/${enc(this.id)}/terminal?cols=${this.term.cols}&rows=${this.term.rows}`;
+    const url = `${proto}//${location.host}/api/v1/sessions/${enc(this.id)}/terminal?cols=${this.term.cols}&rows=${this.term.rows}&window=${WINDOW_BYTES}`;
     this.sentSize = `${this.term.cols}x${this.term.rows}`;
     const ws = new WorkerSocket(url);
     this.ws = ws;
+    this.connection += 1;
+    this.consumedBytes = 0;
     let ended = false;
     ws.onmessage = (data) => {
       if (typeof data !== "string") {
@@ -209,6 +221,9 @@ export class LiveTerminal {
       switch (ev.type) {
         case "hello":
           this.attempt = 0;
+          // What still waits came over the last connection: the server is not told of it.
+          this.waiting = [];
+          this.waitingBytes = 0;
           this.resetInOrder();
           this.onPill({ kind: "connected" });
           // The attached count now includes this page.
@@ -241,10 +256,14 @@ export class LiveTerminal {
   /** Terminal output, handed to xterm.js as it parses (at most IN_FLIGHT_BYTES ahead); past
    * BEHIND_BYTES waiting, dropped and a re-sync asked for (a fresh screen follows). */
   private output(data: Uint8Array) {
-    if (this.skipping) return;
+    if (this.skipping) {
+      this.consumed(data.length);
+      return;
+    }
     this.waiting.push(data);
     this.waitingBytes += data.length;
     if (this.waitingBytes > BEHIND_BYTES && this.ws?.open) {
+      this.consumed(this.waitingBytes);
       this.waiting = [];
       this.waitingBytes = 0;
       this.skipping = true;
@@ -265,16 +284,29 @@ export class LiveTerminal {
       else this.waiting[0] = waiting.subarray(WRITE_PIECE_BYTES);
       this.waitingBytes -= chunk.length;
       this.inFlight += chunk.length;
+      const connection = this.connection;
       this.term.write(chunk, () => {
         this.inFlight -= chunk.length;
+        if (connection === this.connection) this.consumed(chunk.length);
         this.feed();
       });
+    }
+  }
+
+  /** Counts output the page is done with (drawn or dropped), telling the server in steps of
+   * CONSUMED_EVERY_BYTES, so it sends no more than WINDOW_BYTES ahead. */
+  private consumed(bytes: number) {
+    this.consumedBytes += bytes;
+    if (this.consumedBytes >= CONSUMED_EVERY_BYTES && this.ws?.open) {
+      this.ws.send(JSON.stringify({ type: "consumed", bytes: this.consumedBytes }));
+      this.consumedBytes = 0;
     }
   }
 
   /** A fresh screen follows (a new connection, a re-sync): drops the output still waiting
    * and resets the terminal once xterm.js has parsed what it was already handed. */
   private resetInOrder() {
+    this.consumed(this.waitingBytes);
     this.waiting = [];
     this.waitingBytes = 0;
     this.skipping = false;

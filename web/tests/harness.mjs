@@ -147,14 +147,17 @@ export async function screenText(page, selector = '[data-testid="terminal"]') {
 }
 
 /** From the page's next load, notes in `window.__resyncAsks` when (epoch ms) its live
- * terminal asks for a re-sync. The terminal's socket is in a worker (socket-worker.ts),
+ * terminal asks for a re-sync, and in `window.__consumedBytes` how much output it has told
+ * the server it is done with. The terminal's socket is in a worker (socket-worker.ts),
  * out of Playwright's sight, so what the page hands that worker to send is watched. */
 export async function noteResyncAsks(page) {
   await page.addInitScript(() => {
     window.__resyncAsks = [];
+    window.__consumedBytes = 0;
     const post = Worker.prototype.postMessage;
     Worker.prototype.postMessage = function (m, ...rest) {
       if (m?.op === "send" && typeof m.data === "string" && m.data.includes('"resync"')) window.__resyncAsks.push(Date.now());
+      if (m?.op === "send" && typeof m.data === "string" && m.data.includes('"consumed"')) window.__consumedBytes += JSON.parse(m.data).bytes;
       return post.call(this, m, ...rest);
     };
   });

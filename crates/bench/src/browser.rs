@@ -83,6 +83,9 @@ pub struct StreamRound {
     pub longest_task_ms: f64,
     /// How often the page, fallen behind, asked for a re-sync.
     pub resyncs_asked: u32,
+    /// Bytes the page took in (drew, or dropped) of those the program printed: the rest
+    /// the server held back, sending a fresh screen in their place.
+    pub taken_in_bytes: u64,
 }
 
 /// What the stream page script prints.
@@ -92,6 +95,7 @@ struct Watched {
     rows: Vec<String>,
     long_tasks_ms: Vec<f64>,
     resyncs_asked: u32,
+    consumed_bytes: u64,
 }
 
 /// What the stream's program prints last: `STREAM-DONE <µs> <epoch ms> END`.
@@ -203,6 +207,7 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
         final_screen_right: right,
         longest_task_ms: page.long_tasks_ms.iter().cloned().fold(0.0, f64::max),
         resyncs_asked: page.resyncs_asked,
+        taken_in_bytes: page.consumed_bytes,
     })
 }
 
@@ -283,7 +288,11 @@ fn report(b: &Browser) {
         s(&|r| r.alone_mb_s),
         if ratio >= 0.9 { "met" } else { "not met" }
     );
-    println!("    the page fell behind and asked for a re-sync {:.0} times (median)", s(&|r| r.resyncs_asked as f64));
+    println!(
+        "    the page took in {:.1} MB (median; the server held the rest back for a fresh screen) and asked for a re-sync {:.0} times",
+        s(&|r| r.taken_in_bytes as f64 / 1e6),
+        s(&|r| r.resyncs_asked as f64)
+    );
     println!(
         "    final screen {} {after:.0} ms after the end (goal right, ≤ 1 s: {})",
         if right { "right" } else { "WRONG" },

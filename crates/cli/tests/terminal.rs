@@ -373,3 +373,57 @@ fn keys_typed_while_the_device_is_away_are_said_to_be_lost_and_reach_the_program
     assert!(!viewer.text().contains("lost\r\nlost"), "{}", viewer.text());
     split.cli.ok(&["session", "stop", &id]);
 }
+
+#[test]
+fn a_viewer_with_a_window_is_sent_no_more_than_it_takes_in_and_then_a_fresh_screen() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    let flood = "echo ready; read go; yes flood-line | head -c 4000000; echo; echo END-OF-FLOOD; read done";
+    let id = d.start(&["sh", "-c", flood]);
+    d.wait_text(&id, "ready", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // The viewer takes in nothing of the flood: it is sent its window's worth, and then
+    // nothing while the rest is printed.
+    let (mut sink, mut stream, received) = rt.block_on(async {
+        let (mut sink, mut stream) = support::term::terminal_socket(&d, &id, "window=65536").await.split();
+        sink.send(Message::Binary(b"go\r".to_vec().into())).await.unwrap();
+        let (mut received, mut all) = (0usize, Vec::new());
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        while let Ok(Ok(Some(Ok(msg)))) = tokio::time::timeout_at(until, tokio::time::timeout(Duration::from_secs(3), stream.next())).await
+        {
+            if let Message::Binary(b) = msg {
+                received += b.len();
+                all.extend_from_slice(&b[..b.len().min(1024)]);
+            }
+        }
+        assert!(!String::from_utf8_lossy(&all).contains("END-OF-FLOOD"), "the whole flood was sent");
+        (sink, stream, received)
+    });
+    d.wait_text(&id, "END-OF-FLOOD", secs(60));
+    // A window, one message past it and the first screen (the device sends at most
+    // 256 KiB a message), of the 4 MB printed.
+    assert!(received < 512 * 1024, "a viewer with a 64 KiB window that took nothing in was sent {received} bytes");
+    // Done with all of it: a re-sync, and the screen as it is now.
+    let fresh = rt.block_on(async {
+        let consumed = format!(r#"{{"type":"consumed","bytes":{received}}}"#);
+        sink.send(Message::Text(consumed.into())).await.unwrap();
+        let (mut resync, mut screen) = (false, Vec::new());
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
+            match msg {
+                Message::Text(t) if t.contains(r#""type":"resync""#) => resync = true,
+                Message::Binary(b) if resync => screen.extend_from_slice(&b),
+                _ => {}
+            }
+            if String::from_utf8_lossy(&screen).contains("END-OF-FLOOD") {
+                break;
+            }
+        }
+        (resync, String::from_utf8_lossy(&screen).into_owned())
+    });
+    assert!(fresh.0, "no resync once the viewer caught up");
+    assert!(fresh.1.contains("END-OF-FLOOD"), "the fresh screen shows the flood's end: {:?}", &fresh.1[..fresh.1.len().min(400)]);
+    assert!(fresh.1.len() < 64 * 1024, "a screen, not the held-back output: {} bytes", fresh.1.len());
+    d.ok(&["session", "stop", &id]);
+}

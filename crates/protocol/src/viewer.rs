@@ -69,8 +69,37 @@ pub enum ViewerCommand {
     /// a viewer it finds lagging, with a `resync` event, a fresh snapshot and the bytes
     /// after it (at most one every [`RESYNC_EVERY_MS`]).
     Resync,
+    /// The viewer is done with this many more of the terminal bytes it was sent (drawn,
+    /// or dropped). Heeded when the terminal was opened with a `window`: the server sends
+    /// at most that many bytes ahead of what the viewer is done with, and once it has
+    /// caught up, a `resync` with a fresh screen in place of the output it held back.
+    Consumed {
+        /// Bytes, counted from the last `consumed`.
+        bytes: u64,
+    },
 }
+
+/// The least window a viewer may ask for, in bytes (a smaller one is raised to it).
+pub const MIN_WINDOW: u64 = 64 * 1024;
+
+/// The largest window a viewer may ask for, in bytes (a larger one is lowered to it).
+pub const MAX_WINDOW: u64 = 16 * 1024 * 1024;
 
 /// The least time between two re-syncs a viewer asks for, in ms; one asked for sooner
 /// waits until then.
 pub const RESYNC_EVERY_MS: u64 = 200;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_read_as_a_browser_writes_them() {
+        let read = |s: &str| serde_json::from_str::<ViewerCommand>(s);
+        assert_eq!(read(r#"{"type":"consumed","bytes":65536}"#).unwrap(), ViewerCommand::Consumed { bytes: 65536 });
+        assert_eq!(read(r#"{"type":"resync"}"#).unwrap(), ViewerCommand::Resync);
+        assert_eq!(read(r#"{"type":"resize","cols":80,"rows":24}"#).unwrap(), ViewerCommand::Resize { cols: 80, rows: 24 });
+        assert!(read(r#"{"type":"consumed","bytes":-1}"#).is_err(), "a count below zero is refused");
+        assert!(read(r#"{"type":"consumed"}"#).is_err(), "a count is required");
+    }
+}

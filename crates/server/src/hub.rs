@@ -181,6 +181,14 @@ impl Hub {
         Joined { id, lag, rx, queued }
     }
 
+    /// Stops queueing output for a viewer until it is re-synced ([`Hub::resync`]): it
+    /// has all it can take for now.
+    pub fn hold(&self, id: u64) {
+        if let Some(slot) = self.lock().viewers.get_mut(&id) {
+            slot.lagging = true;
+        }
+    }
+
     /// Removes a viewer.
     pub fn leave(&self, id: u64) {
         let mut g = self.lock();

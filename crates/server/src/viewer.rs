@@ -1,6 +1,7 @@
 //! The live terminal WebSocket (`/api/v1/sessions/{id}/terminal`): a snapshot first,
 //! then live bytes; keystrokes and resizes back. Keystrokes typed here are not audited.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -9,7 +10,7 @@ use axum::extract::{Path, Query, State, WebSocketUpgrade};
 use axum::response::Response;
 use drover_core::{DeviceId, SessionId};
 use drover_protocol::device::ServerMessage;
-use drover_protocol::viewer::{ViewerCommand, ViewerEvent};
+use drover_protocol::viewer::{ViewerCommand, ViewerEvent, MAX_WINDOW, MIN_WINDOW};
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 
@@ -46,6 +47,12 @@ pub struct TerminalParams {
     /// resizes and the end as any viewer, but sent no bytes.
     #[serde(default)]
     pub local: bool,
+    /// Bytes the viewer may be sent ahead of what it has said it is done with
+    /// (`consumed` commands; 64 KiB to 16 MiB): beyond it, output is held back, and once
+    /// the viewer has caught up it gets a fresh screen in place of what it missed. For a
+    /// viewer that may draw slower than a program prints (a browser): it then takes in
+    /// only what it can show, and a flood costs neither it nor the server more.
+    pub window: Option<u64>,
 }
 
 /// `GET /api/v1/sessions/{id}/terminal` (WebSocket).
@@ -90,6 +97,8 @@ pub async fn terminal(
             device,
             interactive: !params.read_only,
             local: params.local,
+            window: params.window.map(|w| w.clamp(MIN_WINDOW, MAX_WINDOW)),
+            sent: AtomicU64::new(0),
             credential,
             operator,
             undelivered_told: Default::default(),
@@ -115,6 +124,10 @@ struct Viewer {
     /// Sent no bytes: the viewer reads them from the shim ([`TerminalParams::local`]).
     /// Its place in the hub then stays lagging, so no output is queued for it.
     local: bool,
+    /// Bytes it may be sent ahead of what it is done with ([`TerminalParams::window`]).
+    window: Option<u64>,
+    /// Terminal bytes sent to it so far.
+    sent: AtomicU64,
     /// The credential the terminal was opened with, and the session's operator: checked
     /// again every [`RECHECK`], so a revoked sign-in or a lost role closes the terminal.
     credential: crate::auth::Credential,
@@ -143,6 +156,8 @@ enum Next {
     Read,
     /// Re-syncs the viewer (it asked).
     Resync,
+    /// The viewer is done with this many more bytes.
+    Consumed(u64),
     /// Closes the terminal.
     Close,
 }
@@ -168,20 +183,7 @@ impl Viewer {
 
     async fn run(self, socket: WebSocket, size: Option<(u16, u16)>) {
         let (mut sink, mut stream) = socket.split();
-        if let Some((cols, rows)) = size {
-            self.resize(cols, rows, None).await;
-        }
-        // Joined (and the device told) before the hello: once a viewer is attached, the
-        // shim knows whether someone can type.
-        let Joined { id, lag, mut rx, queued } = self.hub.join(self.interactive);
-        self.viewers_changed().await;
-        let (cols, rows) = self.hub.size();
-        let hello = ViewerEvent::Hello { session: self.session, cols, rows, read_only: !self.interactive };
-        if send_event(&mut sink, &hello).await.is_err() {
-            self.hub.leave(id);
-            self.viewers_changed().await;
-            return;
-        }
+        let Some(Joined { id, lag, mut rx, queued }) = self.join(size, &mut sink).await else { return };
         let mut first = true;
         // When a re-sync could not put the viewer back on the live stream: when to try again.
         let mut retry: Option<tokio::time::Instant> = None;
@@ -191,6 +193,9 @@ impl Viewer {
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
         let mut refollow = tokio::time::interval(FOLLOW_EVERY);
+        // Bytes the viewer has said it is done with, and whether output is held back for
+        // it (its window is full).
+        let (mut consumed, mut held) = (0u64, false);
         loop {
             tokio::select! {
                 _ = refollow.tick() => {
@@ -205,6 +210,7 @@ impl Viewer {
                 }
                 _ = lag.notified(), if !self.local => {
                     last_resync = Some(tokio::time::Instant::now());
+                    held = false;
                     while rx.try_recv().is_ok() {}
                     match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
                         Ok(true) => {}
@@ -219,18 +225,23 @@ impl Viewer {
                 }
                 out = rx.recv() => match out {
                     Some(ViewerOut::Bytes(b)) => {
-                        let len = b.len();
-                        if sink.send(Message::Binary(b)).await.is_err() { break }
-                        queued.fetch_sub(len, std::sync::atomic::Ordering::AcqRel);
+                        queued.fetch_sub(b.len(), Ordering::AcqRel);
+                        // Held back: a fresh screen takes its place once the viewer caught up.
+                        if held { continue; }
+                        if sink.send(self.binary(b)).await.is_err() { break }
+                        if self.window.is_some_and(|w| self.ahead(consumed) > w) {
+                            held = true;
+                            self.hub.hold(id);
+                        }
                     }
                     Some(ViewerOut::Event(e)) => {
                         let ended = matches!(e, ViewerEvent::Ended { .. });
                         // A viewer waiting for a re-sync gets the last screen before the end.
-                        if ended && retry.is_some() && self.catch_up(id, false, &mut sink).await.is_err() { break; }
+                        if ended && (retry.is_some() || held) && self.catch_up(id, false, &mut sink).await.is_err() { break; }
                         if send_event(&mut sink, &e).await.is_err() || ended { break; }
                     }
                     None => {
-                        if retry.is_some() && self.catch_up(id, false, &mut sink).await.is_err() { break; }
+                        if (retry.is_some() || held) && self.catch_up(id, false, &mut sink).await.is_err() { break; }
                         if let Some(e) = self.hub.ended() { let _ = send_event(&mut sink, &e).await; }
                         break;
                     }
@@ -240,6 +251,16 @@ impl Viewer {
                     Next::Close => break,
                     // However often it asks, one re-sync per RESYNC_EVERY at most; one
                     // already due (asked for, or a retry after a failed one) answers it.
+                    // Caught up to half its window: a fresh screen and the live stream
+                    // again, at most one re-sync per RESYNC_EVERY (a viewer that cannot
+                    // keep up shows a flood as a few screens a second, not all of it).
+                    Next::Consumed(bytes) => {
+                        consumed = consumed.saturating_add(bytes).min(self.sent.load(Ordering::Acquire));
+                        if held && self.window.is_some_and(|w| self.ahead(consumed) <= w / 2) {
+                            let now = tokio::time::Instant::now();
+                            retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
+                        }
+                    }
                     Next::Resync => {
                         let now = tokio::time::Instant::now();
                         retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
@@ -250,6 +271,25 @@ impl Viewer {
         self.hub.leave(id);
         self.viewers_changed().await;
         let _ = sink.close().await;
+    }
+
+    /// Joins the hub (at `size`, if asked) and says hello; None when the viewer is gone.
+    async fn join(&self, size: Option<(u16, u16)>, sink: &mut Sink) -> Option<Joined> {
+        if let Some((cols, rows)) = size {
+            self.resize(cols, rows, None).await;
+        }
+        // Joined (and the device told) before the hello: once a viewer is attached, the
+        // shim knows whether someone can type.
+        let joined = self.hub.join(self.interactive);
+        self.viewers_changed().await;
+        let (cols, rows) = self.hub.size();
+        let hello = ViewerEvent::Hello { session: self.session, cols, rows, read_only: !self.interactive };
+        if send_event(sink, &hello).await.is_err() {
+            self.hub.leave(joined.id);
+            self.viewers_changed().await;
+            return None;
+        }
+        Some(joined)
     }
 
     /// Re-syncs the viewer from a fresh snapshot: on joining (`first`), or after it fell
@@ -299,6 +339,7 @@ impl Viewer {
                 }
                 Ok(ViewerCommand::Resync) if !self.local => return Next::Resync,
                 Ok(ViewerCommand::Resync) => {}
+                Ok(ViewerCommand::Consumed { bytes }) => return Next::Consumed(bytes),
                 Ok(ViewerCommand::Resize { .. }) => {}
                 Err(e) => {
                     let _ = send_event(sink, &ViewerEvent::Error { message: format!("unknown command: {e}") }).await;
@@ -329,7 +370,7 @@ impl Viewer {
                 _ = self.hub.wait_ended() => None,
             };
             let Some(snap) = snap else { break };
-            sink.send(Message::Binary(snap.data.into())).await?;
+            sink.send(self.binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
                 return Ok(true);
             }
@@ -347,7 +388,7 @@ impl Viewer {
         };
         match screen {
             Ok(t) => {
-                sink.send(Message::Binary(screens::redraw(&t).into())).await?;
+                sink.send(self.binary(screens::redraw(&t).into())).await?;
                 self.follow_on(id, t.offset, sink).await
             }
             Err(e) => {
@@ -368,7 +409,7 @@ impl Viewer {
             match self.hub.resync(id, offset) {
                 Ok(after) => {
                     for b in after {
-                        sink.send(Message::Binary(b)).await?;
+                        sink.send(self.binary(b)).await?;
                     }
                     return Ok(true);
                 }
@@ -395,9 +436,21 @@ impl Viewer {
             for c in chunks {
                 offset = c.offset + c.data.len() as u64;
                 replayed += c.data.len();
-                sink.send(Message::Binary(c.data)).await?;
+                sink.send(self.binary(c.data)).await?;
             }
         }
+    }
+
+    /// Terminal bytes as a message, counted as sent.
+    fn binary(&self, data: bytes::Bytes) -> Message {
+        self.sent.fetch_add(data.len() as u64, Ordering::AcqRel);
+        Message::Binary(data)
+    }
+
+    /// Bytes sent that the viewer has not said it is done with, of which it has said
+    /// so of `consumed`.
+    fn ahead(&self, consumed: u64) -> u64 {
+        self.sent.load(Ordering::Acquire).saturating_sub(consumed)
     }
 
     async fn resize(&self, cols: u16, rows: u16, by: Option<u64>) {

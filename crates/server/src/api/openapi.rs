@@ -116,6 +116,7 @@ const TERMINAL_QUERY: &[Param] = &[
     ("cols", Q::Int, "Resize the session to these columns on join."),
     ("rows", Q::Int, "Resize the session to these rows on join."),
     ("local", Q::Bool, "The viewer takes the terminal's bytes from the session's shim on its own machine (`drover session attach` there): it is counted, told of resizes and the end, but sent no bytes."),
+    ("window", Q::Int, "Bytes the viewer may be sent ahead of what it has said it is done with (`consumed` commands; 65536 to 16777216): beyond it output is held back, and once the viewer has caught up to half of it, a `resync` and a fresh screen take the place of what it missed."),
 ];
 
 const fn json(b: Body) -> Reply {
@@ -221,7 +222,7 @@ const ROUTES: &[Route] = &[
     r("GET", "/api/v1/sessions/{id}/export", "The recording as asciicast v3.", None, Reply::Bytes("application/x-asciicast", "An asciicast v3 file.")),
     rq("GET", "/api/v1/sessions/{id}/recording", "The recording a window at a time (about 512 KiB of output and the marks among it), for a player that fetches as it plays.", &[("from", Q::Int, "The output offset to start at: 0, a window's `next`, or a screen's `x-drover-offset`.")], json(body::<api::RecordingWindow>())),
     rq("GET", "/api/v1/sessions/{id}/events", "A session's activity, oldest first.", EVENT_QUERY, List(body::<api::EventView>())),
-    rq("GET", "/api/v1/sessions/{id}/terminal", "Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent; the viewer sends keystrokes as binary frames and, as JSON, `{\"type\":\"resize\",\"cols\":C,\"rows\":R}` or `{\"type\":\"resync\"}` when it has fallen behind).", TERMINAL_QUERY, Reply::Socket("The terminal.")),
+    rq("GET", "/api/v1/sessions/{id}/terminal", "Joins a session's terminal (WebSocket: binary frames are bytes, text frames JSON ViewerEvent; the viewer sends keystrokes as binary frames and, as JSON, `{\"type\":\"resize\",\"cols\":C,\"rows\":R}`, `{\"type\":\"resync\"}` when it has fallen behind and, opened with `window`, `{\"type\":\"consumed\",\"bytes\":N}` as it draws what it was sent).", TERMINAL_QUERY, Reply::Socket("The terminal.")),
     rq("GET", "/api/v1/events", "The workspace's activity.", EVENT_QUERY, List(body::<api::EventView>())),
     rq("GET", "/api/v1/audit/export", "Every event in a window as JSON lines (owners and admins).", &[("since", Q::Needed, "From this time on (RFC 3339, or a date: midnight UTC)."), ("until", Q::Str, "Up to this time (exclusive).")], Reply::Bytes("application/x-ndjson", "One EventView per line.")),
 ];
