@@ -249,8 +249,6 @@ impl Viewer {
                 msg = stream.next() => match self.on_message(id, msg, &mut sink).await {
                     Next::Read => {}
                     Next::Close => break,
-                    // However often it asks, one re-sync per RESYNC_EVERY at most; one
-                    // already due (asked for, or a retry after a failed one) answers it.
                     // Caught up to half its window: a fresh screen and the live stream
                     // again, at most one re-sync per RESYNC_EVERY (a viewer that cannot
                     // keep up shows a flood as a few screens a second, not all of it).
@@ -261,6 +259,8 @@ impl Viewer {
                             retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
                         }
                     }
+                    // However often it asks, one re-sync per RESYNC_EVERY at most; one
+                    // already due (asked for, or a retry after a failed one) answers it.
                     Next::Resync => {
                         let now = tokio::time::Instant::now();
                         retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
