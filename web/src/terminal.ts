@@ -68,7 +68,7 @@ const BEHIND_BYTES = 2 * 1024 * 1024;
 /** Output the server may send ahead of what the page is done with (drawn or dropped): past
  * it the server holds the output back, and sends a fresh screen once the page has caught
  * up, so a flood costs the page (and the server) only what it can show. */
-const WINDOW_BYTES = 512 * 1024;
+const WINDOW_BYTES = 256 * 1024;
 /** The page tells the server it is done with output in steps of at least this much. */
 const CONSUMED_EVERY_BYTES = 64 * 1024;
 /** How long the page waits for the re-sync it asked for before it reconnects. */

@@ -99,6 +99,7 @@ pub async fn terminal(
             local: params.local,
             window: params.window.map(|w| w.clamp(MIN_WINDOW, MAX_WINDOW)),
             sent: AtomicU64::new(0),
+            done: AtomicU64::new(0),
             credential,
             operator,
             undelivered_told: Default::default(),
@@ -128,6 +129,8 @@ struct Viewer {
     window: Option<u64>,
     /// Terminal bytes sent to it so far.
     sent: AtomicU64,
+    /// Of those, the bytes it has said it is done with.
+    done: AtomicU64,
     /// The credential the terminal was opened with, and the session's operator: checked
     /// again every [`RECHECK`], so a revoked sign-in or a lost role closes the terminal.
     credential: crate::auth::Credential,
@@ -146,6 +149,10 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// The largest message a viewer may send (keystrokes, a paste, a resize): a larger one
 /// closes the terminal with 1009 (message too big); the Send box is the path for more.
 const VIEWER_MESSAGE_MAX: usize = 1 << 20;
+
+/// The largest message of output sent to a viewer with a window: it is sent past its
+/// window by at most this much.
+const WINDOW_PIECE: usize = 64 * 1024;
 
 /// The least time between two re-syncs a viewer asks for.
 const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(drover_protocol::viewer::RESYNC_EVERY_MS);
@@ -193,9 +200,8 @@ impl Viewer {
         // With replicas, the device's link can move away from this one while the viewer
         // watches: then its output is followed here from the database.
         let mut refollow = tokio::time::interval(FOLLOW_EVERY);
-        // Bytes the viewer has said it is done with, and whether output is held back for
-        // it (its window is full).
-        let (mut consumed, mut held) = (0u64, false);
+        // Whether output is held back for the viewer (its window is full).
+        let mut held = false;
         loop {
             tokio::select! {
                 _ = refollow.tick() => {
@@ -213,6 +219,8 @@ impl Viewer {
                     held = false;
                     while rx.try_recv().is_ok() {}
                     match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
+                        // The screen and what followed it filled the window.
+                        Ok(true) if self.window_full() => held = self.hold_back(id),
                         Ok(true) => {}
                         // Still off the live stream, which will not tell it again.
                         Ok(false) => retry = Some(tokio::time::Instant::now() + RESYNC_RETRY),
@@ -228,10 +236,10 @@ impl Viewer {
                         queued.fetch_sub(b.len(), Ordering::AcqRel);
                         // Held back: a fresh screen takes its place once the viewer caught up.
                         if held { continue; }
-                        if sink.send(self.binary(b)).await.is_err() { break }
-                        if self.window.is_some_and(|w| self.ahead(consumed) > w) {
-                            held = true;
-                            self.hub.hold(id);
+                        match self.send_within_window(b, &mut sink).await {
+                            Ok(true) => {}
+                            Ok(false) => held = self.hold_back(id),
+                            Err(_) => break,
                         }
                     }
                     Some(ViewerOut::Event(e)) => {
@@ -253,8 +261,7 @@ impl Viewer {
                     // again, at most one re-sync per RESYNC_EVERY (a viewer that cannot
                     // keep up shows a flood as a few screens a second, not all of it).
                     Next::Consumed(bytes) => {
-                        consumed = consumed.saturating_add(bytes).min(self.sent.load(Ordering::Acquire));
-                        if held && self.window.is_some_and(|w| self.ahead(consumed) <= w / 2) {
+                        if self.consumed(bytes) && held {
                             let now = tokio::time::Instant::now();
                             retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
                         }
@@ -408,8 +415,12 @@ impl Viewer {
         loop {
             match self.hub.resync(id, offset) {
                 Ok(after) => {
+                    // A window filled holds the rest back: the next re-sync's screen
+                    // takes its place.
                     for b in after {
-                        sink.send(self.binary(b)).await?;
+                        if !self.send_within_window(b, sink).await? {
+                            break;
+                        }
                     }
                     return Ok(true);
                 }
@@ -436,7 +447,10 @@ impl Viewer {
             for c in chunks {
                 offset = c.offset + c.data.len() as u64;
                 replayed += c.data.len();
-                sink.send(self.binary(c.data)).await?;
+                if !self.send_within_window(c.data, sink).await? {
+                    // Off the live stream, held: the run loop re-syncs it once caught up.
+                    return Ok(true);
+                }
             }
         }
     }
@@ -447,10 +461,47 @@ impl Viewer {
         Message::Binary(data)
     }
 
-    /// Bytes sent that the viewer has not said it is done with, of which it has said
-    /// so of `consumed`.
-    fn ahead(&self, consumed: u64) -> u64 {
-        self.sent.load(Ordering::Acquire).saturating_sub(consumed)
+    /// Sends `data`, in pieces of at most [`WINDOW_PIECE`] when the viewer has a window,
+    /// until the window is full; false when it is (the rest is not sent). Once the
+    /// session has ended, all of it: the viewer's last screen must be whole.
+    async fn send_within_window(&self, mut data: bytes::Bytes, sink: &mut Sink) -> Result<bool, axum::Error> {
+        if self.window.is_none() || self.hub.ended().is_some() {
+            sink.send(self.binary(data)).await?;
+            return Ok(true);
+        }
+        while !data.is_empty() {
+            if self.window_full() {
+                return Ok(false);
+            }
+            let piece = data.split_to(data.len().min(WINDOW_PIECE));
+            sink.send(self.binary(piece)).await?;
+        }
+        Ok(!self.window_full())
+    }
+
+    /// Counts `bytes` more the viewer is done with (never more than it was sent); true
+    /// when that leaves it within half its window.
+    fn consumed(&self, bytes: u64) -> bool {
+        let sent = self.sent.load(Ordering::Acquire);
+        let _ = self.done.fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| Some(d.saturating_add(bytes).min(sent)));
+        self.window.is_some_and(|w| self.ahead() <= w / 2)
+    }
+
+    /// Holds output back from the viewer (its window is full) until it is re-synced;
+    /// true, for the run loop's `held`.
+    fn hold_back(&self, id: u64) -> bool {
+        self.hub.hold(id);
+        true
+    }
+
+    /// Bytes sent that the viewer has not said it is done with.
+    fn ahead(&self) -> u64 {
+        self.sent.load(Ordering::Acquire).saturating_sub(self.done.load(Ordering::Acquire))
+    }
+
+    /// Whether the viewer has been sent more than its window allows.
+    fn window_full(&self) -> bool {
+        self.window.is_some_and(|w| self.ahead() > w)
     }
 
     async fn resize(&self, cols: u16, rows: u16, by: Option<u64>) {
