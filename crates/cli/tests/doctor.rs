@@ -38,6 +38,12 @@ fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     c.envs(env.iter().copied()).output().expect("run drover")
 }
 
+/// The bytes free to this user in the file system of `path`.
+fn free_bytes(path: &Path) -> u64 {
+    let fs = nix::sys::statvfs::statvfs(path).expect("statvfs the home");
+    fs.blocks_available().saturating_mul(fs.fragment_size())
+}
+
 /// The finding of `check`.
 fn finding<'a>(findings: &'a [Value], check: &str) -> &'a Value {
     findings.iter().find(|f| f["check"] == check).unwrap_or_else(|| panic!("no `{check}` check in {findings:#?}"))
@@ -56,6 +62,11 @@ fn a_healthy_machine_passes_every_required_check() {
     let (ok, findings) = doctor(d.home.path(), &[], &[]);
     for check in REQUIRED {
         let f = finding(&findings, check);
+        if *check == "disk" && f["status"] == "warn" {
+            // A machine short of space is warned, truthfully: CI's has had 1.1 GiB.
+            assert!(free_bytes(d.home.path()) < drover_core::doctor::DISK_WARN_BYTES, "{f}");
+            continue;
+        }
         assert_eq!(f["status"], "ok", "{f}");
         assert!(f["fix"].is_null(), "{f}");
     }
