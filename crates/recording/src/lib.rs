@@ -17,6 +17,9 @@ pub struct RecordingWriter {
     raw: File,
     idx: File,
     len: u64,
+    /// Index records of bytes appended by [`RecordingWriter::append_bytes`], not yet
+    /// written.
+    unindexed: Vec<u8>,
 }
 
 impl RecordingWriter {
@@ -25,7 +28,7 @@ impl RecordingWriter {
         let raw = OpenOptions::new().create(true).append(true).open(raw)?;
         let idx = OpenOptions::new().create(true).append(true).open(idx)?;
         let len = raw.metadata()?.len();
-        Ok(RecordingWriter { raw, idx, len })
+        Ok(RecordingWriter { raw, idx, len, unindexed: Vec::new() })
     }
 
     /// Opens the recording and cuts it back to exactly `len` bytes (and the index records
@@ -59,20 +62,40 @@ impl RecordingWriter {
         self.len == 0
     }
 
-    /// Appends `data`, read at `t_micros`. On error nothing is counted as recorded.
+    /// Appends `data`, read at `t_micros`, with its index record. When the bytes cannot
+    /// be written nothing is counted as recorded.
     pub fn append(&mut self, data: &[u8], t_micros: u64) -> io::Result<()> {
+        self.append_bytes(data, t_micros)?;
+        self.write_index()
+    }
+
+    /// Appends `data`, read at `t_micros`, and keeps its index record for the next
+    /// [`RecordingWriter::write_index`]: the bytes are what must be on file before
+    /// anyone is shown them, their timing can follow. On error nothing is counted as
+    /// recorded.
+    pub fn append_bytes(&mut self, data: &[u8], t_micros: u64) -> io::Result<()> {
         self.raw.write_all(data)?;
-        let end = self.len + data.len() as u64;
-        let mut rec = [0u8; INDEX_RECORD];
-        rec[..8].copy_from_slice(&end.to_be_bytes());
-        rec[8..].copy_from_slice(&t_micros.to_be_bytes());
-        self.idx.write_all(&rec)?;
-        self.len = end;
+        self.len += data.len() as u64;
+        self.unindexed.extend_from_slice(&self.len.to_be_bytes());
+        self.unindexed.extend_from_slice(&t_micros.to_be_bytes());
         Ok(())
     }
 
-    /// Forces what was written to stable storage.
-    pub fn sync(&self) -> io::Result<()> {
+    /// Writes the index records kept by [`RecordingWriter::append_bytes`], in one write.
+    /// On error they are dropped: the bytes stay recorded, without their timing.
+    pub fn write_index(&mut self) -> io::Result<()> {
+        if self.unindexed.is_empty() {
+            return Ok(());
+        }
+        let written = self.idx.write_all(&self.unindexed);
+        self.unindexed.clear();
+        written
+    }
+
+    /// Writes any index records kept back, then forces what was written to stable
+    /// storage.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.write_index()?;
         self.raw.sync_data()?;
         self.idx.sync_data()
     }
@@ -207,6 +230,28 @@ mod tests {
         assert_eq!(r.time_of(5).unwrap(), Some(10));
         assert_eq!(r.time_of(11).unwrap(), None);
         assert!(r.read_chunk(11, 10).unwrap().is_none());
+    }
+
+    #[test]
+    fn bytes_are_readable_at_once_and_their_timing_once_the_index_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let mut w = RecordingWriter::open(&raw, &idx).unwrap();
+        w.append(b"ab", 7).unwrap();
+        w.append_bytes(b"cd", 8).unwrap();
+        w.append_bytes(b"ef", 9).unwrap();
+        assert_eq!(w.len(), 6);
+        let r = RecordingReader::open(&raw, &idx).unwrap();
+        assert_eq!(r.read_raw(0, 10).unwrap(), b"abcdef");
+        assert_eq!((r.time_of(1).unwrap(), r.time_of(2).unwrap()), (Some(7), None));
+        w.write_index().unwrap();
+        assert_eq!((r.time_of(2).unwrap(), r.time_of(5).unwrap()), (Some(8), Some(9)));
+        // Nothing kept back: no write at all; and sync writes what is.
+        w.write_index().unwrap();
+        w.append_bytes(b"g", 10).unwrap();
+        w.sync().unwrap();
+        assert_eq!(std::fs::metadata(&idx).unwrap().len(), 4 * INDEX_RECORD as u64);
+        assert_eq!(r.time_of(6).unwrap(), Some(10));
     }
 
     #[test]

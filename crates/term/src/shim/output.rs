@@ -56,14 +56,28 @@ impl Output {
         }
     }
 
+    /// Writes the index records of what [`Output::take`] recorded (its timing). Called
+    /// once the forwarders have had the bytes, so an echo is not held up by a second
+    /// file write before it is shown.
+    fn write_index(&mut self) {
+        if let Err(e) = self.recording.write_index() {
+            let mut out = self.shared.out.lock().expect("out lock");
+            if out.failed.is_none() {
+                out.failed = Some(format!(
+                    "the recording's index could not be written ({e}); the session keeps running, output is forwarded but not kept on this device"
+                ));
+            }
+        }
+    }
+
     /// The terminal has closed: everything recorded is made durable (off the runtime).
     async fn finish(self) {
-        let recording = self.recording;
+        let mut recording = self.recording;
         let _ = tokio::task::spawn_blocking(move || recording.sync()).await;
     }
 
     /// [`Output::finish`] on a thread that may block.
-    fn finish_blocking(self) {
+    fn finish_blocking(mut self) {
         let _ = self.recording.sync();
     }
 }
@@ -125,15 +139,13 @@ pub async fn pump(out: Output, reader: std::fs::File, readable: impl Fn(bool) ->
         }
         if n > 0 {
             out.take(&buf[..n]);
+            // The forwarders (a local viewer's terminal first of all) send this batch
+            // before its index record is written and the next batch is read.
+            tokio::task::yield_now().await;
+            out.write_index();
         }
         if closed {
             break;
-        }
-        // A full buffer leaves more to read at once: the forwarders send this batch
-        // before the next is read. Otherwise the terminal is drained and the wait for it
-        // lets them run.
-        if n + PTY_READ > buf.len() {
-            tokio::task::yield_now().await;
         }
     }
     out.finish().await;
@@ -164,6 +176,7 @@ fn pump_blocking(mut out: Output, mut reader: std::fs::File, readable: impl Fn(b
         }
         if n > 0 {
             out.take(&buf[..n]);
+            out.write_index();
         }
     }
     out.finish_blocking();
@@ -173,7 +186,7 @@ fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micro
     let failed_before = shared.out.lock().expect("out lock").failed.is_some();
     let mut newly_failed = None;
     if !failed_before {
-        if let Err(e) = recording.append(data, t_micros) {
+        if let Err(e) = recording.append_bytes(data, t_micros) {
             newly_failed = Some(format!(
                 "the recording could not be written ({e}); the session keeps running, output is forwarded but not kept on this device"
             ));
