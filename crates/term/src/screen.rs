@@ -6,7 +6,8 @@
 //!   core is free, so on a quiet machine the screen is always close to current;
 //! - whoever needs the screen (a snapshot for a late or lagging viewer, the
 //!   bracketed-paste mode for audited input, the cursor for a query) catches it up to
-//!   everything recorded at their own priority, then reads it.
+//!   everything recorded at their own priority, then reads it. A snapshot asked for
+//!   with the screen megabytes behind (a flood) first gives the follower half a second.
 //!
 //! Parsing costs as much CPU as everything else in the shim, so parsing eagerly at normal
 //! priority would slow the stream on a busy machine; with the low-priority follower a
@@ -40,6 +41,13 @@ const CATCH_UP_STEP: usize = 1024 * 1024;
 const FOLLOWER_NICE: i32 = 19;
 /// How long a screen goes unchanged and unread before it is packed.
 pub const QUIET: Duration = Duration::from_secs(5);
+/// A snapshot asked for with the screen further behind the recording than this (a
+/// flood) first gives the follower a while to parse the gap (see [`Screen::snapshot`]).
+const FAR_BEHIND: u64 = 1024 * 1024;
+/// How long a snapshot waits for the follower before it catches the screen up itself.
+const FOLLOWER_WAIT: Duration = Duration::from_millis(500);
+/// How often a waiting snapshot looks at where the follower stands.
+const FOLLOWER_LOOK: Duration = Duration::from_millis(10);
 
 /// A screen snapshot: escape sequences that redraw the screen as of `offset`.
 #[derive(Debug, Clone)]
@@ -80,6 +88,8 @@ struct Shared {
     state: Mutex<State>,
     /// Callers waiting for the parser: the follower stands aside while any are.
     waiting: AtomicUsize,
+    /// Where parsing stands, as last seen with the parser's lock held (read without it).
+    parsed: AtomicU64,
     progress: Arc<StreamProgress>,
     /// Resizes not yet parsed up to, in stream order (apart from the parser's lock, so a
     /// resize is placed at once however long a catch-up holds the parser).
@@ -116,7 +126,14 @@ impl Screen {
         let model = Model::Live(Box::new(vt100::Parser::new(rows, cols, 0)));
         let state = State { raw, idx, reader: None, model, parsed: 0, used: Instant::now(), packable: Packable::Yes };
         let resizes = Mutex::new(VecDeque::new());
-        let shared = Arc::new(Shared { state: Mutex::new(state), waiting: AtomicUsize::new(0), progress, resizes, quiet });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            waiting: AtomicUsize::new(0),
+            parsed: AtomicU64::new(0),
+            progress,
+            resizes,
+            quiet,
+        });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak))?;
         Ok(Screen { shared })
@@ -128,14 +145,31 @@ impl Screen {
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.waiting.fetch_sub(1, Ordering::AcqRel);
         state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire), &self.shared.resizes);
+        self.shared.parsed.store(state.parsed, Ordering::Release);
         state.used = Instant::now();
         state
     }
 
-    /// A snapshot of the screen, caught up with everything recorded.
+    /// A snapshot of the screen, caught up with everything recorded when it was asked
+    /// for. With the screen far behind (a flood, which a lagging viewer's re-sync asks
+    /// for again and again), the follower gets up to [`FOLLOWER_WAIT`] to parse the gap
+    /// first: parsed at the caller's priority, a flood's megabytes took CPU from the
+    /// program printing them; the follower takes only what is left over.
     pub async fn snapshot(&self) -> Option<ScreenSnapshot> {
+        self.let_the_follower_catch_up().await;
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.caught_up().snapshot()).await.ok()
+    }
+
+    /// Waits, up to [`FOLLOWER_WAIT`], while the screen is over [`FAR_BEHIND`] behind
+    /// what was recorded at the call.
+    async fn let_the_follower_catch_up(&self) {
+        let target = self.shared.progress.recorded.load(Ordering::Acquire);
+        let far_behind = || target.saturating_sub(self.shared.parsed.load(Ordering::Acquire)) > FAR_BEHIND;
+        let deadline = tokio::time::Instant::now() + FOLLOWER_WAIT;
+        while far_behind() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(FOLLOWER_LOOK).await;
+        }
     }
 
     /// The screen's input modes, caught up (blocking; for threads).
@@ -164,6 +198,7 @@ impl Screen {
         let mut state = self.caught_up();
         state.process(bytes);
         state.parsed += bytes.len() as u64;
+        self.shared.parsed.store(state.parsed, Ordering::Release);
         // The recording lacks these bytes, so it cannot tell whether the stream stands
         // between sequences.
         state.packable = Packable::Never;
@@ -219,6 +254,7 @@ fn follow(shared: Weak<Shared>) {
         let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
             let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
+            shared.parsed.store(state.parsed, Ordering::Release);
             if !progressed && recorded == state.parsed {
                 // A resize placed where parsing stands waits for no more output.
                 state.resize_due(&shared.resizes);
@@ -478,6 +514,30 @@ mod tests {
         let mut check = vt100::Parser::new(6, 40, 0);
         check.process(&screen.snapshot().await.unwrap().data);
         assert_eq!(check.screen().contents(), "$ make\nok\n\n\n  here");
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_far_behind_waits_for_the_follower_a_while_then_catches_up_itself() {
+        let (mut r, screen) = Recorded::new(20, 3);
+        // The follower stands aside while anyone waits for the parser: here, for ever.
+        screen.shared.waiting.fetch_add(1, Ordering::AcqRel);
+        let flood: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
+        assert!(flood.len() as u64 > 2 * FAR_BEHIND);
+        r.record(&flood, 1);
+        let t0 = Instant::now();
+        let snap = screen.snapshot().await.unwrap();
+        assert!(t0.elapsed() >= FOLLOWER_WAIT, "it gave the follower its time first: {:?}", t0.elapsed());
+        assert_eq!(snap.offset, flood.len() as u64, "then caught up to everything recorded when asked");
+        let mut check = vt100::Parser::new(3, 20, 0);
+        check.process(&snap.data);
+        assert_eq!(check.screen().contents(), "line 199998\nline 199999");
+        screen.shared.waiting.fetch_sub(1, Ordering::AcqRel);
+
+        // Close behind, it does not wait.
+        r.record(b"one more\r\n", 2);
+        let t0 = Instant::now();
+        assert_eq!(screen.snapshot().await.unwrap().offset, flood.len() as u64 + 10);
+        assert!(t0.elapsed() < FOLLOWER_WAIT, "{:?}", t0.elapsed());
     }
 
     #[tokio::test]
