@@ -152,7 +152,7 @@ impl Screen {
 
     /// A snapshot of the screen, caught up with everything recorded when it was asked
     /// for. With the screen far behind (a flood, which a lagging viewer's re-sync asks
-    /// for again and again), the follower gets up to [`FOLLOWER_WAIT`] to parse the gap
+    /// for again and again), the follower gets up to half a second to parse the gap
     /// first: parsed at the caller's priority, a flood's megabytes took CPU from the
     /// program printing them; the follower takes only what is left over.
     pub async fn snapshot(&self) -> Option<ScreenSnapshot> {
