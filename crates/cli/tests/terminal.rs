@@ -4,7 +4,7 @@
 mod support;
 
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::term::Attached;
 use support::{secs, Drover, Split};
@@ -77,13 +77,13 @@ fn several_clients_share_one_session_and_see_each_other() {
     a.wait_for("from-b-19", secs(20));
     b.wait_for("from-a-19", secs(20));
     // Each line comes back twice: the terminal's echo and cat's copy.
-    let deadline = std::time::Instant::now() + secs(20);
+    let deadline = Instant::now() + secs(20);
     let text = loop {
         let text = d.ok(&["session", "tail", &id, "--lines", "1000"]);
         if text.matches("from-a-19\n").count() == 2 && text.matches("from-b-19\n").count() == 2 {
             break text;
         }
-        assert!(std::time::Instant::now() < deadline, "{text}");
+        assert!(Instant::now() < deadline, "{text}");
         std::thread::sleep(Duration::from_millis(50));
     };
     // Every line arrived whole (never interleaved mid-line), twice, and each client's
@@ -212,9 +212,9 @@ fn input_waiting_for_a_program_that_does_not_read_holds_up_neither_output_nor_st
     a.type_bytes(&paste(200_000));
     let ticks = || d.ok(&["session", "tail", &id, "--lines", "100000"]).matches("tick").count();
     let before = ticks();
-    let deadline = std::time::Instant::now() + secs(30);
+    let deadline = Instant::now() + secs(30);
     while ticks() < before + 10 {
-        assert!(std::time::Instant::now() < deadline, "the program's output stopped while its input waited");
+        assert!(Instant::now() < deadline, "the program's output stopped while its input waited");
         std::thread::sleep(Duration::from_millis(100));
     }
     d.ok(&["session", "stop", &id]);
@@ -316,7 +316,7 @@ fn a_viewer_that_asks_to_resync_gets_the_screen_again_at_most_every_200_ms() {
     let answers = rt.block_on(async {
         // Read-only: watching is enough to ask.
         let (mut sink, mut stream) = support::term::terminal_socket(&d, &id, "read_only=true").await.split();
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         // Each resync event, when it came, and whether the screen followed it.
         let mut answers: Vec<(Duration, bool)> = Vec::new();
         let ask = r#"{"type":"resync"}"#;
@@ -425,5 +425,64 @@ fn a_viewer_with_a_window_is_sent_no_more_than_it_takes_in_and_then_a_fresh_scre
     assert!(fresh.0, "no resync once the viewer caught up");
     assert!(fresh.1.contains("END-OF-FLOOD"), "the fresh screen shows the flood's end: {:?}", &fresh.1[..fresh.1.len().min(400)]);
     assert!(fresh.1.len() < 64 * 1024, "a screen, not the held-back output: {} bytes", fresh.1.len());
+    d.ok(&["session", "stop", &id]);
+}
+
+/// Polls the session's stored output until it holds `needle`.
+fn wait_raw(d: &Drover, id: &str, needle: &[u8], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !d.raw(id).windows(needle.len()).any(|w| w == needle) {
+        assert!(Instant::now() < deadline, "timed out waiting for {:?} in {id}", String::from_utf8_lossy(needle));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn keys_typed_while_a_re_sync_waits_for_its_screen_reach_the_program_at_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    // 8 MiB of "clear the screen": each four bytes rewrite every cell, so the shim's
+    // screen parses them far more slowly than they are printed, and a snapshot taken
+    // after them waits for the parser for seconds.
+    let flood = r#"echo ready; read go; yes "$(printf '\033[2J')" | tr -d '\n' | head -c 8388608; echo END-OF-FLOOD; read x; echo "GOT-$x"; read done"#;
+    let id = d.start(&["sh", "-c", flood]);
+    d.wait_text(&id, "ready", secs(20));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // A viewer with a window it does not take in: held back through the flood.
+    let (mut sink, mut stream) = rt.block_on(async {
+        let (mut sink, stream) = support::term::terminal_socket(&d, &id, "window=65536").await.split();
+        sink.send(Message::Binary(b"go\r".to_vec().into())).await.unwrap();
+        (sink, stream)
+    });
+    wait_raw(&d, &id, b"END-OF-FLOOD", secs(60));
+    // Done with everything: the server re-syncs the viewer, and while the snapshot is on
+    // its way the viewer types.
+    let t0 = Instant::now();
+    let (screen_at, got_at) = std::thread::scope(|s| {
+        let got = s.spawn(|| {
+            wait_raw(&d, &id, b"GOT-typed", secs(60));
+            Instant::now()
+        });
+        let screen_at = rt.block_on(async {
+            sink.send(Message::Text(r#"{"type":"consumed","bytes":16777216}"#.into())).await.unwrap();
+            let until = tokio::time::Instant::now() + Duration::from_secs(60);
+            let mut resync = false;
+            while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
+                match msg {
+                    Message::Text(t) if t.contains(r#""type":"resync""#) => {
+                        resync = true;
+                        sink.send(Message::Binary(b"typed\r".to_vec().into())).await.unwrap();
+                    }
+                    Message::Binary(_) if resync => return Instant::now(),
+                    _ => {}
+                }
+            }
+            panic!("no re-sync and screen (resync seen: {resync})");
+        });
+        (screen_at, got.join().unwrap())
+    });
+    eprintln!("screen after {:?}, program had the keys after {:?}", screen_at - t0, got_at - t0);
+    assert!(got_at < screen_at, "the keys waited for the screen: {:?} after it", got_at - screen_at);
     d.ok(&["session", "stop", &id]);
 }

@@ -31,6 +31,8 @@ const FALLBACK_REPLAY_BYTES: u64 = 2 * 1024 * 1024;
 const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
 
 type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
+/// What the viewer sends, as the loop reads it.
+type Source = futures_util::stream::SplitStream<WebSocket>;
 
 /// Query parameters of the terminal socket.
 #[derive(Debug, Deserialize)]
@@ -103,6 +105,7 @@ pub async fn terminal(
             credential,
             operator,
             undelivered_told: Default::default(),
+            asked_meanwhile: Default::default(),
         };
         viewer.run(socket, size).await;
     }))
@@ -137,6 +140,8 @@ struct Viewer {
     operator: Option<drover_core::MemberId>,
     /// When the viewer was last told that its keystrokes could not be delivered.
     undelivered_told: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The viewer asked for a re-sync while one was under way: it gets another after.
+    asked_meanwhile: std::sync::atomic::AtomicBool,
 }
 
 /// At most how often a viewer is told that what it types is not delivered.
@@ -156,6 +161,13 @@ const WINDOW_PIECE: usize = 64 * 1024;
 
 /// The least time between two re-syncs a viewer asks for.
 const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(drover_protocol::viewer::RESYNC_EVERY_MS);
+
+/// When a re-sync asked for now may begin: at once, or [`RESYNC_EVERY`] after the last
+/// one began.
+fn resync_due(last: Option<tokio::time::Instant>) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    last.map_or(now, |t| (t + RESYNC_EVERY).max(now))
+}
 
 /// What the viewer's loop does after a message from the viewer.
 enum Next {
@@ -218,13 +230,17 @@ impl Viewer {
                     last_resync = Some(tokio::time::Instant::now());
                     held = false;
                     while rx.try_recv().is_ok() {}
-                    match self.catch_up(id, std::mem::take(&mut first), &mut sink).await {
+                    match self.catch_up(id, std::mem::take(&mut first), &mut sink, &mut stream).await {
                         // The screen and what followed it filled the window.
                         Ok(true) if self.window_full() => held = self.hold_back(id),
                         Ok(true) => {}
                         // Still off the live stream, which will not tell it again.
                         Ok(false) => retry = Some(tokio::time::Instant::now() + RESYNC_RETRY),
                         Err(_) => break,
+                    }
+                    // Asked for again while that one was under way: one more, in its turn.
+                    if self.asked_meanwhile.swap(false, Ordering::AcqRel) {
+                        retry = retry.or(Some(resync_due(last_resync)));
                     }
                 }
                 _ = async { tokio::time::sleep_until(retry.unwrap_or_else(tokio::time::Instant::now)).await }, if retry.is_some() => {
@@ -245,11 +261,11 @@ impl Viewer {
                     Some(ViewerOut::Event(e)) => {
                         let ended = matches!(e, ViewerEvent::Ended { .. });
                         // A viewer waiting for a re-sync gets the last screen before the end.
-                        if ended && (retry.is_some() || held) && self.catch_up(id, false, &mut sink).await.is_err() { break; }
+                        if ended && (retry.is_some() || held) && self.catch_up(id, false, &mut sink, &mut stream).await.is_err() { break; }
                         if send_event(&mut sink, &e).await.is_err() || ended { break; }
                     }
                     None => {
-                        if (retry.is_some() || held) && self.catch_up(id, false, &mut sink).await.is_err() { break; }
+                        if (retry.is_some() || held) && self.catch_up(id, false, &mut sink, &mut stream).await.is_err() { break; }
                         if let Some(e) = self.hub.ended() { let _ = send_event(&mut sink, &e).await; }
                         break;
                     }
@@ -262,15 +278,13 @@ impl Viewer {
                     // keep up shows a flood as a few screens a second, not all of it).
                     Next::Consumed(bytes) => {
                         if self.consumed(bytes) && held {
-                            let now = tokio::time::Instant::now();
-                            retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
+                            retry = retry.or(Some(resync_due(last_resync)));
                         }
                     }
                     // However often it asks, one re-sync per RESYNC_EVERY at most; one
                     // already due (asked for, or a retry after a failed one) answers it.
                     Next::Resync => {
-                        let now = tokio::time::Instant::now();
-                        retry = retry.or(Some(last_resync.map_or(now, |t| (t + RESYNC_EVERY).max(now))));
+                        retry = retry.or(Some(resync_due(last_resync)));
                     }
                 },
             }
@@ -301,13 +315,13 @@ impl Viewer {
 
     /// Re-syncs the viewer from a fresh snapshot: on joining (`first`), or after it fell
     /// behind, when it is told so first. False when it is not back on the live stream.
-    async fn catch_up(&self, id: u64, first: bool, sink: &mut Sink) -> Result<bool, axum::Error> {
+    async fn catch_up(&self, id: u64, first: bool, sink: &mut Sink, source: &mut Source) -> Result<bool, axum::Error> {
         if !first {
             tracing::debug!(session = %self.session, viewer = id, "viewer fell behind; re-syncing from a snapshot");
             send_event(sink, &ViewerEvent::Resync).await?;
         }
         let t0 = std::time::Instant::now();
-        let synced = self.resync(id, sink).await?;
+        let synced = self.resync(id, sink, source).await?;
         tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), synced, "viewer re-synced");
         Ok(synced)
     }
@@ -367,15 +381,18 @@ impl Viewer {
 
     /// Sends a fresh snapshot and the bytes after it. False when the viewer could not be
     /// put back on the live stream (no screen could be had, or the store lagged too far).
-    async fn resync(&self, id: u64, sink: &mut Sink) -> Result<bool, axum::Error> {
+    async fn resync(&self, id: u64, sink: &mut Sink, source: &mut Source) -> Result<bool, axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
         for _ in 0..SNAPSHOT_TRIES {
-            let snap = tokio::select! {
-                snap = self.state.devices.snapshot(self.device, self.session, timeout) => snap,
-                // The session ended while the device was busy (its shim may be gone):
-                // the final screen comes from the stored recording.
-                _ = self.hub.wait_ended() => None,
+            let snap = async {
+                tokio::select! {
+                    snap = self.state.devices.snapshot(self.device, self.session, timeout) => snap,
+                    // The session ended while the device was busy (its shim may be gone):
+                    // the final screen comes from the stored recording.
+                    _ = self.hub.wait_ended() => None,
+                }
             };
+            let snap = self.meanwhile(id, snap, sink, source).await?;
             let Some(snap) = snap else { break };
             sink.send(self.binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
@@ -401,6 +418,33 @@ impl Viewer {
             Err(e) => {
                 tracing::warn!("rebuilding a viewer's screen: {e}");
                 Ok(false)
+            }
+        }
+    }
+
+    /// Waits for `work` (a snapshot, which may take a while in a flood) while still taking
+    /// in what the viewer sends: its keys go to the program at once (Ctrl-C in a flood is
+    /// not held up by the screen), as do resizes and what it has drawn; a request to
+    /// re-sync is noted for after it. An error once the viewer has gone.
+    async fn meanwhile<T>(
+        &self,
+        id: u64,
+        work: impl std::future::Future<Output = T>,
+        sink: &mut Sink,
+        source: &mut Source,
+    ) -> Result<T, axum::Error> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return Ok(done),
+                msg = source.next() => match self.on_message(id, msg, sink).await {
+                    Next::Close => return Err(axum::Error::new("the viewer left during a re-sync")),
+                    Next::Consumed(bytes) => {
+                        self.consumed(bytes);
+                    }
+                    Next::Resync => self.asked_meanwhile.store(true, Ordering::Release),
+                    Next::Read => {}
+                },
             }
         }
     }
