@@ -35,7 +35,7 @@ impl RecordingWriter {
     /// that end within them): what a crash between writing bytes and committing their
     /// offset elsewhere may have left beyond `len` is dropped, so it is not stored twice.
     pub fn open_at(raw: &Path, idx: &Path, len: u64) -> io::Result<Self> {
-        let w = Self::open(raw, idx)?;
+        let mut w = Self::open(raw, idx)?;
         if w.len > len {
             w.raw.set_len(len)?;
         }
@@ -49,7 +49,8 @@ impl RecordingWriter {
             }
         }
         w.idx.set_len(keep * INDEX_RECORD as u64)?;
-        Ok(RecordingWriter { len: w.len.min(len), ..w })
+        w.len = w.len.min(len);
+        Ok(w)
     }
 
     /// Bytes recorded so far.
@@ -93,11 +94,20 @@ impl RecordingWriter {
     }
 
     /// Writes any index records kept back, then forces what was written to stable
-    /// storage.
+    /// storage: the bytes even when their index cannot be written (the first error is
+    /// returned).
     pub fn sync(&mut self) -> io::Result<()> {
-        self.write_index()?;
-        self.raw.sync_data()?;
-        self.idx.sync_data()
+        let indexed = self.write_index();
+        let raw = self.raw.sync_data();
+        let idx = self.idx.sync_data();
+        indexed.and(raw).and(idx)
+    }
+}
+
+impl Drop for RecordingWriter {
+    /// Index records kept back are written, however the writer goes.
+    fn drop(&mut self) {
+        let _ = self.write_index();
     }
 }
 
@@ -145,6 +155,15 @@ impl RecordingReader {
             Ok(()) => Ok(Some((u64::from_be_bytes(rec[..8].try_into().expect("8")), u64::from_be_bytes(rec[8..].try_into().expect("8"))))),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The time of the index's last record; `None` when it has none.
+    fn last_time(&self) -> io::Result<Option<u64>> {
+        let n = self.idx.metadata()?.len() / INDEX_RECORD as u64;
+        match n {
+            0 => Ok(None),
+            _ => Ok(self.record(n - 1)?.map(|(_, t)| t)),
         }
     }
 
@@ -199,13 +218,17 @@ impl RecordingReader {
     }
 
     /// Reads `[from, from + max)` (clipped to what is recorded) as one chunk carrying the
-    /// time of its first byte; `None` when nothing is recorded at `from`.
+    /// time of its first byte (bytes the index does not cover yet, as a crash may leave
+    /// them, carry the last time it has); `None` when nothing is recorded at `from`.
     pub fn read_chunk(&self, from: u64, max: usize) -> io::Result<Option<Chunk>> {
         let data = self.read_raw(from, max)?;
         if data.is_empty() {
             return Ok(None);
         }
-        let t_micros = self.time_of(from)?.unwrap_or(0);
+        let t_micros = match self.time_of(from)? {
+            Some(t) => t,
+            None => self.last_time()?.unwrap_or(0),
+        };
         Ok(Some(Chunk { offset: from, t_micros, data }))
     }
 }
@@ -244,6 +267,8 @@ mod tests {
         let r = RecordingReader::open(&raw, &idx).unwrap();
         assert_eq!(r.read_raw(0, 10).unwrap(), b"abcdef");
         assert_eq!((r.time_of(1).unwrap(), r.time_of(2).unwrap()), (Some(7), None));
+        // Bytes the index does not cover yet carry the last time it has.
+        assert_eq!(r.read_chunk(2, 10).unwrap().unwrap().t_micros, 7);
         w.write_index().unwrap();
         assert_eq!((r.time_of(2).unwrap(), r.time_of(5).unwrap()), (Some(8), Some(9)));
         // Nothing kept back: no write at all; and sync writes what is.
@@ -252,6 +277,10 @@ mod tests {
         w.sync().unwrap();
         assert_eq!(std::fs::metadata(&idx).unwrap().len(), 4 * INDEX_RECORD as u64);
         assert_eq!(r.time_of(6).unwrap(), Some(10));
+        // A writer that goes writes what it kept back.
+        w.append_bytes(b"h", 11).unwrap();
+        drop(w);
+        assert_eq!(r.time_of(7).unwrap(), Some(11));
     }
 
     #[test]

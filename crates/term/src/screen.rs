@@ -144,14 +144,13 @@ impl Screen {
         self.shared.waiting.fetch_add(1, Ordering::AcqRel);
         let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.waiting.fetch_sub(1, Ordering::AcqRel);
-        state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire), &self.shared.resizes);
-        self.shared.parsed.store(state.parsed, Ordering::Release);
+        state.catch_up(self.shared.progress.recorded.load(Ordering::Acquire), &self.shared.resizes, &self.shared.parsed);
         state.used = Instant::now();
         state
     }
 
-    /// A snapshot of the screen, caught up with everything recorded when it was asked
-    /// for. With the screen far behind (a flood, which a lagging viewer's re-sync asks
+    /// A snapshot of the screen, caught up with everything recorded by the time it is
+    /// taken. With the screen far behind (a flood, which a lagging viewer's re-sync asks
     /// for again and again), the follower gets up to half a second to parse the gap
     /// first: parsed at the caller's priority, a flood's megabytes took CPU from the
     /// program printing them; the follower takes only what is left over.
@@ -413,8 +412,11 @@ impl State {
         }
     }
 
-    fn catch_up(&mut self, recorded: u64, resizes: &Mutex<VecDeque<Resize>>) {
-        while self.parsed < recorded && self.parse_until(recorded, CATCH_UP_STEP, resizes) {}
+    /// Parses everything `recorded`, saying in `progress` where it stands after each step.
+    fn catch_up(&mut self, recorded: u64, resizes: &Mutex<VecDeque<Resize>>, progress: &AtomicU64) {
+        while self.parsed < recorded && self.parse_until(recorded, CATCH_UP_STEP, resizes) {
+            progress.store(self.parsed, Ordering::Release);
+        }
         self.resize_due(resizes);
     }
 
