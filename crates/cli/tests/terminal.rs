@@ -437,27 +437,42 @@ fn wait_raw(d: &Drover, id: &str, needle: &[u8], timeout: Duration) {
     }
 }
 
+/// A viewer's two halves.
+type Halves = (
+    futures_util::stream::SplitSink<support::term::TerminalSocket, tokio_tungstenite::tungstenite::Message>,
+    futures_util::stream::SplitStream<support::term::TerminalSocket>,
+);
+
+/// A session that prints 8 MiB of "clear the screen", then waits for a line and prints
+/// `GOT-` and it; and a viewer (as `token`) with a window it does not take in, held back
+/// through the flood, which is printed and stored on return. Each four bytes rewrite
+/// every cell, so the shim's screen parses them far more slowly than they are printed,
+/// and a snapshot taken after them waits for the parser for seconds.
+fn held_through_a_slow_screen(d: &Drover, rt: &tokio::runtime::Runtime, token: &str) -> (String, Halves) {
+    use futures_util::{SinkExt, StreamExt};
+    let flood = r#"echo ready; read go; yes "$(printf '\033[2J')" | tr -d '\n' | head -c 8388608; echo END-OF-FLOOD; read x; echo "GOT-$x"; read done"#;
+    let id = d.start(&["sh", "-c", flood]);
+    d.wait_text(&id, "ready", secs(20));
+    let (mut sink, stream) = rt.block_on(async {
+        let (mut sink, stream) = support::term::terminal_socket_as(d, token, &id, "window=65536").await.split();
+        sink.send(tokio_tungstenite::tungstenite::Message::Binary(b"go\r".to_vec().into())).await.unwrap();
+        (sink, stream)
+    });
+    wait_raw(d, &id, b"END-OF-FLOOD", secs(60));
+    // Done with everything: the server re-syncs the viewer.
+    let consumed = r#"{"type":"consumed","bytes":16777216}"#;
+    rt.block_on(sink.send(tokio_tungstenite::tungstenite::Message::Text(consumed.into()))).unwrap();
+    (id, (sink, stream))
+}
+
 #[test]
 fn keys_typed_while_a_re_sync_waits_for_its_screen_reach_the_program_at_once() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
     let d = Drover::up();
-    // 8 MiB of "clear the screen": each four bytes rewrite every cell, so the shim's
-    // screen parses them far more slowly than they are printed, and a snapshot taken
-    // after them waits for the parser for seconds.
-    let flood = r#"echo ready; read go; yes "$(printf '\033[2J')" | tr -d '\n' | head -c 8388608; echo END-OF-FLOOD; read x; echo "GOT-$x"; read done"#;
-    let id = d.start(&["sh", "-c", flood]);
-    d.wait_text(&id, "ready", secs(20));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    // A viewer with a window it does not take in: held back through the flood.
-    let (mut sink, mut stream) = rt.block_on(async {
-        let (mut sink, stream) = support::term::terminal_socket(&d, &id, "window=65536").await.split();
-        sink.send(Message::Binary(b"go\r".to_vec().into())).await.unwrap();
-        (sink, stream)
-    });
-    wait_raw(&d, &id, b"END-OF-FLOOD", secs(60));
-    // Done with everything: the server re-syncs the viewer, and while the snapshot is on
-    // its way the viewer types.
+    let (id, (mut sink, mut stream)) = held_through_a_slow_screen(&d, &rt, &d.token());
+    // While the re-sync's screen is on its way, the viewer types.
     let t0 = Instant::now();
     let (screen_at, got_at) = std::thread::scope(|s| {
         let got = s.spawn(|| {
@@ -465,7 +480,6 @@ fn keys_typed_while_a_re_sync_waits_for_its_screen_reach_the_program_at_once() {
             Instant::now()
         });
         let screen_at = rt.block_on(async {
-            sink.send(Message::Text(r#"{"type":"consumed","bytes":16777216}"#.into())).await.unwrap();
             let until = tokio::time::Instant::now() + Duration::from_secs(60);
             let mut resync = false;
             while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
@@ -484,5 +498,41 @@ fn keys_typed_while_a_re_sync_waits_for_its_screen_reach_the_program_at_once() {
     });
     eprintln!("screen after {:?}, program had the keys after {:?}", screen_at - t0, got_at - t0);
     assert!(got_at < screen_at, "the keys waited for the screen: {:?} after it", got_at - screen_at);
+    d.ok(&["session", "stop", &id]);
+}
+
+#[test]
+fn a_viewer_whose_token_is_revoked_during_a_re_sync_is_closed_without_its_screen() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Drover::up();
+    let owner = d.token();
+    let (status, issued) = support::http(&d.url, "POST", "/api/v1/tokens", Some(&owner), br#"{"label":"viewer"}"#);
+    assert_eq!(status, 201, "{issued}");
+    let issued: serde_json::Value = serde_json::from_str(&issued).unwrap();
+    let (token, token_id) = (issued["token"].as_str().unwrap(), issued["info"]["id"].as_str().unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (id, (_sink, mut stream)) = held_through_a_slow_screen(&d, &rt, token);
+    let seen = rt.block_on(async {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        let (mut resync, mut seen) = (false, Vec::new());
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(until, stream.next()).await {
+            match msg {
+                Message::Text(t) if t.contains(r#""type":"resync""#) && !resync => {
+                    resync = true;
+                    // The screen is seconds away: the token goes now.
+                    let (status, body) = support::http(&d.url, "POST", &format!("/api/v1/tokens/{token_id}/revoke"), Some(&owner), b"");
+                    assert_eq!(status, 200, "{body}");
+                }
+                Message::Text(t) if resync => seen.push(t.to_string()),
+                Message::Binary(b) if resync => seen.push(format!("{} bytes of screen", b.len())),
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        seen
+    });
+    assert!(seen.first().is_some_and(|m| m.contains("auth expired")), "told why, before any screen: {seen:?}");
+    assert!(!seen.iter().any(|m| m.ends_with("bytes of screen")), "no screen after the token was revoked: {seen:?}");
     d.ok(&["session", "stop", &id]);
 }

@@ -219,10 +219,8 @@ impl Viewer {
                 _ = refollow.tick() => {
                     self.state.topology.follow(&self.state, self.hub.clone(), self.session, self.device);
                 }
-                // Every RECHECK, and at once when access changes anywhere.
-                _ = async { tokio::select! { _ = recheck.tick() => {}, _ = self.state.access_changed.notified() => {} } } => {
-                    if let Some(why) = self.revoked().await {
-                        let _ = send_event(&mut sink, &ViewerEvent::Error { message: why }).await;
+                _ = self.access_check_due(&mut recheck) => {
+                    if self.refused(&mut sink).await {
                         break;
                     }
                 }
@@ -422,10 +420,27 @@ impl Viewer {
         }
     }
 
+    /// Waits until access is to be checked again: every `recheck`, and at once when
+    /// access changes anywhere.
+    async fn access_check_due(&self, recheck: &mut tokio::time::Interval) {
+        tokio::select! {
+            _ = recheck.tick() => {}
+            _ = self.state.access_changed.notified() => {}
+        }
+    }
+
+    /// Whether the viewer may no longer drop in; if so, it has been told why.
+    async fn refused(&self, sink: &mut Sink) -> bool {
+        let Some(why) = self.revoked().await else { return false };
+        let _ = send_event(sink, &ViewerEvent::Error { message: why }).await;
+        true
+    }
+
     /// Waits for `work` (a snapshot, which may take a while in a flood) while still taking
     /// in what the viewer sends: its keys go to the program at once (Ctrl-C in a flood is
     /// not held up by the screen), as do resizes and what it has drawn; a request to
-    /// re-sync is noted for after it. An error once the viewer has gone.
+    /// re-sync is noted for after it. Access is checked meanwhile as it is while
+    /// watching. An error once the viewer has gone or may no longer drop in.
     async fn meanwhile<T>(
         &self,
         id: u64,
@@ -434,9 +449,15 @@ impl Viewer {
         source: &mut Source,
     ) -> Result<T, axum::Error> {
         tokio::pin!(work);
+        let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
         loop {
             tokio::select! {
                 done = &mut work => return Ok(done),
+                _ = self.access_check_due(&mut recheck) => {
+                    if self.refused(sink).await {
+                        return Err(axum::Error::new("the viewer may no longer drop in"));
+                    }
+                }
                 msg = source.next() => match self.on_message(id, msg, sink).await {
                     Next::Close => return Err(axum::Error::new("the viewer left during a re-sync")),
                     Next::Consumed(bytes) => {

@@ -129,14 +129,18 @@ impl Drop for Attached {
 
 /// A session's terminal WebSocket opened by hand, as `d`'s member: session `id`, with
 /// `query` after the `?` (empty for none), for tests that speak the viewer protocol.
-pub async fn terminal_socket(
-    d: &Drover,
-    id: &str,
-    query: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+pub async fn terminal_socket(d: &Drover, id: &str, query: &str) -> TerminalSocket {
+    terminal_socket_as(d, &d.token(), id, query).await
+}
+
+/// A terminal WebSocket opened by hand.
+pub type TerminalSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// [`terminal_socket`] with `token`.
+pub async fn terminal_socket_as(d: &Drover, token: &str, id: &str, query: &str) -> TerminalSocket {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!("{}/api/v1/sessions/{id}/terminal?{query}", d.url.replace("http://", "ws://"));
     let mut req = url.into_client_request().unwrap();
-    req.headers_mut().insert("authorization", format!("Bearer {}", d.token()).parse().unwrap());
+    req.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     tokio_tungstenite::connect_async(req).await.expect("the terminal's WebSocket").0
 }
