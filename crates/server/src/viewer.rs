@@ -268,7 +268,10 @@ impl Viewer {
                         break;
                     }
                 },
-                msg = stream.next() => match self.on_message(id, msg, &mut sink).await {
+                // Nothing the viewer sends is taken in before its first screen: the
+                // program's answer to a key (a terminal query above all) must follow
+                // that screen as bytes the viewer's terminal sees, not be folded into it.
+                msg = stream.next(), if self.local || !first => match self.on_message(id, msg, &mut sink).await {
                     Next::Read => {}
                     Next::Close => break,
                     // Caught up to half its window: a fresh screen and the live stream
@@ -319,7 +322,8 @@ impl Viewer {
             send_event(sink, &ViewerEvent::Resync).await?;
         }
         let t0 = std::time::Instant::now();
-        let synced = self.resync(id, sink, source).await?;
+        // On joining, what the viewer types waits for its first screen (see `run`).
+        let synced = self.resync(id, sink, (!first).then_some(source)).await?;
         tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), synced, "viewer re-synced");
         Ok(synced)
     }
@@ -377,9 +381,10 @@ impl Viewer {
         Next::Read
     }
 
-    /// Sends a fresh snapshot and the bytes after it. False when the viewer could not be
-    /// put back on the live stream (no screen could be had, or the store lagged too far).
-    async fn resync(&self, id: u64, sink: &mut Sink, source: &mut Source) -> Result<bool, axum::Error> {
+    /// Sends a fresh snapshot and the bytes after it, taking in what the viewer sends
+    /// meanwhile when given its `source`. False when the viewer could not be put back on
+    /// the live stream (no screen could be had, or the store lagged too far).
+    async fn resync(&self, id: u64, sink: &mut Sink, mut source: Option<&mut Source>) -> Result<bool, axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
         for _ in 0..SNAPSHOT_TRIES {
             let snap = async {
@@ -390,7 +395,10 @@ impl Viewer {
                     _ = self.hub.wait_ended() => None,
                 }
             };
-            let snap = self.meanwhile(id, snap, sink, source).await?;
+            let snap = match source.as_deref_mut() {
+                Some(source) => self.meanwhile(id, snap, sink, source).await?,
+                None => snap.await,
+            };
             let Some(snap) = snap else { break };
             sink.send(self.binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
