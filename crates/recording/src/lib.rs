@@ -237,10 +237,16 @@ impl RecordingReader {
 mod tests {
     use super::*;
 
-    #[test]
-    fn append_and_read_back_by_offset_with_timing() {
+    /// A directory for a recording, and its two files' paths.
+    fn files() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        (dir, raw, idx)
+    }
+
+    #[test]
+    fn append_and_read_back_by_offset_with_timing() {
+        let (_dir, raw, idx) = files();
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         w.append(b"hello ", 10).unwrap();
         w.append(b"world", 20).unwrap();
@@ -257,8 +263,7 @@ mod tests {
 
     #[test]
     fn bytes_are_readable_at_once_and_their_timing_once_the_index_is_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let (_dir, raw, idx) = files();
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         w.append(b"ab", 7).unwrap();
         w.append_bytes(b"cd", 8).unwrap();
@@ -285,8 +290,7 @@ mod tests {
 
     #[test]
     fn chunks_follow_the_index_and_split_on_time_gaps() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let (_dir, raw, idx) = files();
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         w.append(b"ab", 0).unwrap();
         w.append(b"cd", 5).unwrap();
@@ -303,8 +307,7 @@ mod tests {
 
     #[test]
     fn open_at_cuts_back_what_was_never_committed() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let (_dir, raw, idx) = files();
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         w.append(b"abc", 1).unwrap();
         w.append(b"def", 2).unwrap();
@@ -318,8 +321,7 @@ mod tests {
 
     #[test]
     fn reopening_continues_the_stream() {
-        let dir = tempfile::tempdir().unwrap();
-        let (raw, idx) = (dir.path().join("o.raw"), dir.path().join("o.idx"));
+        let (_dir, raw, idx) = files();
         RecordingWriter::open(&raw, &idx).unwrap().append(b"abc", 1).unwrap();
         let mut w = RecordingWriter::open(&raw, &idx).unwrap();
         assert_eq!(w.len(), 3);

@@ -63,9 +63,7 @@ impl Output {
         if let Err(e) = self.recording.write_index() {
             let mut out = self.shared.out.lock().expect("out lock");
             if out.failed.is_none() {
-                out.failed = Some(format!(
-                    "the recording's index could not be written ({e}); the session keeps running, output is forwarded but not kept on this device"
-                ));
+                out.failed = Some(not_kept("the recording's index", &e));
             }
         }
     }
@@ -182,14 +180,17 @@ fn pump_blocking(mut out: Output, mut reader: std::fs::File, readable: impl Fn(b
     out.finish_blocking();
 }
 
+/// Why output is no longer kept on this device: `what` could not be written.
+fn not_kept(what: &str, e: &std::io::Error) -> String {
+    format!("{what} could not be written ({e}); the session keeps running, output is forwarded but not kept on this device")
+}
+
 fn record(shared: &Shared, recording: &mut RecordingWriter, data: &[u8], t_micros: u64) {
     let failed_before = shared.out.lock().expect("out lock").failed.is_some();
     let mut newly_failed = None;
     if !failed_before {
         if let Err(e) = recording.append_bytes(data, t_micros) {
-            newly_failed = Some(format!(
-                "the recording could not be written ({e}); the session keeps running, output is forwarded but not kept on this device"
-            ));
+            newly_failed = Some(not_kept("the recording", &e));
         }
     }
     let failed = failed_before || newly_failed.is_some();
