@@ -36,6 +36,7 @@ mod latency;
 mod list;
 mod memory;
 mod pty;
+mod quiet;
 mod relay;
 mod sandbox;
 mod screen;
