@@ -286,7 +286,7 @@ async fn route(
         ServerMessage::SendText { session, req, text } => Some((session, SessionCmd::Shim(ShimRequest::SendText { req, text }))),
         ServerMessage::Resize { session, cols, rows } => Some((session, SessionCmd::Shim(ShimRequest::Resize { cols, rows }))),
         ServerMessage::Stop { session, grace_ms } => Some((session, SessionCmd::Shim(ShimRequest::Stop { grace_ms }))),
-        ServerMessage::Snapshot { session, req } => Some((session, SessionCmd::Shim(ShimRequest::Snapshot { req }))),
+        ServerMessage::Snapshot { session, req, first } => Some((session, SessionCmd::Shim(ShimRequest::Snapshot { req, first }))),
         ServerMessage::Viewers { session, interactive } => Some((session, SessionCmd::Shim(ShimRequest::Viewers { interactive }))),
         ServerMessage::Release { session } => Some((session, SessionCmd::Release)),
         ServerMessage::Ack { .. } | ServerMessage::Welcome { .. } | ServerMessage::Refused { .. } => None,

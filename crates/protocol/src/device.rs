@@ -389,6 +389,10 @@ pub enum ServerMessage {
         session: SessionId,
         /// Request id.
         req: u64,
+        /// A viewer's first screen, answered at once: only a re-sync's screen may wait
+        /// for the screen's follower to parse a flood first (absent: false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        first: bool,
     },
     /// How many interactive viewers a session has.
     Viewers {
@@ -525,6 +529,21 @@ mod tests {
         };
         assert_eq!(&data[..], b"hello");
         assert_eq!(data.as_ptr(), frame[frame.len() - 5..].as_ptr(), "a slice of the frame, not a copy");
+    }
+
+    #[test]
+    fn a_first_screen_is_asked_for_as_such_and_older_peers_read_as_before() {
+        let session = SessionId::new();
+        let json = |m: &ServerMessage| serde_json::to_value(m).unwrap();
+        let first = ServerMessage::Snapshot { session, req: 3, first: true };
+        assert_eq!(json(&first)["first"], true);
+        assert_eq!(serde_json::from_value::<ServerMessage>(json(&first)).unwrap(), first);
+        // A re-sync's request is what older devices know: no `first` at all.
+        let resync = json(&ServerMessage::Snapshot { session, req: 4, first: false });
+        assert!(resync.get("first").is_none(), "{resync}");
+        // And a request from an older server, without it, is a re-sync's.
+        let old = serde_json::json!({ "type": "snapshot", "session": session, "req": 5 });
+        assert_eq!(serde_json::from_value::<ServerMessage>(old).unwrap(), ServerMessage::Snapshot { session, req: 5, first: false });
     }
 
     #[test]

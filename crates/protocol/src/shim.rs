@@ -105,6 +105,10 @@ pub enum ShimRequest {
     Snapshot {
         /// Request id.
         req: u64,
+        /// A viewer's first screen, answered at once: only a re-sync's screen may wait
+        /// for the screen's follower to parse a flood first (absent: false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        first: bool,
     },
     /// How many interactive viewers are attached; with none, the shim answers terminal queries.
     Viewers {

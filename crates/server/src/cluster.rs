@@ -56,7 +56,16 @@ pub(crate) enum Relayed {
     /// Audited text; answer with [`Answer::Delivery`] to `from`'s request `req`.
     Text { device: DeviceId, session: SessionId, text: String, timeout_ms: u64, from: String, req: u64 },
     /// A screen snapshot; answer with [`Answer::Snapshot`].
-    Snapshot { device: DeviceId, session: SessionId, timeout_ms: u64, from: String, req: u64 },
+    Snapshot {
+        device: DeviceId,
+        session: SessionId,
+        timeout_ms: u64,
+        /// A viewer's first screen (absent from older replicas: false).
+        #[serde(default)]
+        first: bool,
+        from: String,
+        req: u64,
+    },
     /// A merge; answer with [`Answer::Merge`].
     Merge { device: DeviceId, worktree: Worktree, message: String, timeout_ms: u64, from: String, req: u64 },
     /// A clone check; answer with [`Answer::RepoCheck`].
@@ -100,7 +109,9 @@ impl Relayed {
             Mail::Text { device, session, text, timeout, req } => {
                 Relayed::Text { device, session, text, timeout_ms: ms(timeout), from, req }
             }
-            Mail::Snapshot { device, session, timeout, req } => Relayed::Snapshot { device, session, timeout_ms: ms(timeout), from, req },
+            Mail::Snapshot { device, session, timeout, first, req } => {
+                Relayed::Snapshot { device, session, timeout_ms: ms(timeout), first, from, req }
+            }
             Mail::Merge { device, worktree, message, timeout, req } => {
                 Relayed::Merge { device, worktree, message, timeout_ms: ms(timeout), from, req }
             }
@@ -303,12 +314,12 @@ async fn handle(state: &AppState, m: Relayed) {
                 reply(&state, &from, req, device, answer).await;
             });
         }
-        Relayed::Snapshot { device, session, timeout_ms, from, req } => {
+        Relayed::Snapshot { device, session, timeout_ms, first, from, req } => {
             let state = state.clone();
             tokio::spawn(async move {
                 let answer = match state
                     .devices
-                    .snapshot_by(state.devices.local(device), device, session, Duration::from_millis(timeout_ms))
+                    .snapshot_by(state.devices.local(device), device, session, Duration::from_millis(timeout_ms), first)
                     .await
                 {
                     Some(s) => Answer::Snapshot { offset: s.offset, cols: s.cols, rows: s.rows, data: B64.encode(&s.data) },

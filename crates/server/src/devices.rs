@@ -113,7 +113,7 @@ pub(crate) enum Mail {
     /// Audited text; answered [`Answered::Delivery`].
     Text { device: DeviceId, session: SessionId, text: String, timeout: Duration, req: u64 },
     /// A screen snapshot; answered [`Answered::Snapshot`].
-    Snapshot { device: DeviceId, session: SessionId, timeout: Duration, req: u64 },
+    Snapshot { device: DeviceId, session: SessionId, timeout: Duration, first: bool, req: u64 },
     /// A merge; answered [`Answered::Merge`].
     Merge { device: DeviceId, worktree: Worktree, message: String, timeout: Duration, req: u64 },
     /// A clone check; answered [`Answered::RepoCheck`].
@@ -476,10 +476,11 @@ impl Devices {
         self.deliveries.resolve(req, from, d);
     }
 
-    /// Asks the device for a screen snapshot; None if it does not answer in time or
-    /// disconnects first.
-    pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration) -> Option<Snapshot> {
-        self.snapshot_by(self.route(id), id, session, timeout).await
+    /// Asks the device for a screen snapshot (`first`: a viewer's first screen, answered
+    /// at once; a re-sync's may wait for the screen to catch up with a flood); None if it
+    /// does not answer in time or disconnects first.
+    pub async fn snapshot(&self, id: DeviceId, session: SessionId, timeout: Duration, first: bool) -> Option<Snapshot> {
+        self.snapshot_by(self.route(id), id, session, timeout, first).await
     }
 
     /// [`Devices::snapshot`] over `route`.
@@ -489,9 +490,10 @@ impl Devices {
         id: DeviceId,
         session: SessionId,
         timeout: Duration,
+        first: bool,
     ) -> Option<Snapshot> {
-        let local = |req| ServerMessage::Snapshot { session, req };
-        let relayed = |req| Mail::Snapshot { device: id, session, timeout, req };
+        let local = |req| ServerMessage::Snapshot { session, req, first };
+        let relayed = |req| Mail::Snapshot { device: id, session, timeout, first, req };
         self.ask(&self.snapshots, route, id, local, relayed, timeout).await.ok()
     }
 

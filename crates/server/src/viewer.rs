@@ -386,10 +386,13 @@ impl Viewer {
     /// the live stream (no screen could be had, or the store lagged too far).
     async fn resync(&self, id: u64, sink: &mut Sink, mut source: Option<&mut Source>) -> Result<bool, axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
+        // Only the join's screen takes in nothing meanwhile: it is the viewer's first,
+        // which the shim answers at once rather than give its screen time to catch up.
+        let first = source.is_none();
         for _ in 0..SNAPSHOT_TRIES {
             let snap = async {
                 tokio::select! {
-                    snap = self.state.devices.snapshot(self.device, self.session, timeout) => snap,
+                    snap = self.state.devices.snapshot(self.device, self.session, timeout, first) => snap,
                     // The session ended while the device was busy (its shim may be gone):
                     // the final screen comes from the stored recording.
                     _ = self.hub.wait_ended() => None,

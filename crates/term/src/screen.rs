@@ -156,6 +156,13 @@ impl Screen {
     /// program printing them; the follower takes only what is left over.
     pub async fn snapshot(&self) -> Option<ScreenSnapshot> {
         self.let_the_follower_catch_up().await;
+        self.snapshot_now().await
+    }
+
+    /// A snapshot of the screen, caught up with everything recorded, at once however far
+    /// behind the screen is: a viewer's first screen, which it waits for before it shows
+    /// anything or takes a key.
+    pub async fn snapshot_now(&self) -> Option<ScreenSnapshot> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.caught_up().snapshot()).await.ok()
     }
@@ -540,6 +547,24 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(screen.snapshot().await.unwrap().offset, flood.len() as u64 + 10);
         assert!(t0.elapsed() < FOLLOWER_WAIT, "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_first_snapshot_far_behind_catches_up_at_once() {
+        let (mut r, screen) = Recorded::new(20, 3);
+        // The follower stands aside for ever, as in the test above.
+        screen.shared.waiting.fetch_add(1, Ordering::AcqRel);
+        let flood: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
+        assert!(flood.len() as u64 > 2 * FAR_BEHIND);
+        r.record(&flood, 1);
+        let t0 = Instant::now();
+        let snap = screen.snapshot_now().await.unwrap();
+        assert!(t0.elapsed() < FOLLOWER_WAIT, "a viewer's first screen does not wait for the follower: {:?}", t0.elapsed());
+        assert_eq!(snap.offset, flood.len() as u64, "caught up to everything recorded");
+        let mut check = vt100::Parser::new(3, 20, 0);
+        check.process(&snap.data);
+        assert_eq!(check.screen().contents(), "line 199998\nline 199999");
+        screen.shared.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 
     #[tokio::test]

@@ -205,7 +205,7 @@ pub(super) async fn answer(sink: &mut Sink, sessions: &mut Vec<SimSession>, m: S
             }
             sessions.retain(|s| s.id != session);
         }
-        ServerMessage::Snapshot { session, req } => match sessions.iter().find(|s| s.id == session) {
+        ServerMessage::Snapshot { session, req, .. } => match sessions.iter().find(|s| s.id == session) {
             Some(s) => {
                 let snapshot = Snapshot { req, offset: s.offset, cols: s.cols, rows: s.rows, data: b"\x1b[H\x1b[2J".to_vec() };
                 sink.send(Message::Binary(DeviceBinary::Snapshot { session, snapshot }.encode().into())).await?;

@@ -214,7 +214,7 @@ async fn first_screen(
 ) -> Result<drover_protocol::shim::Snapshot, String> {
     let give_up = tokio::time::Instant::now() + SIZE_WITHIN;
     for req in 1.. {
-        send(wr, ShimFrame::Request(ShimRequest::Snapshot { req })).await?;
+        send(wr, ShimFrame::Request(ShimRequest::Snapshot { req, first: true })).await?;
         let snapshot = loop {
             match next_frame(rd).await? {
                 ShimFrame::Snapshot(s) if s.req == req => break s,

@@ -145,7 +145,7 @@ async fn mail_handed_on_goes_only_to_a_link_here() {
     let (devices, mut mail) = relayed(true);
     let id = DeviceId::new();
     linked_elsewhere(&devices, id, "rep_b");
-    let answer = devices.snapshot_by(devices.local(id), id, SessionId::new(), Duration::from_secs(1)).await;
+    let answer = devices.snapshot_by(devices.local(id), id, SessionId::new(), Duration::from_secs(1), false).await;
     assert!(answer.is_none());
     assert!(mail.try_recv().is_err(), "never relayed further");
 }

@@ -184,9 +184,9 @@ pub fn serve_client(shared: Arc<Shared>, stream: UnixStream) {
                 }
                 // A snapshot waits for the screen worker to catch up: answer it on the
                 // side so input, stop and release are not held up behind it.
-                Ok(ShimFrame::Request(ShimRequest::Snapshot { req })) => {
+                Ok(ShimFrame::Request(ShimRequest::Snapshot { req, first })) => {
                     let (shared, tx) = (shared.clone(), tx.clone());
-                    tokio::spawn(async move { handle(&shared, &tx, ShimRequest::Snapshot { req }).await });
+                    tokio::spawn(async move { handle(&shared, &tx, ShimRequest::Snapshot { req, first }).await });
                 }
                 Ok(ShimFrame::Request(ShimRequest::TakeTerminal { from_offset, read_only, detach_key })) => {
                     let Some(tty) = rd.take_fd() else {
@@ -267,10 +267,7 @@ async fn handle(shared: &Arc<Shared>, tx: &mpsc::Sender<Out>, req: ShimRequest) 
             child::stop(shared.clone(), Duration::from_millis(grace_ms));
             None
         }
-        ShimRequest::Snapshot { req } => shared
-            .screen
-            .snapshot()
-            .await
+        ShimRequest::Snapshot { req, first } => if first { shared.screen.snapshot_now().await } else { shared.screen.snapshot().await }
             .map(|s| ShimFrame::Snapshot(Snapshot { req, offset: s.offset, cols: s.cols, rows: s.rows, data: s.data })),
         ShimRequest::Viewers { interactive } => {
             shared.interactive_viewers.store(interactive, Ordering::Release);
