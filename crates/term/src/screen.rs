@@ -525,45 +525,48 @@ mod tests {
         assert_eq!(check.screen().contents(), "$ make\nok\n\n\n  here");
     }
 
-    #[tokio::test]
-    async fn a_snapshot_far_behind_waits_for_the_follower_a_while_then_catches_up_itself() {
+    /// A 20×3 screen with over 2 MiB recorded and its follower standing aside (as it does
+    /// while anyone waits for the parser: here, for ever); and the flood's length.
+    fn far_behind() -> (Recorded, Screen, u64) {
         let (mut r, screen) = Recorded::new(20, 3);
-        // The follower stands aside while anyone waits for the parser: here, for ever.
         screen.shared.waiting.fetch_add(1, Ordering::AcqRel);
         let flood: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
         assert!(flood.len() as u64 > 2 * FAR_BEHIND);
         r.record(&flood, 1);
-        let t0 = Instant::now();
-        let snap = screen.snapshot().await.unwrap();
-        assert!(t0.elapsed() >= FOLLOWER_WAIT, "it gave the follower its time first: {:?}", t0.elapsed());
-        assert_eq!(snap.offset, flood.len() as u64, "then caught up to everything recorded when asked");
+        (r, screen, flood.len() as u64)
+    }
+
+    /// Asserts that `snap` is caught up with [`far_behind`]'s flood of `len` bytes.
+    fn caught_up_with_the_flood(snap: &ScreenSnapshot, len: u64) {
+        assert_eq!(snap.offset, len, "caught up to everything recorded when asked");
         let mut check = vt100::Parser::new(3, 20, 0);
         check.process(&snap.data);
         assert_eq!(check.screen().contents(), "line 199998\nline 199999");
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_far_behind_waits_for_the_follower_a_while_then_catches_up_itself() {
+        let (mut r, screen, len) = far_behind();
+        let t0 = Instant::now();
+        let snap = screen.snapshot().await.unwrap();
+        assert!(t0.elapsed() >= FOLLOWER_WAIT, "it gave the follower its time first: {:?}", t0.elapsed());
+        caught_up_with_the_flood(&snap, len);
         screen.shared.waiting.fetch_sub(1, Ordering::AcqRel);
 
         // Close behind, it does not wait.
         r.record(b"one more\r\n", 2);
         let t0 = Instant::now();
-        assert_eq!(screen.snapshot().await.unwrap().offset, flood.len() as u64 + 10);
+        assert_eq!(screen.snapshot().await.unwrap().offset, len + 10);
         assert!(t0.elapsed() < FOLLOWER_WAIT, "{:?}", t0.elapsed());
     }
 
     #[tokio::test]
     async fn a_first_snapshot_far_behind_catches_up_at_once() {
-        let (mut r, screen) = Recorded::new(20, 3);
-        // The follower stands aside for ever, as in the test above.
-        screen.shared.waiting.fetch_add(1, Ordering::AcqRel);
-        let flood: Vec<u8> = (0..200_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
-        assert!(flood.len() as u64 > 2 * FAR_BEHIND);
-        r.record(&flood, 1);
+        let (_r, screen, len) = far_behind();
         let t0 = Instant::now();
         let snap = screen.snapshot_now().await.unwrap();
         assert!(t0.elapsed() < FOLLOWER_WAIT, "a viewer's first screen does not wait for the follower: {:?}", t0.elapsed());
-        assert_eq!(snap.offset, flood.len() as u64, "caught up to everything recorded");
-        let mut check = vt100::Parser::new(3, 20, 0);
-        check.process(&snap.data);
-        assert_eq!(check.screen().contents(), "line 199998\nline 199999");
+        caught_up_with_the_flood(&snap, len);
         screen.shared.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 
