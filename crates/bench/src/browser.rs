@@ -232,11 +232,7 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
 /// is connected and says `ready`, waits for a quiet machine and tells it to go. Returns
 /// what it printed last, and whether the machine got quiet.
 fn stream_page(web: &Path, up: &Up, exe: &Path, id: &str) -> Result<(Watched, bool)> {
-    let mut child = Command::new("node")
-        .current_dir(web)
-        .args(["bench/stream.mjs", id])
-        .env("DROVER_HOME", up.home.path())
-        .env("DROVER_BIN", exe)
+    let mut child = node(web, up, exe, &["bench/stream.mjs", id])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -277,16 +273,17 @@ fn in_the_page(web: &Path, up: &Up, exe: &Path, id: &str, keys: usize, gap_ms: u
     Ok(InThePage { message: Spread::of(&mut times.message_ms), screen: Spread::of(&mut times.screen_ms) })
 }
 
+/// `node ARGS` in `web`, against the bench's server and binary.
+fn node(web: &Path, up: &Up, exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("node");
+    cmd.current_dir(web).args(args).env("DROVER_HOME", up.home.path()).env("DROVER_BIN", exe);
+    cmd
+}
+
 /// Runs a page script (`node ARGS` in `web`) against the bench's server and reads the
 /// JSON line it prints last.
 fn page_script<T: serde::de::DeserializeOwned>(web: &Path, up: &Up, exe: &Path, args: &[&str]) -> Result<T> {
-    let out = Command::new("node")
-        .current_dir(web)
-        .args(args)
-        .env("DROVER_HOME", up.home.path())
-        .env("DROVER_BIN", exe)
-        .output()
-        .context("running node (is Node.js installed?)")?;
+    let out = node(web, up, exe, args).output().context("running node (is Node.js installed?)")?;
     if !out.status.success() {
         bail!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr));
     }

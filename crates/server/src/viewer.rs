@@ -322,8 +322,7 @@ impl Viewer {
             send_event(sink, &ViewerEvent::Resync).await?;
         }
         let t0 = std::time::Instant::now();
-        // On joining, what the viewer types waits for its first screen (see `run`).
-        let synced = self.resync(id, sink, (!first).then_some(source)).await?;
+        let synced = self.resync(id, sink, source, first).await?;
         tracing::debug!(session = %self.session, viewer = id, took = ?t0.elapsed(), synced, "viewer re-synced");
         Ok(synced)
     }
@@ -381,14 +380,13 @@ impl Viewer {
         Next::Read
     }
 
-    /// Sends a fresh snapshot and the bytes after it, taking in what the viewer sends
-    /// meanwhile when given its `source`. False when the viewer could not be put back on
+    /// Sends a fresh snapshot and the bytes after it, taking in what the viewer sends on
+    /// its `source` meanwhile, unless it is the viewer's `first` screen: what it types
+    /// then waits for that screen (see `run`), which the shim answers at once rather than
+    /// give its screen time to catch up. False when the viewer could not be put back on
     /// the live stream (no screen could be had, or the store lagged too far).
-    async fn resync(&self, id: u64, sink: &mut Sink, mut source: Option<&mut Source>) -> Result<bool, axum::Error> {
+    async fn resync(&self, id: u64, sink: &mut Sink, source: &mut Source, first: bool) -> Result<bool, axum::Error> {
         let timeout = self.state.config.snapshot_timeout;
-        // Only the join's screen takes in nothing meanwhile: it is the viewer's first,
-        // which the shim answers at once rather than give its screen time to catch up.
-        let first = source.is_none();
         for _ in 0..SNAPSHOT_TRIES {
             let snap = async {
                 tokio::select! {
@@ -398,10 +396,7 @@ impl Viewer {
                     _ = self.hub.wait_ended() => None,
                 }
             };
-            let snap = match source.as_deref_mut() {
-                Some(source) => self.meanwhile(id, snap, sink, source).await?,
-                None => snap.await,
-            };
+            let snap = if first { snap.await } else { self.meanwhile(id, snap, sink, source).await? };
             let Some(snap) = snap else { break };
             sink.send(self.binary(snap.data.into())).await?;
             if self.follow_on(id, snap.offset, sink).await? {
