@@ -39,6 +39,34 @@ pub fn purge_in_background() {
     }
 }
 
+/// How long a shim's jemalloc keeps a freed page for reuse while its session prints.
+const SHIM_KEEPS_MS: isize = 1000;
+
+/// For a shim (`drover_term::heap`): has jemalloc keep the pages freed for reuse
+/// (`keep`), or hand back every free page now and each page as it is freed (not `keep`).
+/// A shim has no background thread to hand pages back as they age.
+pub fn keep_freed_pages(keep: bool) {
+    let ms: isize = if keep { SHIM_KEEPS_MS } else { 0 };
+    let arenas = tikv_jemalloc_ctl::arenas::narenas::read().unwrap_or(1);
+    for arena in 0..arenas {
+        let name = format!("arena.{arena}.dirty_decay_ms\0");
+        // SAFETY: a `ssize_t` setting written by its NUL-terminated name.
+        if let Err(e) = unsafe { tikv_jemalloc_ctl::raw::write(name.as_bytes(), ms) } {
+            tracing::debug!(arena, "jemalloc's dirty_decay_ms not set: {e}");
+        }
+    }
+    if !keep {
+        // SAFETY: `arena.<all>.purge` reads and writes nothing (both pointers null,
+        // lengths zero); the name is a NUL-terminated literal.
+        let code = unsafe {
+            tikv_jemalloc_sys::mallctl(c"arena.4096.purge".as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0)
+        };
+        if code != 0 {
+            tracing::debug!(code, "jemalloc did not hand its free pages back");
+        }
+    }
+}
+
 /// The heap now, as jemalloc counts it: bytes allocated and in use, and what it holds
 /// resident beyond them (free pages not yet handed back, partly used pages, metadata).
 pub fn now() -> Option<drover_server::Heap> {
@@ -47,4 +75,39 @@ pub fn now() -> Option<drover_server::Heap> {
     let allocated = stats::allocated::read().ok()? as u64;
     let resident = stats::resident::read().ok()? as u64;
     Some(drover_server::Heap { in_use: allocated, free: resident.saturating_sub(allocated) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes jemalloc holds free and resident (dirty pages), over all arenas.
+    fn dirty_bytes() -> usize {
+        epoch::advance().unwrap();
+        // SAFETY: a `size_t` statistic read by its NUL-terminated name.
+        let pages = unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.pdirty\0") }.unwrap();
+        // SAFETY: sysconf only reads a system setting.
+        pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
+    }
+
+    /// Writes and frees 32 MiB in 16 KiB pieces (a shim's read buffers).
+    fn churn() {
+        let pieces: Vec<Vec<u8>> = (0..2048).map(|i| vec![i as u8; 16 * 1024]).collect();
+        drop(pieces);
+    }
+
+    #[test]
+    fn freed_pages_are_kept_for_reuse_or_handed_back_as_asked() {
+        keep_freed_pages(true);
+        churn();
+        let kept = dirty_bytes();
+        assert!(kept >= 16 << 20, "freed pages are kept: {kept} bytes");
+        keep_freed_pages(false);
+        let after = dirty_bytes();
+        assert!(after < kept / 8, "handed back: {kept} bytes kept before, {after} after");
+        churn();
+        let now = dirty_bytes();
+        assert!(now < kept / 8, "and handed back as they are freed: {now} bytes kept");
+        keep_freed_pages(true);
+    }
 }

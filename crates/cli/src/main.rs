@@ -90,13 +90,15 @@ fn main() -> ExitCode {
 /// its heap, which is then the smaller. It forks the shims, each of which builds its own
 /// single-threaded runtime, so it has one thread and no runtime of its own. Its logging
 /// is set up once, here, for every shim: warnings, uncoloured (each shim's stderr is its
-/// `shim.log`), in the format `DROVER_LOG_FORMAT` names.
+/// `shim.log`), in the format `DROVER_LOG_FORMAT` names. A shim's allocator keeps the
+/// pages it frees while its session prints, and hands them back as it goes quiet.
 fn shim_launcher() -> ExitCode {
     let format = std::env::var("DROVER_LOG_FORMAT").ok().and_then(|v| <logging::LogFormat as clap::ValueEnum>::from_str(&v, true).ok());
     if let Some(format) = format {
         logging::set_format(format);
     }
     logging::init_uncoloured("warn");
+    drover_term::heap::keep_freed_pages_with(heap::keep_freed_pages);
     match drover_device::launcher::serve() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -28,7 +28,8 @@ use drover_term::dir::SessionDir;
 /// (the `drover` binary's allocator) reads them as it starts, and any other allocator
 /// ignores them. A shim is one thread that is idle most of its life, so one arena, no
 /// per-thread cache, and freed pages handed back at once (figures in the README's
-/// benchmark section). A run never sees them: its environment is exactly its spec's.
+/// benchmark section) except while its session prints (`drover_term::heap`). A run
+/// never sees them: its environment is exactly its spec's.
 const SHIM_MALLOC_CONF: &str = "narenas:1,tcache:false,dirty_decay_ms:0,muzzy_decay_ms:0";
 
 /// The hidden subcommand that runs [`serve`].

@@ -11,11 +11,13 @@
 //! - [`dir`]: the layout of a session's directory, shared by the shim and the device.
 //! - [`exec`], [`regions`]: a run's process from clone to exec, and the heap its
 //!   namespace's init lets go of.
+//! - [`heap`]: the shim's freed heap, handed back once its session is quiet.
 
 pub mod confine;
 pub mod contain;
 pub mod dir;
 pub mod exec;
+pub mod heap;
 mod packed;
 pub mod pty;
 pub mod quiet;

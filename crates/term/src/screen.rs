@@ -16,7 +16,8 @@
 //! Once a session has printed nothing and nobody has asked for its screen for
 //! [`QUIET`], the follower packs the screen (see `packed.rs`), if that loses nothing,
 //! and whoever next needs it rebuilds it: a session waiting on someone holds a few KB
-//! of escape sequences instead of every cell of its grids.
+//! of escape sequences instead of every cell of its grids. The pages the shim's
+//! allocator kept for reuse while it printed are then handed back ([`crate::heap`]).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -265,6 +266,7 @@ fn idle_priority() {
 /// screen is dropped.
 fn follow(shared: Weak<Shared>) {
     idle_priority();
+    let mut keeping = false;
     loop {
         let Some(shared) = shared.upgrade() else { return };
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
@@ -288,6 +290,12 @@ fn follow(shared: Weak<Shared>) {
             // Packing takes milliseconds (a large screen's check is tens): done unlocked.
             let packed = std::panic::catch_unwind(|| Packed::pack(&job.screen, &job.tail, job.whole)).ok().flatten();
             shared.state.lock().unwrap_or_else(|e| e.into_inner()).packed(&job, packed, &shared.resizes);
+        }
+        // Pages freed while the session prints are kept for reuse, and handed back as a
+        // spell of quiet begins (the screen packed, if it could be).
+        if progressed != keeping && (progressed || quiet) {
+            crate::heap::keep_freed_pages(progressed);
+            keeping = progressed;
         }
         drop(shared);
         if !progressed {
@@ -536,6 +544,41 @@ mod tests {
         let mut check = vt100::Parser::new(6, 40, 0);
         check.process(&screen.snapshot().await.unwrap().data);
         assert_eq!(check.screen().contents(), "$ make\nok\n\n\n  here");
+    }
+
+    /// What the follower asked of the shim's heap, in order: keep freed pages (true) or
+    /// hand them back (false). Set by `the_heap_is_…` alone, in a process of its own as
+    /// every test is under nextest.
+    static KEPT: Mutex<Vec<bool>> = Mutex::new(Vec::new());
+
+    fn note_keep(keep: bool) {
+        KEPT.lock().unwrap().push(keep);
+    }
+
+    /// Whether the follower has asked `asks` of the heap within `within`.
+    fn asked_within(asks: &[bool], within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while KEPT.lock().unwrap().len() < asks.len() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        *KEPT.lock().unwrap() == asks
+    }
+
+    #[test]
+    fn the_heap_is_kept_while_output_comes_and_handed_back_once_quiet() {
+        crate::heap::keep_freed_pages_with(note_keep);
+        let quiet = Duration::from_secs(1);
+        let (mut r, screen) = Recorded::packing_after(40, 6, quiet);
+        r.record(b"$ make\r\nok", 1);
+        assert!(asked_within(&[true], Duration::from_secs(5)), "kept as output comes: {:?}", KEPT.lock().unwrap());
+        // More output before the quiet: nothing new asked.
+        r.record(b"\r\nmore", 2);
+        assert!(packed_within(&screen, Duration::from_secs(5)), "a quiet screen is packed");
+        assert!(asked_within(&[true, false], Duration::from_secs(5)), "handed back once quiet: {:?}", KEPT.lock().unwrap());
+        std::thread::sleep(4 * QUIET_POLL);
+        assert_eq!(*KEPT.lock().unwrap(), [true, false], "not again while the quiet lasts");
+        r.record(b"\r\nagain", 3);
+        assert!(asked_within(&[true, false, true, false], Duration::from_secs(5)), "{:?}", KEPT.lock().unwrap());
     }
 
     /// A 20×3 screen with over 2 MiB recorded and its follower standing aside (as it does
