@@ -1,7 +1,8 @@
 //! End-to-end: screen checkpoints. A finished session's Final screen, the screen at any
-//! time of its recording and its last lines (`session tail`) come from the nearest
-//! checkpoint plus the output after it, and equal what a replay of the whole recording
-//! shows — through vim's alternate screen and scroll regions, htop, and resizes.
+//! time of its recording and its last lines (`session tail`, of a live session too) come
+//! from the nearest checkpoint plus the output after it, and equal what a replay of the
+//! whole recording shows — through vim's alternate screen and scroll regions, htop, and
+//! resizes.
 
 mod support;
 
@@ -52,6 +53,14 @@ fn replayed(size: (u16, u16), events: &[Event], t: u64) -> ScreenModel {
         }
     }
     m
+}
+
+/// The lines of `GET /api/v1/sessions/{id}/text{query}`.
+fn text(d: &Drover, token: &str, id: &str, query: &str) -> Vec<String> {
+    let (status, body) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/text{query}"), Some(token), b"");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect()
 }
 
 fn count_checkpoints(d: &Drover, id: &str) -> (u64, bool) {
@@ -123,12 +132,7 @@ fn checkpoint_and_tail_equal_a_whole_replay_through_vim_htop_and_resizes() {
 
     // `session tail` of the finished session: from a checkpoint near the end, the same
     // last lines as the whole text.
-    let text = |q: &str| -> Vec<String> {
-        let (status, body) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/text{q}"), Some(&token), b"");
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect()
-    };
+    let text = |q: &str| text(&d, &token, &id, q);
     let whole = text("");
     for n in [5, 30, 100] {
         assert_eq!(text(&format!("?lines={n}")), whole[whole.len() - n..], "the last {n} lines");
@@ -147,4 +151,33 @@ fn checkpoint_and_tail_equal_a_whole_replay_through_vim_htop_and_resizes() {
     assert!(rebuilt >= 3, "only {rebuilt} checkpoints rebuilt ({count} made while it ran)");
     let (status, again) = http(&d.url, "GET", &format!("/api/v1/sessions/{id}/screen"), Some(&token), b"");
     assert_eq!((status, again), (200, body));
+}
+
+#[test]
+fn a_live_sessions_tail_starts_from_a_checkpoint_not_the_beginning() {
+    let d = Drover::up();
+    // About 1.1 MB of lines, then it stays live.
+    let id = d.start(&["sh", "-c", "seq -f 'line %g of a live session' 1 40000; echo LIVE-END; exec sleep 600"]);
+    let token = d.token();
+    let text = |q: &str| text(&d, &token, &id, q);
+    support::wait_until("the output stored", secs(60), || text("").contains(&"LIVE-END".to_string()).then_some(()));
+    support::wait_until("checkpoints of the live session", secs(60), || (count_checkpoints(&d, &id).0 >= 3).then_some(()));
+    let whole = text("");
+    // Its first bytes now switch to the line-drawing character set, which would change
+    // every letter after them in a replay from the beginning; a tail from a checkpoint
+    // near the end does not read them.
+    let tamper = match support::test_database(d.home.path()) {
+        Some(_) => "'\\x1b2830'::bytea || substring(data from 4)",
+        None => "CAST(X'1b2830' || substr(data, 4) AS BLOB)",
+    };
+    support::database_exec(
+        d.home.path(),
+        &format!("UPDATE output_chunks SET data = {tamper} WHERE session_id = '{id}' AND start_offset = 0"),
+    );
+    assert_ne!(text("")[1..], whole[1..], "the whole text, replayed from the beginning, changed");
+    for n in [5, 30, 100] {
+        assert_eq!(text(&format!("?lines={n}")), whole[whole.len() - n..], "the last {n} lines of the live session");
+    }
+    assert_eq!(d.ok(&["session", "tail", &id]).lines().last(), Some("LIVE-END"));
+    assert!(d.ok(&["--json", "session", "show", &id]).contains("\"outcome\": \"running\""), "still live");
 }

@@ -422,8 +422,9 @@ pub async fn text(
     let (row, _) = load_for_drop_in(&state, &caller, &id).await?;
     check_recording(&row)?;
     let (lines, offset) = match (p.lines, p.complete) {
-        // The end of what it printed (`session tail`): from a checkpoint near the end.
-        (Some(n), false) if !row.outcome.is_live() => render::last_lines(&state.store, &row, n).await?,
+        // The end of what it printed (`session tail`), live or not: from a checkpoint near
+        // the end, never a replay of everything it printed.
+        (Some(n), false) => render::last_lines(&state.store, &row, n).await?,
         (n, complete) => {
             let (mut lines, offset) = render::screen_text(&state.store, &row, complete).await?;
             lines.drain(..lines.len().saturating_sub(n.unwrap_or(usize::MAX)));
