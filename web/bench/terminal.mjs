@@ -6,8 +6,13 @@
 // KEYS keys into its terminal, GAP_MS apart. For each key, from the keydown (its event
 // time) until the message carrying the echo is handed to the page's main thread (the
 // socket lives in a worker, see src/socket-worker.ts), and until xterm.js has the echo
-// in its rows (the DOM it paints from). Prints one JSON line:
-// {"message_ms": [...], "screen_ms": [...]}.
+// in its rows (the DOM it paints from). And where the time to the message goes: from
+// the keydown's event time until the page's listener runs (Chromium's input dispatch),
+// until the page posts the key to the socket's worker (xterm.js and the page), until the
+// worker sends it (the hop to the worker), until the echo's message reaches the worker
+// (the socket's round trip: Chromium's network service both ways, the server, the
+// session), and until the page's main thread has it (the shared ring). Prints one JSON
+// line: {"message_ms": [...], "screen_ms": [...], "parts_ms": {...}}.
 //
 // Chromium defers a page's networking tasks after a key until its next frame
 // (DeferRendererTasksAfterInput), which the socket worker sidesteps: `undeferred` as the
@@ -62,6 +67,14 @@ try {
       }
       return { async: true, value: r.value.then((v) => (unread(), v)) };
     };
+    // Each key the page posts to the socket's worker, noted with its time (epoch ms, to
+    // compare with the worker's).
+    window.__posts = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (m, ...rest) {
+      if (m?.op === "send") window.__posts.push(performance.timeOrigin + performance.now());
+      return post.call(this, m, ...rest);
+    };
     const Base = window.Worker;
     window.Worker = class extends Base {
       constructor(...args) {
@@ -73,12 +86,41 @@ try {
       }
     };
   });
+  const workers = [];
+  page.on("worker", (w) => workers.push(w));
   await page.goto(`${new URL(page.url()).origin}/sessions/${session}`);
   await until("connected", async () => (await page.getByTestId("pill").innerText()) === "connected", 30_000);
   await page.locator('[data-testid="terminal"] .xterm').click();
+  // In the socket's worker: when each frame is sent, and when each message arrives
+  // (epoch ms).
+  await until("the socket's worker", async () => workers.length > 0, 10_000);
+  const worker = workers[0];
+  await worker.evaluate(() => {
+    self.__sent = [];
+    self.__received = [];
+    const now = () => performance.timeOrigin + performance.now();
+    const send = WebSocket.prototype.send;
+    const heard = new WeakSet();
+    WebSocket.prototype.send = function (data) {
+      if (!heard.has(this)) {
+        heard.add(this);
+        this.addEventListener("message", () => self.__received.push(now()));
+      }
+      self.__sent.push(now());
+      return send.call(this, data);
+    };
+  });
   await page.evaluate(() => {
     window.__keys = [];
-    window.addEventListener("keydown", (e) => window.__keys.push(e.timeStamp), true);
+    window.__heard = [];
+    window.addEventListener(
+      "keydown",
+      (e) => {
+        window.__keys.push(e.timeStamp);
+        window.__heard.push(performance.now());
+      },
+      true,
+    );
     // Resolved the first time the rows hold what has been typed so far (the echo's
     // message always comes first): the page is not polled while it works.
     const rows = document.querySelector('[data-testid="terminal"] .xterm-rows');
@@ -92,6 +134,7 @@ try {
   });
   const message = [];
   const screen = [];
+  const parts = { input: [], page: [], to_worker: [], round_trip: [], to_page: [] };
   let line = "";
   for (let i = 0; i < Number(keys); i++) {
     await sleep(Number(gap));
@@ -107,16 +150,29 @@ try {
       window.__wait = w;
     }, line);
     await page.keyboard.press(key);
-    const [down, got, shown] = await page.evaluate(async (key) => {
+    const [down, heard, posted, got, shown, origin] = await page.evaluate(async (key) => {
       const w = window.__wait;
       await w.promise;
       const down = window.__keys.at(-1);
       const m = window.__messages.find(([t, text]) => t >= down && text.includes(key));
       if (!m) throw new Error(`no message carried the echo of ${key}`);
-      return [down, m[0], w.shown];
+      return [down, window.__heard.at(-1), window.__posts.at(-1), m[0], w.shown, performance.timeOrigin];
     }, key);
     message.push(got - down);
     screen.push(shown - down);
+    // The worker's times of this key: its send, and the last message before the page had
+    // the echo (the echo's).
+    const [sent, received] = await worker.evaluate(
+      ([after, before]) => [self.__sent.find((t) => t >= after), self.__received.filter((t) => t <= before).at(-1)],
+      [posted, origin + got],
+    );
+    if (sent !== undefined && received !== undefined && received >= sent) {
+      parts.input.push(heard - down);
+      parts.page.push(posted - (origin + heard));
+      parts.to_worker.push(sent - posted);
+      parts.round_trip.push(received - sent);
+      parts.to_page.push(origin + got - received);
+    }
     // A new line now and then, as the attach measurement does, so the line never wraps.
     if (i % 64 === 63) {
       await page.keyboard.press("Enter");
@@ -125,7 +181,7 @@ try {
     }
   }
   if (errors.length) throw errors[0];
-  console.log(JSON.stringify({ message_ms: message, screen_ms: screen }));
+  console.log(JSON.stringify({ message_ms: message, screen_ms: screen, parts_ms: parts }));
 } finally {
   await b.close();
 }

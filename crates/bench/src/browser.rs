@@ -45,6 +45,25 @@ pub struct InThePage {
     pub message: Spread,
     /// Keydown until the echo is in xterm.js's rows.
     pub screen: Spread,
+    /// Where the time until the message goes, medians.
+    pub parts: Parts<f64>,
+}
+
+/// The legs of a key's way from its keydown to the echo's message in the page's main
+/// thread (`web/bench/terminal.mjs`): one value each (ms), or every key's.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Parts<T> {
+    /// The keydown's event time until the page's listener runs: Chromium's input dispatch.
+    pub input: T,
+    /// Until the page posts the key to the socket's worker: xterm.js and the page.
+    pub page: T,
+    /// Until the worker sends it: the hop to the worker.
+    pub to_worker: T,
+    /// Until the echo's message reaches the worker: Chromium's network service both ways,
+    /// the server and the session.
+    pub round_trip: T,
+    /// Until the page's main thread has it: the shared ring.
+    pub to_page: T,
 }
 
 /// One round: attach, then the browser as shipped, then without its deferral.
@@ -119,6 +138,7 @@ const DONE: &str = "STREAM-DONE";
 struct PageTimes {
     message_ms: Vec<f64>,
     screen_ms: Vec<f64>,
+    parts_ms: Parts<Vec<f64>>,
 }
 
 /// The web directory, whose dependencies (`npm ci`) the page script needs.
@@ -145,18 +165,38 @@ pub fn run(exe: &Path, keys: usize, gap_ms: u64, rounds: usize, mb: usize) -> Re
     }
     let _ = up.cli(&["session", "stop", &id]);
     let dir = tempfile::tempdir()?;
-    let file = dir.path().join("stream.txt");
-    let bytes = crate::throughput::make_file(&file, mb)?;
-    let text = std::fs::read_to_string(&file)?;
-    let last = text.lines().last().unwrap_or_default().to_string();
+    let stream = StreamFile::make(dir.path().join("stream.txt"), mb)?;
     for round in 0..rounds.max(1) {
         // Alone first in even rounds, watched first in odd ones: whatever favours the
         // first or second run of a round (the file in the page cache, the database's
         // growth) falls on both sides.
-        out.stream.push(stream_round(&web, &up, exe, &file, bytes, &last, round % 2 == 1)?);
+        out.stream.push(stream_round(&web, &up, exe, &stream, round % 2 == 1)?);
     }
     report(&out);
     Ok(out)
+}
+
+/// The file a stream session prints, and what is known of it.
+struct StreamFile {
+    path: PathBuf,
+    /// Its size.
+    bytes: u64,
+    /// What printing it adds to the session's output: a carriage return before each
+    /// newline, as the terminal puts it.
+    printed: u64,
+    /// Its last line.
+    last: String,
+}
+
+impl StreamFile {
+    /// Writes a file of `mb` MB of lines at `path`.
+    fn make(path: PathBuf, mb: usize) -> Result<StreamFile> {
+        let bytes = crate::throughput::make_file(&path, mb)?;
+        let text = std::fs::read_to_string(&path)?;
+        let printed = bytes + text.matches('\n').count() as u64;
+        let last = text.lines().last().unwrap_or_default().to_string();
+        Ok(StreamFile { path, bytes, printed, last })
+    }
 }
 
 /// The program of a stream session: waits for a line, prints `file`, says when it ended.
@@ -175,31 +215,45 @@ fn parse_done(text: &str) -> Option<(f64, f64)> {
 }
 
 /// The µs the program took with no viewer, started once the machine was quiet, and
-/// whether it got quiet.
-fn alone_rate_us(up: &Up, program: &str) -> Result<(f64, bool)> {
+/// whether it got quiet. Its end is awaited in the session's count of output stored
+/// (`session show`), which costs the server next to nothing, and only then read from its
+/// tail: a tail of a session in full flood replays what it printed since its last screen
+/// checkpoint, megabytes each time, on the server the program's output goes through.
+fn alone_rate_us(up: &Up, program: &str, printed: u64) -> Result<(f64, bool)> {
     let alone = up.start_session(120, 40, &["sh", "-c", program])?;
     up.wait_running(&alone)?;
+    let before = stored_bytes(up, &alone)?;
     let quiet = wait_for_quiet(QUIET_WAIT);
     up.cli(&["session", "input", &alone, "go"])?;
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while stored_bytes(up, &alone)? < before + printed {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the stream with no viewer never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let (alone_us, _) = loop {
         if let Some(done) = parse_done(&up.cli(&["session", "tail", &alone, "--lines", "5"])?) {
             break done;
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "the stream with no viewer never ended");
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the stream with no viewer never said it ended");
         std::thread::sleep(Duration::from_millis(100));
     };
     let _ = up.cli(&["session", "stop", &alone]);
     Ok((alone_us, quiet))
 }
 
+/// The bytes of output stored for session `id` so far.
+fn stored_bytes(up: &Up, id: &str) -> Result<u64> {
+    let show: serde_json::Value = serde_json::from_str(&up.cli(&["--json", "session", "show", id])?)?;
+    show["output_bytes"].as_u64().context("`session show` without output_bytes")
+}
+
 /// One round: the stream alone and with Chromium watching (`watched_first` for the
 /// order).
-fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: &str, watched_first: bool) -> Result<StreamRound> {
-    let program = stream_program(file);
+fn stream_round(web: &Path, up: &Up, exe: &Path, stream: &StreamFile, watched_first: bool) -> Result<StreamRound> {
+    let program = stream_program(&stream.path);
     let mut alone_us = None;
     if !watched_first {
-        alone_us = Some(alone_rate_us(up, &program)?);
+        alone_us = Some(alone_rate_us(up, &program, stream.printed)?);
     }
     let watched = up.start_session(120, 40, &["sh", "-c", &program])?;
     up.wait_running(&watched)?;
@@ -208,14 +262,14 @@ fn stream_round(web: &Path, up: &Up, exe: &Path, file: &Path, bytes: u64, last: 
     let (page, watched_quiet): (Watched, bool) = page?;
     let (alone_us, alone_quiet) = match alone_us {
         Some(alone) => alone,
-        None => alone_rate_us(up, &program)?,
+        None => alone_rate_us(up, &program, stream.printed)?,
     };
     let (watched_us, end_ms) = parse_done(&page.rows.join("\n")).context("the page's rows lost the end line")?;
     let end_row = page.rows.iter().rposition(|r| r.contains(DONE)).unwrap_or(0);
-    let right = end_row > 0 && page.rows[end_row - 1].trim_end() == last;
-    let rate = |us: f64| bytes as f64 / 1e6 / (us / 1e6);
+    let right = end_row > 0 && page.rows[end_row - 1].trim_end() == stream.last;
+    let rate = |us: f64| stream.bytes as f64 / 1e6 / (us / 1e6);
     Ok(StreamRound {
-        bytes,
+        bytes: stream.bytes,
         alone_mb_s: rate(alone_us),
         watched_mb_s: rate(watched_us),
         final_screen_after_ms: page.seen_at_ms - end_ms,
@@ -270,7 +324,15 @@ fn stream_page(web: &Path, up: &Up, exe: &Path, id: &str) -> Result<(Watched, bo
 fn in_the_page(web: &Path, up: &Up, exe: &Path, id: &str, keys: usize, gap_ms: u64, mode: &str) -> Result<InThePage> {
     let args = ["bench/terminal.mjs", id, &keys.to_string(), &gap_ms.to_string(), mode];
     let mut times: PageTimes = page_script(web, up, exe, &args)?;
-    Ok(InThePage { message: Spread::of(&mut times.message_ms), screen: Spread::of(&mut times.screen_ms) })
+    let p = times.parts_ms;
+    let parts = Parts {
+        input: median(p.input),
+        page: median(p.page),
+        to_worker: median(p.to_worker),
+        round_trip: median(p.round_trip),
+        to_page: median(p.to_page),
+    };
+    Ok(InThePage { message: Spread::of(&mut times.message_ms), screen: Spread::of(&mut times.screen_ms), parts })
 }
 
 /// `node ARGS` in `web`, against the bench's server and binary.
@@ -326,6 +388,16 @@ fn report(b: &Browser) {
             spread(&|r| of(r).screen.p50_ms),
             m(&|r| of(r).screen.p90_ms),
             if screen <= 20.0 { "met" } else { "not met" }
+        );
+        let part = |f: &dyn Fn(&Parts<f64>) -> f64| m(&|r| f(&of(r).parts));
+        println!(
+            "    to the message (p50): input dispatch {:.2}, xterm.js and the page {:.2}, to the socket's worker {:.2}, \
+             the socket's round trip {:.2}, the ring to the page {:.2} ms",
+            part(&|p| p.input),
+            part(&|p| p.page),
+            part(&|p| p.to_worker),
+            part(&|p| p.round_trip),
+            part(&|p| p.to_page),
         );
     };
     page("Chromium", &|r| &r.browser);
