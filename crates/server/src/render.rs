@@ -86,28 +86,58 @@ async fn transcript_from(
 ) -> Result<(Vec<String>, u64), StoreError> {
     let (first, recorded) = crate::screens::sizes(store, row.id, (row.cols, row.rows)).await?;
     let after = start.as_ref().map(|c| c.t_micros);
-    let mut resizes = recorded.list.list.into_iter().filter(|(t, _)| after.is_none_or(|a| *t > a)).peekable();
-    let (mut t, from) = match &start {
+    let resizes: Vec<_> = recorded.list.list.into_iter().filter(|(t, _)| after.is_none_or(|a| *t > a)).collect();
+    let (t, mut end) = match &start {
         Some(c) => (Transcript::resume(c.cols, c.rows, &c.data), c.offset),
         None => (Transcript::new(first.0, first.1), 0),
     };
-    let mut lines = Vec::new();
-    let end = each_chunk(store, row.id, from, |c| {
-        while let Some((_, (cols, rows))) = resizes.next_if(|(at, _)| *at <= c.t_micros) {
-            lines.extend(t.resize(cols, rows));
+    let mut replay = Replay { t, resizes: resizes.into_iter().peekable(), lines: Vec::new() };
+    loop {
+        let chunks = store.read_output_rows(row.id, end, PAGE).await?;
+        let Some(last) = chunks.last() else { break };
+        end = last.offset + last.data.len() as u64;
+        // A page takes the screen model up to a hundred milliseconds: off the runtime,
+        // whose threads serve everyone's keystrokes and screens.
+        replay = tokio::task::spawn_blocking(move || replay.page(chunks))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("replaying the recording failed: {e}")))?;
+    }
+    Ok((replay.end(settled_only), end))
+}
+
+/// A recording being replayed through a screen model for its text.
+struct Replay {
+    t: Transcript,
+    /// The resizes still to come, with their times.
+    resizes: std::iter::Peekable<std::vec::IntoIter<(u64, (u16, u16))>>,
+    lines: Vec<String>,
+}
+
+impl Replay {
+    /// Feeds a page of output, each resize before the first chunk at or after its time.
+    fn page(mut self, chunks: Vec<OutputChunk>) -> Replay {
+        for c in chunks {
+            while let Some((_, (cols, rows))) = self.resizes.next_if(|(at, _)| *at <= c.t_micros) {
+                self.lines.extend(self.t.resize(cols, rows));
+            }
+            self.lines.extend(self.t.feed(&c.data));
         }
-        lines.extend(t.feed(&c.data));
-    })
-    .await?;
-    for (_, (cols, rows)) in resizes {
-        lines.extend(t.resize(cols, rows));
+        self
     }
-    if settled_only {
-        lines.extend(t.settle());
-    } else {
-        lines.extend(t.finish());
+
+    /// The lines, with the resizes after the last output and the screen at the end
+    /// (only its settled rows with `settled_only`).
+    fn end(mut self, settled_only: bool) -> Vec<String> {
+        for (_, (cols, rows)) in self.resizes.by_ref() {
+            self.lines.extend(self.t.resize(cols, rows));
+        }
+        if settled_only {
+            self.lines.extend(self.t.settle());
+        } else {
+            self.lines.extend(self.t.finish());
+        }
+        self.lines
     }
-    Ok((lines, end))
 }
 
 /// The session's recording as an asciicast v3 file: the header has the size it started
