@@ -98,9 +98,7 @@ async fn transcript_from(
         end = last.offset + last.data.len() as u64;
         // A page takes the screen model up to a hundred milliseconds: off the runtime,
         // whose threads serve everyone's keystrokes and screens.
-        replay = tokio::task::spawn_blocking(move || replay.page(chunks))
-            .await
-            .map_err(|e| StoreError::Corrupt(format!("replaying the recording failed: {e}")))?;
+        replay = crate::screens::on_cpu(move || replay.page(chunks)).await?;
     }
     Ok((replay.end(settled_only), end))
 }

@@ -160,7 +160,7 @@ fn stored(t: &Taken) -> ScreenCheckpoint {
 }
 
 /// Runs terminal emulation off the async workers (it is CPU work).
-async fn on_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, StoreError> {
+pub(crate) async fn on_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Io(e.to_string()))
 }
 
