@@ -222,14 +222,11 @@ fn parse_done(text: &str) -> Option<(f64, f64)> {
 fn alone_rate_us(up: &Up, program: &str, printed: u64) -> Result<(f64, bool)> {
     let alone = up.start_session(120, 40, &["sh", "-c", program])?;
     up.wait_running(&alone)?;
-    let before = stored_bytes(up, &alone)?;
+    let before = up.stored_bytes(&alone)?;
     let quiet = wait_for_quiet(QUIET_WAIT);
     up.cli(&["session", "input", &alone, "go"])?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    while stored_bytes(up, &alone)? < before + printed {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "the stream with no viewer never ended");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    up.wait_stored(&alone, before + printed)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let (alone_us, _) = loop {
         if let Some(done) = parse_done(&up.cli(&["session", "tail", &alone, "--lines", "5"])?) {
             break done;
@@ -239,12 +236,6 @@ fn alone_rate_us(up: &Up, program: &str, printed: u64) -> Result<(f64, bool)> {
     };
     let _ = up.cli(&["session", "stop", &alone]);
     Ok((alone_us, quiet))
-}
-
-/// The bytes of output stored for session `id` so far.
-fn stored_bytes(up: &Up, id: &str) -> Result<u64> {
-    let show: serde_json::Value = serde_json::from_str(&up.cli(&["--json", "session", "show", id])?)?;
-    show["output_bytes"].as_u64().context("`session show` without output_bytes")
 }
 
 /// One round: the stream alone and with Chromium watching (`watched_first` for the

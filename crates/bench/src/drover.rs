@@ -122,6 +122,29 @@ impl Up {
         Ok(())
     }
 
+    /// Waits until session `id` has printed at least `bytes` (stored), as `session show`
+    /// counts them: a look that costs the server next to nothing, however fast the
+    /// session prints.
+    pub fn wait_stored(&self, id: &str, bytes: u64) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let stored = self.stored_bytes(id)?;
+            if stored >= bytes {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("session {id} printed {stored} of {bytes} bytes in 10 minutes");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The bytes of output stored for session `id` so far.
+    pub fn stored_bytes(&self, id: &str) -> Result<u64> {
+        let show: serde_json::Value = serde_json::from_str(&self.cli(&["--json", "session", "show", id])?)?;
+        show["output_bytes"].as_u64().context("`session show` without output_bytes")
+    }
+
     /// The `up` process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

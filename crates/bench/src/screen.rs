@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::drover::{first_screen_ms, Up};
@@ -67,7 +67,7 @@ pub fn run(exe: &Path, sizes: &[u64]) -> Result<Vec<ScreenFigures>> {
     for &mb in sizes {
         let script = format!("i=0; while [ $i -lt {mb} ]; do cat '{}'; i=$((i+1)); done; echo; echo DONE; exec sleep 3600", file.display());
         let id = up.start_session(80, 24, &["sh", "-c", &script])?;
-        wait_output(&up, &id, mb << 20)?;
+        up.wait_stored(&id, mb << 20)?;
         let live = rt.block_on(live_snapshots(&up, &id))?;
         up.cli(&["session", "stop", &id])?;
         let ended = Instant::now();
@@ -93,21 +93,6 @@ pub fn run(exe: &Path, sizes: &[u64]) -> Result<Vec<ScreenFigures>> {
         );
     }
     Ok(out)
-}
-
-/// Waits until the session has printed at least `bytes` (stored).
-fn wait_output(up: &Up, id: &str, bytes: u64) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let s: serde_json::Value = serde_json::from_str(&up.cli(&["--json", "session", "show", id])?)?;
-        if s["output_bytes"].as_u64().unwrap_or(0) >= bytes {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("session {id} printed {} of {bytes} bytes in 10 minutes", s["output_bytes"]);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn wait_ended(up: &Up, id: &str) -> Result<()> {
