@@ -18,6 +18,7 @@ pub mod contain;
 pub mod dir;
 pub mod exec;
 pub mod heap;
+mod offscreen;
 mod packed;
 pub mod pty;
 pub mod quiet;

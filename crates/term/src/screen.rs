@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use crate::offscreen;
 use crate::packed::{self, Packed};
 use crate::recording::RecordingReader;
 
@@ -365,11 +366,15 @@ impl State {
         }
     }
 
-    /// Parses `bytes`. Should vt100 panic on them (a bug of its own), the screen starts
+    /// Parses `bytes`, skipping lines that scroll away unseen when that leaves the same
+    /// screen ([`offscreen`]: a flood caught up at once costs its last lines, not its
+    /// megabytes). Should vt100 panic on them (a bug of its own), the screen starts
     /// afresh from what the old one showed: every later snapshot would fail otherwise,
     /// and each viewer would wait out the snapshot timeout for a stored screen.
     fn process(&mut self, bytes: &[u8]) {
-        self.guarded(|parser| parser.process(bytes));
+        self.guarded(|parser| {
+            offscreen::process(parser, bytes);
+        });
     }
 
     /// Runs `f` on the parser; should vt100 panic in it, the parser starts again from its
@@ -614,6 +619,23 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(screen.snapshot().await.unwrap().offset, len + 10);
         assert!(t0.elapsed() < FOLLOWER_WAIT, "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_flood_caught_up_at_once_shows_what_parsing_all_of_it_shows() {
+        let (mut r, screen) = Recorded::new(80, 24);
+        screen.shared.waiting.fetch_add(1, Ordering::AcqRel);
+        let mut flood = b"\x1b[?1049h\x1b[1;33m".to_vec();
+        for i in 0..100_000 {
+            flood.extend_from_slice(format!("\x1b[{}mwarning {i}: 字 \x1b[m\tat src/lib.rs:{i}\r\n", 31 + i % 6).as_bytes());
+        }
+        flood.extend_from_slice(b"\x1b[4mlast, underlined");
+        r.record(&flood, 1);
+        let snap = screen.snapshot_now().await.unwrap();
+        assert_eq!(snap.offset, flood.len() as u64);
+        let mut whole = vt100::Parser::new(24, 80, 0);
+        whole.process(&flood);
+        assert_eq!(snap.data, drover_render::redraw::redraw(whole.screen()), "the same redraw as the whole flood parsed");
     }
 
     #[test]

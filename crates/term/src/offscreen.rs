@@ -1,0 +1,157 @@
+//! Output that scrolls off the screen before anyone could see it need not be drawn.
+//!
+//! A screen far behind its recording (a flood: a build's log, a file printed) is caught up
+//! by parsing megabytes of lines of which only the last screenful shows. When those
+//! megabytes are plain lines (text, carriage returns, line feeds, tabs, backspaces and
+//! colour changes), and line feeds scroll the whole screen, the screen after them is the
+//! same as after their last lines alone, started in the first column with the colours the
+//! skipped ones left: everything the skipped lines drew scrolls away under the lines
+//! after them. [`process`] parses a piece of output that way when it can, and whole when
+//! it cannot; the result is the same screen, cursor, colours and modes either way.
+//!
+//! Whether line feeds scroll the whole screen (no scroll region holding lines in place,
+//! the cursor not below one) is not something vt100 says; it is tried on the screen
+//! itself ([`scrolls_whole_screen`]), which is put back after.
+
+use std::hash::{BuildHasher, Hasher};
+
+/// Line feeds the part parsed must hold, per row of the screen: the cursor reaches the
+/// bottom row within one screenful wherever it stood, and every line on the screen then
+/// scrolls away within the next.
+const LINE_FEEDS_PER_ROW: usize = 2;
+/// Skipping less than this is not worth trying the screen for.
+const MIN_SKIP: usize = 64 * 1024;
+/// How far into a piece the parser is given to finish a sequence it was in the middle of.
+const HEAD_MAX: usize = 4096;
+/// The narrowest screen tried: a trial line (8 hex digits, a dot, its number) must fit.
+const TRIAL_WIDTH: u16 = 16;
+
+/// How a piece of output is parsed in part: `head` as it is, then a carriage return, the
+/// colour changes of the part skipped (`pens`), and `tail` as it is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Plan<'a> {
+    /// Up to where any sequence the parser may be in the middle of has ended (two bytes
+    /// in a row that end an escape or control sequence).
+    pub head: &'a [u8],
+    /// Every colour change (SGR) of the part skipped, in order.
+    pub pens: Vec<u8>,
+    /// The last lines: at least [`LINE_FEEDS_PER_ROW`] line feeds per row of plain
+    /// output, starting after a carriage return and line feed, then whatever follows.
+    pub tail: &'a [u8],
+    /// Bytes not parsed.
+    pub skipped: usize,
+}
+
+/// Parses `bytes` with `parser`, skipping the lines that scroll off the screen unseen when
+/// that gives the same result (see the module's comment). Returns the bytes skipped.
+///
+/// The parser must keep no scrollback (the shim's do not): skipped lines would be missing
+/// from it.
+pub(crate) fn process(parser: &mut vt100::Parser, bytes: &[u8]) -> usize {
+    let rows = parser.screen().size().0;
+    let Some(plan) = plan(bytes, rows, MIN_SKIP) else {
+        parser.process(bytes);
+        return 0;
+    };
+    parser.process(plan.head);
+    if !scrolls_whole_screen(parser) {
+        parser.process(&bytes[plan.head.len()..]);
+        return 0;
+    }
+    parser.process(b"\r");
+    parser.process(&plan.pens);
+    parser.process(plan.tail);
+    plan.skipped
+}
+
+/// How `bytes` could be parsed in part on a screen of `rows`, skipping at least
+/// `min_skip` bytes; None when they are not plain lines enough for it.
+pub(crate) fn plan(bytes: &[u8], rows: u16, min_skip: usize) -> Option<Plan<'_>> {
+    let head_len = bytes[..bytes.len().min(HEAD_MAX)].windows(2).position(|w| w.iter().all(|b| (0x40..=0x7e).contains(b)))? + 2;
+    let rest = &bytes[head_len..];
+    // The plain part ends with the last line feed; what follows it is parsed as it is.
+    let plain_len = memchr::memrchr(b'\n', rest)? + 1;
+    if plain_len < min_skip {
+        return None;
+    }
+    let plain = &rest[..plain_len];
+    let cut = cut(plain, LINE_FEEDS_PER_ROW * usize::from(rows) + 2)?;
+    if cut < min_skip {
+        return None;
+    }
+    let pens = plain_lines(plain, cut)?;
+    Some(Plan { head: &bytes[..head_len], pens, tail: &rest[cut..], skipped: cut })
+}
+
+/// Where the last `feeds` line feeds of `plain` begin: just after a carriage return and
+/// line feed, so the cursor stands in the first column there.
+fn cut(plain: &[u8], feeds: usize) -> Option<usize> {
+    // `seen`: the line feeds after the one at `at`.
+    memchr::memrchr_iter(b'\n', plain)
+        .enumerate()
+        .find(|&(seen, at)| seen >= feeds && at > 0 && plain[at - 1] == b'\r')
+        .map(|(_, at)| at + 1)
+}
+
+/// The colour changes in `plain[..cut]`, if all of `plain` is plain lines: valid UTF-8
+/// text (no C1 controls, no DEL), carriage returns, line feeds, tabs, backspaces and SGR
+/// sequences (`ESC [ digits ; : m`); None otherwise.
+fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(plain).ok()?;
+    if text.chars().any(|c| matches!(c, '\u{7f}'..='\u{9f}')) {
+        return None;
+    }
+    let mut pens = Vec::new();
+    let mut at = 0;
+    while let Some(found) = plain[at..].iter().position(|&b| b < 0x20 && !matches!(b, b'\r' | b'\n' | b'\t' | 0x08)) {
+        let start = at + found;
+        if plain[start] != 0x1b || plain.get(start + 1) != Some(&b'[') {
+            return None;
+        }
+        let params = plain[start + 2..].iter().position(|b| !matches!(b, b'0'..=b'9' | b';' | b':'))?;
+        let end = start + 2 + params;
+        if plain[end] != b'm' {
+            return None;
+        }
+        if start < cut {
+            pens.extend_from_slice(&plain[start..=end]);
+        }
+        at = end + 1;
+    }
+    Some(pens)
+}
+
+/// Whether, from where the parser stands, line feeds scroll the whole screen and lines
+/// are drawn: no scroll region keeps rows in place, the cursor is not below one, and the
+/// parser is not inside a string (a title, a device control string) that would swallow
+/// text. Tried by drawing numbered lines and seeing that exactly the last ones show; the
+/// screen is then put back as it was.
+fn scrolls_whole_screen(parser: &mut vt100::Parser) -> bool {
+    let (rows, cols) = parser.screen().size();
+    if cols < TRIAL_WIDTH || rows == 0 {
+        return false;
+    }
+    let saved = parser.screen().clone();
+    // Unknown to the program, so no screen it drew can pass for the trial's.
+    let nonce = std::collections::hash_map::RandomState::new().build_hasher().finish() as u32;
+    let lines = LINE_FEEDS_PER_ROW * usize::from(rows);
+    let line = |i: usize| format!("{nonce:08x}.{i}");
+    let mut trial = b"\r".to_vec();
+    for i in 0..lines {
+        trial.extend_from_slice(line(i).as_bytes());
+        trial.extend_from_slice(b"\r\n");
+    }
+    parser.process(&trial);
+    let screen = parser.screen();
+    let bottom = usize::from(rows) - 1;
+    let shows_the_last_lines = screen.cursor_position() == (rows - 1, 0)
+        && screen
+            .rows(0, cols)
+            .enumerate()
+            .all(|(row, text)| if row == bottom { text.is_empty() } else { text == line(lines - bottom + row) });
+    *parser.screen_mut() = saved;
+    shows_the_last_lines
+}
+
+#[cfg(test)]
+mod tests;
