@@ -3,7 +3,8 @@
 //! - [`pty`]: start a program in a PTY, as its own process group.
 //! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor),
-//!   packed while the session is quiet (`packed`).
+//!   packed while the session is quiet (`packed`), caught up past a flood's unseen lines
+//!   without drawing them (`offscreen`).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
 //!   and scanners of terminal bytes, from `drover-render`.

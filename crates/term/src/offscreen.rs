@@ -97,10 +97,6 @@ fn cut(plain: &[u8], feeds: usize) -> Option<usize> {
 /// text (no C1 controls, no DEL), carriage returns, line feeds, tabs, backspaces and SGR
 /// sequences (`ESC [ digits ; : m`); None otherwise.
 fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(plain).ok()?;
-    if text.chars().any(|c| matches!(c, '\u{7f}'..='\u{9f}')) {
-        return None;
-    }
     let mut pens = Vec::new();
     let mut at = 0;
     while let Some(found) = plain[at..].iter().position(|&b| b < 0x20 && !matches!(b, b'\r' | b'\n' | b'\t' | 0x08)) {
@@ -117,6 +113,12 @@ fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
             pens.extend_from_slice(&plain[start..=end]);
         }
         at = end + 1;
+    }
+    // Last, as the rarest to fail: DEL, and C1 controls (U+0080–U+009F, which UTF-8
+    // writes as 0xC2 then 0x80–0x9F), then whether it is UTF-8 at all.
+    let c1 = memchr::memchr_iter(0xc2, plain).any(|at| plain.get(at + 1).is_some_and(|b| (0x80..0xa0).contains(b)));
+    if c1 || memchr::memchr(0x7f, plain).is_some() || std::str::from_utf8(plain).is_err() {
+        return None;
     }
     Some(pens)
 }
