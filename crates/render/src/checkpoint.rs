@@ -13,6 +13,7 @@
 use avt::Terminal;
 
 use crate::asciicast::decode_with_tail;
+use crate::offscreen;
 
 /// A terminal's state as a stream of output builds it.
 pub struct ScreenModel {
@@ -38,13 +39,48 @@ impl ScreenModel {
     }
 
     /// Feeds output bytes (need not be valid or complete UTF-8: a sequence split between
-    /// feeds is joined, invalid bytes read as U+FFFD).
+    /// feeds is joined, invalid bytes read as U+FFFD). A flood's lines that scroll away
+    /// unseen are not drawn where that leaves the same state ([`offscreen`]).
     pub fn feed(&mut self, bytes: &[u8]) {
+        self.feed_skipping(bytes);
+    }
+
+    /// [`ScreenModel::feed`]; returns the bytes skipped.
+    pub(crate) fn feed_skipping(&mut self, bytes: &[u8]) -> usize {
+        let plan = if self.held.is_empty() { offscreen::plan(bytes, self.size.1, offscreen::MIN_SKIP) } else { None };
+        let Some(plan) = plan else {
+            self.feed_all(bytes);
+            return 0;
+        };
+        self.feed_all(plan.head);
+        if !self.scrolls_whole_screen() {
+            self.feed_all(&bytes[plan.head.len()..]);
+            return 0;
+        }
+        self.feed_all(b"\r");
+        self.feed_all(&plan.pens);
+        self.feed_all(plan.tail);
+        plan.skipped
+    }
+
+    /// Feeds every byte.
+    pub(crate) fn feed_all(&mut self, bytes: &[u8]) {
         let mut joined = std::mem::take(&mut self.held);
         joined.extend_from_slice(bytes);
         let (text, tail) = decode_with_tail(&joined);
         self.held = tail.to_vec();
         self.term.feed(text.as_str());
+    }
+
+    /// Whether line feeds scroll the whole screen from where the model stands, tried on a
+    /// copy rebuilt from its dump ([`offscreen::Trial`]).
+    fn scrolls_whole_screen(&self) -> bool {
+        let (cols, rows) = self.size;
+        let Some(trial) = offscreen::Trial::new(rows, cols) else { return false };
+        let mut copy = ScreenModel::restore(cols, rows, &self.dump());
+        copy.feed_all(&trial.bytes());
+        let (col, row, _) = copy.cursor();
+        trial.scrolled_whole_screen((row, col), copy.lines().into_iter())
     }
 
     /// Resizes the terminal, as its window was.
@@ -119,17 +155,25 @@ pub struct Replayer {
     /// Resizes up to this time are applied (None: none yet, from the start).
     t: Option<u64>,
     resizes: Resizes,
+    /// Output fed and not yet given to the model: pieces between two resizes are given
+    /// to it together, so a flood's lines that scroll away unseen can be skipped across
+    /// the small pieces a stream is stored in.
+    pending: Vec<u8>,
 }
+
+/// The most output held back for the model at once.
+const PENDING_MAX: usize = 1024 * 1024;
 
 impl Replayer {
     /// From the start of a stream shown at `size` first.
     pub fn start(size: (u16, u16), resizes: Resizes) -> Replayer {
-        Replayer { model: ScreenModel::new(size.0, size.1), offset: 0, t: None, resizes }
+        Replayer { model: ScreenModel::new(size.0, size.1), offset: 0, t: None, resizes, pending: Vec::new() }
     }
 
     /// From a checkpoint.
     pub fn resume(c: &Taken, resizes: Resizes) -> Replayer {
-        Replayer { model: ScreenModel::restore(c.size.0, c.size.1, &c.dump), offset: c.offset, t: Some(c.t_micros), resizes }
+        let model = ScreenModel::restore(c.size.0, c.size.1, &c.dump);
+        Replayer { model, offset: c.offset, t: Some(c.t_micros), resizes, pending: Vec::new() }
     }
 
     /// Feeds a piece of output read at `t_micros` that starts at `offset` (bytes before
@@ -141,8 +185,19 @@ impl Replayer {
             return;
         }
         let skip = self.offset.saturating_sub(offset) as usize;
-        self.model.feed(&data[skip..]);
+        self.pending.extend_from_slice(&data[skip..]);
         self.offset = end;
+        if self.pending.len() >= PENDING_MAX {
+            self.flush();
+        }
+    }
+
+    /// Gives the model the output held back.
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.model.feed(&pending);
+        }
     }
 
     /// Applies the resizes up to `t_micros` (None: all that are left).
@@ -150,6 +205,9 @@ impl Replayer {
         let until = t_micros.into().unwrap_or(u64::MAX);
         let after = self.t;
         let due: Vec<(u16, u16)> = self.resizes.between(after, until).map(|(_, size)| size).collect();
+        if !due.is_empty() {
+            self.flush();
+        }
         for (cols, rows) in due {
             self.model.resize(cols, rows);
         }
@@ -165,13 +223,15 @@ impl Replayer {
         self.offset
     }
 
-    /// The model as it stands.
-    pub fn model(&self) -> &ScreenModel {
+    /// The model as it stands, given everything fed.
+    pub fn model(&mut self) -> &ScreenModel {
+        self.flush();
         &self.model
     }
 
     /// A checkpoint of the state now.
-    pub fn take(&self) -> Taken {
+    pub fn take(&mut self) -> Taken {
+        self.flush();
         Taken {
             offset: self.offset - self.model.held() as u64,
             t_micros: self.t.unwrap_or(0),
@@ -274,6 +334,31 @@ mod tests {
         }
         assert_eq!(full.take().size, (50, 10));
         assert_eq!(full.take().t_micros, 40);
+    }
+
+    #[test]
+    fn a_flood_in_small_pieces_across_a_resize_replays_as_fed_whole() {
+        let resizes = Resizes { list: vec![(500, (100, 30))] };
+        let mut r = Replayer::start((80, 24), resizes);
+        let mut reference = ScreenModel::new(80, 24);
+        let mut offset = 0;
+        for t in 0..1000u64 {
+            let piece: Vec<u8> =
+                (0..64).flat_map(|i| format!("\x1b[{}mline {t}.{i}\x1b[m and more\r\n", 31 + (t + i) % 7).into_bytes()).collect();
+            if t == 500 {
+                reference.resize(100, 30);
+            }
+            reference.feed_all(&piece);
+            r.feed(offset, t, &piece);
+            offset += piece.len() as u64;
+            if t == 250 || t == 750 {
+                assert_eq!(r.take().dump, reference.dump(), "a checkpoint taken mid-way, at {t}");
+            }
+        }
+        r.resize_until(None);
+        let end = r.take();
+        assert_eq!((end.offset, end.size), (offset, (100, 30)));
+        assert_eq!(end.dump, reference.dump());
     }
 
     #[test]

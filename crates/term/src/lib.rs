@@ -4,7 +4,7 @@
 //! - [`confine`], [`tree`]: the sandbox a run enters, and its whole process tree.
 //! - [`screen`]: the screen state kept beside the stream (snapshots, modes, cursor),
 //!   packed while the session is quiet (`packed`), caught up past a flood's unseen lines
-//!   without drawing them (`offscreen`).
+//!   without drawing them (`drover_render::offscreen`).
 //! - [`shim`]: the per-session process that owns the PTY and outlives the device daemon.
 //! - [`text`], [`transcript`], [`prompt`], [`queries`], [`asciicast`]: the pure renderers
 //!   and scanners of terminal bytes, from `drover-render`.
@@ -19,7 +19,6 @@ pub mod contain;
 pub mod dir;
 pub mod exec;
 pub mod heap;
-mod offscreen;
 mod packed;
 pub mod pty;
 pub mod quiet;

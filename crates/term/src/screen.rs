@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use crate::offscreen;
 use crate::packed::{self, Packed};
 use crate::recording::RecordingReader;
 
@@ -367,13 +366,13 @@ impl State {
     }
 
     /// Parses `bytes`, skipping lines that scroll away unseen when that leaves the same
-    /// screen ([`offscreen`]: a flood caught up at once costs its last lines, not its
+    /// screen ([`drover_render::offscreen`]: a flood caught up at once costs its last lines, not its
     /// megabytes). Should vt100 panic on them (a bug of its own), the screen starts
     /// afresh from what the old one showed: every later snapshot would fail otherwise,
     /// and each viewer would wait out the snapshot timeout for a stored screen.
     fn process(&mut self, bytes: &[u8]) {
         self.guarded(|parser| {
-            offscreen::process(parser, bytes);
+            drover_render::offscreen::process(parser, bytes);
         });
     }
 

@@ -1,5 +1,73 @@
 use super::*;
 
+#[test]
+fn a_plan_keeps_the_last_lines_and_the_colours_before_them() {
+    let mut bytes = b"ab".to_vec();
+    for i in 0..10_000 {
+        bytes.extend_from_slice(format!("\x1b[{}mline {i}\r\n", 31 + i % 7).as_bytes());
+    }
+    bytes.extend_from_slice(b"partial \x1b[?25l");
+    let plan = plan(&bytes, 24, 1024).expect("plain lines");
+    assert_eq!(plan.head, b"ab");
+    let tail = std::str::from_utf8(plan.tail).unwrap();
+    assert!(tail.starts_with("\x1b[") && tail.ends_with("partial \x1b[?25l"), "{tail:?}");
+    assert_eq!(tail.matches("\r\n").count(), 2 * 24 + 2, "the last lines, no more");
+    assert_eq!(plan.skipped, bytes.len() - 2 - plan.tail.len());
+    let pens = std::str::from_utf8(&plan.pens).unwrap();
+    assert_eq!(pens.matches("\x1b[").count(), 10_000 - (2 * 24 + 2));
+    assert!(pens.starts_with("\x1b[31m\x1b[32m"), "in order");
+}
+
+#[test]
+fn anything_but_plain_lines_is_parsed_whole() {
+    let lines: Vec<u8> = (0..10_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
+    assert!(plan(&[b"ab", &lines[..]].concat(), 24, 1024).is_some());
+    for odd in [
+        &b"\x07"[..],
+        b"\x1b[?1049h",
+        b"\x1b[5;10r",
+        b"\x1b[>4;2m",
+        b"\x1b[2J",
+        b"\x1b]0;title\x07",
+        b"\x1b(0",
+        b"\x0b",
+        b"\x0e",
+        b"\x7f",
+        "\u{9b}".as_bytes(),
+        b"\xff",
+    ] {
+        let mut bytes = b"ab".to_vec();
+        bytes.extend_from_slice(&lines[..lines.len() / 2]);
+        bytes.extend_from_slice(odd);
+        bytes.extend_from_slice(&lines[lines.len() / 2..]);
+        assert_eq!(plan(&bytes, 24, 1024), None, "{odd:?}");
+    }
+    // Too few lines to skip any, lines without carriage returns, no end to a sequence.
+    assert_eq!(plan(&[b"ab", &lines[..2000]].concat(), 24, 64 * 1024), None);
+    assert_eq!(plan(&[b"ab", &b"x\n".repeat(100_000)[..]].concat(), 24, 1024), None);
+    assert_eq!(plan(&[&b"12"[..], &b"3\r\n".repeat(100_000)[..]].concat(), 24, 1024), None);
+}
+
+#[test]
+fn a_trial_tells_a_screen_that_scrolled_whole_from_one_that_did_not() {
+    let trial = Trial::new(3, 20).expect("wide enough");
+    let lines: Vec<String> =
+        String::from_utf8(trial.bytes()).unwrap().split("\r\n").map(|l| l.trim_start_matches('\r').to_owned()).collect();
+    assert_eq!(lines.len(), 2 * 3 + 1, "two lines a row, then what follows the last line feed");
+    let last = |n: usize| lines[lines.len() - 1 - n..lines.len() - 1].to_vec();
+    let shown = |rows: Vec<String>| rows.into_iter();
+    assert!(trial.scrolled_whole_screen((2, 0), shown([last(2), vec![String::new()]].concat())));
+    // The cursor elsewhere, a row kept in place, a row not blank, a row too few.
+    assert!(!trial.scrolled_whole_screen((1, 0), shown([last(2), vec![String::new()]].concat())));
+    assert!(!trial.scrolled_whole_screen((2, 0), shown(vec!["kept".into(), last(1)[0].clone(), String::new()])));
+    assert!(!trial.scrolled_whole_screen((2, 0), shown([last(2), vec!["x".into()]].concat())));
+    assert!(!trial.scrolled_whole_screen((2, 0), shown(last(2))));
+    // Another trial's lines are not this one's (a program cannot print them in advance).
+    let other = Trial::new(3, 20).unwrap();
+    assert!(other.nonce != trial.nonce || other.line(0) == trial.line(0));
+    assert!(Trial::new(3, 15).is_none(), "too narrow for a trial line");
+}
+
 /// A small, seeded source of variety for the floods below.
 struct Rng(u64);
 
@@ -109,54 +177,6 @@ fn pieces_split_anywhere_give_the_same_screen() {
 }
 
 #[test]
-fn a_plan_keeps_the_last_lines_and_the_colours_before_them() {
-    let mut bytes = b"ab".to_vec();
-    for i in 0..10_000 {
-        bytes.extend_from_slice(format!("\x1b[{}mline {i}\r\n", 31 + i % 7).as_bytes());
-    }
-    bytes.extend_from_slice(b"partial \x1b[?25l");
-    let plan = plan(&bytes, 24, 1024).expect("plain lines");
-    assert_eq!(plan.head, b"ab");
-    let tail = std::str::from_utf8(plan.tail).unwrap();
-    assert!(tail.starts_with("\x1b[") && tail.ends_with("partial \x1b[?25l"), "{tail:?}");
-    assert_eq!(tail.matches("\r\n").count(), 2 * 24 + 2, "the last lines, no more");
-    assert_eq!(plan.skipped, bytes.len() - 2 - plan.tail.len());
-    let pens = std::str::from_utf8(&plan.pens).unwrap();
-    assert_eq!(pens.matches("\x1b[").count(), 10_000 - (2 * 24 + 2));
-    assert!(pens.starts_with("\x1b[31m\x1b[32m"), "in order");
-}
-
-#[test]
-fn anything_but_plain_lines_is_parsed_whole() {
-    let lines: Vec<u8> = (0..10_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
-    assert!(plan(&[b"ab", &lines[..]].concat(), 24, 1024).is_some());
-    for odd in [
-        &b"\x07"[..],
-        b"\x1b[?1049h",
-        b"\x1b[5;10r",
-        b"\x1b[>4;2m",
-        b"\x1b[2J",
-        b"\x1b]0;title\x07",
-        b"\x1b(0",
-        b"\x0b",
-        b"\x0e",
-        b"\x7f",
-        "\u{9b}".as_bytes(),
-        b"\xff",
-    ] {
-        let mut bytes = b"ab".to_vec();
-        bytes.extend_from_slice(&lines[..lines.len() / 2]);
-        bytes.extend_from_slice(odd);
-        bytes.extend_from_slice(&lines[lines.len() / 2..]);
-        assert_eq!(plan(&bytes, 24, 1024), None, "{odd:?}");
-    }
-    // Too few lines to skip any, lines without carriage returns, no end to a sequence.
-    assert_eq!(plan(&[b"ab", &lines[..2000]].concat(), 24, 64 * 1024), None);
-    assert_eq!(plan(&[b"ab", &b"x\n".repeat(100_000)[..]].concat(), 24, 1024), None);
-    assert_eq!(plan(&[&b"12"[..], &b"3\r\n".repeat(100_000)[..]].concat(), 24, 1024), None);
-}
-
-#[test]
 fn colours_and_the_column_carry_over_the_lines_skipped() {
     // A colour set early and never again, and last lines that each begin where the one
     // before ended (bare line feeds): both hang on what the skipped lines left.
@@ -178,4 +198,43 @@ fn colours_and_the_column_carry_over_the_lines_skipped() {
     whole.process(AFTER);
     skimmed.process(AFTER);
     assert_eq!(state(&skimmed), state(&whole), "after more output");
+
+    // And the server's model.
+    let mut whole = crate::checkpoint::ScreenModel::new(80, 24);
+    whole.feed_all(b"$ prompt ");
+    whole.feed_all(&bytes);
+    let mut skimmed = crate::checkpoint::ScreenModel::new(80, 24);
+    skimmed.feed_all(b"$ prompt ");
+    assert!(skimmed.feed_skipping(&bytes) > 0, "skipped");
+    assert_eq!(avt_state(&skimmed), avt_state(&whole));
+}
+
+/// Everything of an avt model later output depends on: its dump holds both screens, the
+/// modes, the pen, the scroll region and a sequence cut in half.
+fn avt_state(model: &crate::checkpoint::ScreenModel) -> (String, (usize, usize, bool)) {
+    (model.dump(), model.cursor())
+}
+
+#[test]
+fn the_server_s_model_skips_alike_from_every_start() {
+    use crate::checkpoint::ScreenModel;
+    let mut rng = Rng(7);
+    for (name, start, skips) in STARTS {
+        for (rows, cols) in [(24u16, 80u16), (30, 20)] {
+            let bytes = flood(&mut rng, 300 * 1024);
+            let mut whole = ScreenModel::new(cols, rows);
+            whole.feed_all(start);
+            whole.feed_all(&bytes);
+            let mut skimmed = ScreenModel::new(cols, rows);
+            skimmed.feed_all(start);
+            let skipped = skimmed.feed_skipping(&bytes);
+            // A model holding half a letter parses the next piece whole.
+            let skips = skips && !start.ends_with(b"\xe5\xad");
+            assert_eq!(skipped > 0, skips, "{name}, {rows}×{cols}: skipped {skipped}");
+            assert_eq!(avt_state(&skimmed), avt_state(&whole), "{name}, {rows}×{cols}");
+            whole.feed_all(AFTER);
+            skimmed.feed_all(AFTER);
+            assert_eq!(avt_state(&skimmed), avt_state(&whole), "{name}, {rows}×{cols}, after more output");
+        }
+    }
 }

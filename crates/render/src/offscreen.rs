@@ -1,26 +1,28 @@
 //! Output that scrolls off the screen before anyone could see it need not be drawn.
 //!
-//! A screen far behind its recording (a flood: a build's log, a file printed) is caught up
+//! A screen far behind its stream (a flood: a build's log, a file printed) is caught up
 //! by parsing megabytes of lines of which only the last screenful shows. When those
 //! megabytes are plain lines (text, carriage returns, line feeds, tabs, backspaces and
 //! colour changes), and line feeds scroll the whole screen, the screen after them is the
 //! same as after their last lines alone, started in the first column with the colours the
 //! skipped ones left: everything the skipped lines drew scrolls away under the lines
-//! after them. [`process`] parses a piece of output that way when it can, and whole when
-//! it cannot; the result is the same screen, cursor, colours and modes either way.
+//! after them, and nothing else about the terminal changes. [`plan`] finds such a cut in
+//! a piece of output; whether line feeds scroll the whole screen (no scroll region holding
+//! lines in place, the cursor not below one, no string being read that swallows text) is
+//! not something a model says, so it is tried on a copy of the screen with a [`Trial`].
+//! The shim's screens (vt100, [`process`]) and the server's checkpoints (avt,
+//! [`crate::checkpoint::ScreenModel::feed`]) both parse this way.
 //!
-//! Whether line feeds scroll the whole screen (no scroll region holding lines in place,
-//! the cursor not below one) is not something vt100 says; it is tried on the screen
-//! itself ([`scrolls_whole_screen`]), which is put back after.
+//! Only for models that keep no scrollback: the lines skipped would be missing from it.
 
 use std::hash::{BuildHasher, Hasher};
 
 /// Line feeds the part parsed must hold, per row of the screen: the cursor reaches the
 /// bottom row within one screenful wherever it stood, and every line on the screen then
 /// scrolls away within the next.
-const LINE_FEEDS_PER_ROW: usize = 2;
+pub const LINE_FEEDS_PER_ROW: usize = 2;
 /// Skipping less than this is not worth trying the screen for.
-const MIN_SKIP: usize = 64 * 1024;
+pub const MIN_SKIP: usize = 64 * 1024;
 /// How far into a piece the parser is given to finish a sequence it was in the middle of.
 const HEAD_MAX: usize = 4096;
 /// The narrowest screen tried: a trial line (8 hex digits, a dot, its number) must fit.
@@ -29,7 +31,7 @@ const TRIAL_WIDTH: u16 = 16;
 /// How a piece of output is parsed in part: `head` as it is, then a carriage return, the
 /// colour changes of the part skipped (`pens`), and `tail` as it is.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Plan<'a> {
+pub struct Plan<'a> {
     /// Up to where any sequence the parser may be in the middle of has ended (two bytes
     /// in a row that end an escape or control sequence).
     pub head: &'a [u8],
@@ -42,31 +44,9 @@ pub(crate) struct Plan<'a> {
     pub skipped: usize,
 }
 
-/// Parses `bytes` with `parser`, skipping the lines that scroll off the screen unseen when
-/// that gives the same result (see the module's comment). Returns the bytes skipped.
-///
-/// The parser must keep no scrollback (the shim's do not): skipped lines would be missing
-/// from it.
-pub(crate) fn process(parser: &mut vt100::Parser, bytes: &[u8]) -> usize {
-    let rows = parser.screen().size().0;
-    let Some(plan) = plan(bytes, rows, MIN_SKIP) else {
-        parser.process(bytes);
-        return 0;
-    };
-    parser.process(plan.head);
-    if !scrolls_whole_screen(parser) {
-        parser.process(&bytes[plan.head.len()..]);
-        return 0;
-    }
-    parser.process(b"\r");
-    parser.process(&plan.pens);
-    parser.process(plan.tail);
-    plan.skipped
-}
-
 /// How `bytes` could be parsed in part on a screen of `rows`, skipping at least
 /// `min_skip` bytes; None when they are not plain lines enough for it.
-pub(crate) fn plan(bytes: &[u8], rows: u16, min_skip: usize) -> Option<Plan<'_>> {
+pub fn plan(bytes: &[u8], rows: u16, min_skip: usize) -> Option<Plan<'_>> {
     let head_len = bytes[..bytes.len().min(HEAD_MAX)].windows(2).position(|w| w.iter().all(|b| (0x40..=0x7e).contains(b)))? + 2;
     let rest = &bytes[head_len..];
     // The plain part ends with the last line feed; what follows it is parsed as it is.
@@ -123,36 +103,94 @@ fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
     Some(pens)
 }
 
+/// Numbered lines, with a number the program cannot know, drawn on a copy of a screen to
+/// see whether line feeds scroll all of it from where it stands: then exactly the last
+/// lines show, above a blank bottom row holding the cursor in its first column.
+pub struct Trial {
+    nonce: u32,
+    lines: usize,
+    rows: u16,
+}
+
+impl Trial {
+    /// A trial for a screen of `rows`×`cols`; None when a trial line would not fit.
+    pub fn new(rows: u16, cols: u16) -> Option<Trial> {
+        if cols < TRIAL_WIDTH || rows == 0 {
+            return None;
+        }
+        let nonce = std::collections::hash_map::RandomState::new().build_hasher().finish() as u32;
+        Some(Trial { nonce, lines: LINE_FEEDS_PER_ROW * usize::from(rows), rows })
+    }
+
+    fn line(&self, i: usize) -> String {
+        format!("{:08x}.{i}", self.nonce)
+    }
+
+    /// What to feed the copy: a carriage return, then the numbered lines.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut trial = b"\r".to_vec();
+        for i in 0..self.lines {
+            trial.extend_from_slice(self.line(i).as_bytes());
+            trial.extend_from_slice(b"\r\n");
+        }
+        trial
+    }
+
+    /// Whether the copy, fed [`Trial::bytes`], shows what scrolling the whole screen
+    /// shows: the cursor at (`row`, `col`) = (last row, 0), and `texts`, its rows' text
+    /// with trailing blanks trimmed, the last lines then a blank row.
+    pub fn scrolled_whole_screen(&self, cursor: (usize, usize), texts: impl Iterator<Item = String>) -> bool {
+        let bottom = usize::from(self.rows) - 1;
+        let mut shown = 0;
+        let all_right = texts.enumerate().all(|(row, text)| {
+            shown += 1;
+            if row == bottom {
+                text.is_empty()
+            } else {
+                text == self.line(self.lines - bottom + row)
+            }
+        });
+        cursor == (bottom, 0) && all_right && shown == bottom + 1
+    }
+}
+
+/// Parses `bytes` with `parser`, skipping the lines that scroll off the screen unseen when
+/// that gives the same result (see the module's comment). Returns the bytes skipped.
+///
+/// The parser must keep no scrollback (the shim's do not): skipped lines would be missing
+/// from it.
+pub fn process(parser: &mut vt100::Parser, bytes: &[u8]) -> usize {
+    let rows = parser.screen().size().0;
+    let Some(plan) = plan(bytes, rows, MIN_SKIP) else {
+        parser.process(bytes);
+        return 0;
+    };
+    parser.process(plan.head);
+    if !scrolls_whole_screen(parser) {
+        parser.process(&bytes[plan.head.len()..]);
+        return 0;
+    }
+    parser.process(b"\r");
+    parser.process(&plan.pens);
+    parser.process(plan.tail);
+    plan.skipped
+}
+
 /// Whether, from where the parser stands, line feeds scroll the whole screen and lines
-/// are drawn: no scroll region keeps rows in place, the cursor is not below one, and the
-/// parser is not inside a string (a title, a device control string) that would swallow
-/// text. Tried by drawing numbered lines and seeing that exactly the last ones show; the
-/// screen is then put back as it was.
+/// are drawn ([`Trial`]). The screen is put back as it was after; the parser's own state
+/// is left as the trial found it, for a trial leaves a parser in no sequence as it found
+/// it, and one inside a string (a title) only lengthens that string, which vt100 hands
+/// to callbacks the shim does not have.
 fn scrolls_whole_screen(parser: &mut vt100::Parser) -> bool {
     let (rows, cols) = parser.screen().size();
-    if cols < TRIAL_WIDTH || rows == 0 {
-        return false;
-    }
+    let Some(trial) = Trial::new(rows, cols) else { return false };
     let saved = parser.screen().clone();
-    // Unknown to the program, so no screen it drew can pass for the trial's.
-    let nonce = std::collections::hash_map::RandomState::new().build_hasher().finish() as u32;
-    let lines = LINE_FEEDS_PER_ROW * usize::from(rows);
-    let line = |i: usize| format!("{nonce:08x}.{i}");
-    let mut trial = b"\r".to_vec();
-    for i in 0..lines {
-        trial.extend_from_slice(line(i).as_bytes());
-        trial.extend_from_slice(b"\r\n");
-    }
-    parser.process(&trial);
+    parser.process(&trial.bytes());
     let screen = parser.screen();
-    let bottom = usize::from(rows) - 1;
-    let shows_the_last_lines = screen.cursor_position() == (rows - 1, 0)
-        && screen
-            .rows(0, cols)
-            .enumerate()
-            .all(|(row, text)| if row == bottom { text.is_empty() } else { text == line(lines - bottom + row) });
+    let (row, col) = screen.cursor_position();
+    let scrolled = trial.scrolled_whole_screen((usize::from(row), usize::from(col)), screen.rows(0, cols));
     *parser.screen_mut() = saved;
-    shows_the_last_lines
+    scrolled
 }
 
 #[cfg(test)]
