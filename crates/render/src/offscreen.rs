@@ -35,7 +35,8 @@ pub struct Plan<'a> {
     /// Up to where any sequence the parser may be in the middle of has ended (two bytes
     /// in a row that end an escape or control sequence).
     pub head: &'a [u8],
-    /// Every colour change (SGR) of the part skipped, in order.
+    /// The colour changes (SGR) of the part skipped, in order, from the last that resets
+    /// the pen (`ESC [ m`, `ESC [ 0 ; … m`) on.
     pub pens: Vec<u8>,
     /// The last lines: at least [`LINE_FEEDS_PER_ROW`] line feeds per row of plain
     /// output, starting after a carriage return and line feed, then whatever follows.
@@ -73,7 +74,7 @@ fn cut(plain: &[u8], feeds: usize) -> Option<usize> {
         .map(|(_, at)| at + 1)
 }
 
-/// The colour changes in `plain[..cut]`, if all of `plain` is plain lines: valid UTF-8
+/// The colour changes in `plain[..cut]` from the last that resets the pen on, if all of `plain` is plain lines: valid UTF-8
 /// text (no C1 controls, no DEL), carriage returns, line feeds, tabs, backspaces and SGR
 /// sequences (`ESC [ digits ; : m`); None otherwise.
 fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
@@ -90,6 +91,11 @@ fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
             return None;
         }
         if start < cut {
+            // One that resets the pen first makes those before it count for nothing.
+            let params = &plain[start + 2..end];
+            if params.is_empty() || params == b"0" || params.starts_with(b"0;") || params.starts_with(b";") {
+                pens.clear();
+            }
             pens.extend_from_slice(&plain[start..=end]);
         }
         at = end + 1;
@@ -165,15 +171,25 @@ pub fn process(parser: &mut vt100::Parser, bytes: &[u8]) -> usize {
         parser.process(bytes);
         return 0;
     };
+    if take_shortcut(parser, &plan) {
+        return plan.skipped;
+    }
+    parser.process(&bytes[plan.head.len()..]);
+    0
+}
+
+/// Parses `plan`'s head and then, if line feeds scroll the whole screen from there, a
+/// carriage return, its pens and its tail: true then. False when only the head was
+/// parsed; the rest of the piece is the caller's to parse.
+pub fn take_shortcut(parser: &mut vt100::Parser, plan: &Plan) -> bool {
     parser.process(plan.head);
     if !scrolls_whole_screen(parser) {
-        parser.process(&bytes[plan.head.len()..]);
-        return 0;
+        return false;
     }
     parser.process(b"\r");
     parser.process(&plan.pens);
     parser.process(plan.tail);
-    plan.skipped
+    true
 }
 
 /// Whether, from where the parser stands, line feeds scroll the whole screen and lines

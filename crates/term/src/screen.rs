@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::packed::{self, Packed};
+use skim::Skim;
+
+mod skim;
 use crate::recording::RecordingReader;
 
 /// How often an idle follower looks for new output.
@@ -126,6 +129,7 @@ impl Screen {
         quiet: Duration,
     ) -> std::io::Result<Screen> {
         let model = Model::Live(Box::new(vt100::Parser::new(rows, cols, 0)));
+        let skim = Skim::new(raw.clone(), idx.clone());
         let state = State { raw, idx, reader: None, model, parsed: 0, used: Instant::now(), packable: Packable::Yes };
         let resizes = Mutex::new(VecDeque::new());
         let shared = Arc::new(Shared {
@@ -137,7 +141,7 @@ impl Screen {
             quiet,
         });
         let weak = Arc::downgrade(&shared);
-        std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak))?;
+        std::thread::Builder::new().name("screen".into()).spawn(move || follow(weak, skim))?;
         Ok(Screen { shared })
     }
 
@@ -263,8 +267,9 @@ fn idle_priority() {
 }
 
 /// The follower: parses recorded output in small steps at the lowest priority until the
-/// screen is dropped.
-fn follow(shared: Weak<Shared>) {
+/// screen is dropped; far behind a flood of plain lines, in large ones that parse only the
+/// lines that show (`skim`).
+fn follow(shared: Weak<Shared>, mut skim: Skim) {
     idle_priority();
     let mut keeping = false;
     loop {
@@ -272,20 +277,22 @@ fn follow(shared: Weak<Shared>) {
         let recorded = shared.progress.recorded.load(Ordering::Acquire);
         let mut job = None;
         let mut quiet = false;
-        let progressed = shared.waiting.load(Ordering::Acquire) == 0 && {
-            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
-            shared.parsed.store(state.parsed, Ordering::Release);
-            if !progressed && recorded == state.parsed {
-                // A resize placed where parsing stands waits for no more output.
-                state.resize_due(&shared.resizes);
-                quiet = state.used.elapsed() >= shared.quiet;
-                if quiet {
-                    job = state.pack_job(&shared.resizes);
+        let progressed = shared.waiting.load(Ordering::Acquire) == 0
+            && (skim.step(&shared, recorded) || {
+                let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                skim.rows = state.live_rows();
+                let progressed = recorded > state.parsed && state.parse_until(recorded, FOLLOW_STEP, &shared.resizes);
+                shared.parsed.store(state.parsed, Ordering::Release);
+                if !progressed && recorded == state.parsed {
+                    // A resize placed where parsing stands waits for no more output.
+                    state.resize_due(&shared.resizes);
+                    quiet = state.used.elapsed() >= shared.quiet;
+                    if quiet {
+                        job = state.pack_job(&shared.resizes);
+                    }
                 }
-            }
-            progressed
-        };
+                progressed
+            });
         if let Some(job) = job {
             // Packing takes milliseconds (a large screen's check is tens): done unlocked.
             let packed = std::panic::catch_unwind(|| Packed::pack(&job.screen, &job.tail, job.whole)).ok().flatten();
@@ -488,7 +495,7 @@ mod tests {
     use crate::recording::RecordingWriter;
 
     /// A new recording, written as the PTY reader writes it.
-    struct Recorded {
+    pub(super) struct Recorded {
         _dir: tempfile::TempDir,
         w: RecordingWriter,
         progress: Arc<StreamProgress>,
@@ -496,7 +503,7 @@ mod tests {
 
     impl Recorded {
         /// The recording, and a screen of `cols`×`rows` following it.
-        fn new(cols: u16, rows: u16) -> (Recorded, Screen) {
+        pub(super) fn new(cols: u16, rows: u16) -> (Recorded, Screen) {
             Recorded::packing_after(cols, rows, QUIET)
         }
 
@@ -511,7 +518,7 @@ mod tests {
         }
 
         /// Records `bytes` at `t_micros` and says so, as the PTY reader does.
-        fn record(&mut self, bytes: &[u8], t_micros: u64) {
+        pub(super) fn record(&mut self, bytes: &[u8], t_micros: u64) {
             self.w.append(bytes, t_micros).unwrap();
             self.progress.recorded.store(self.w.len(), Ordering::Release);
         }

@@ -16,6 +16,16 @@ fn a_plan_keeps_the_last_lines_and_the_colours_before_them() {
     let pens = std::str::from_utf8(&plan.pens).unwrap();
     assert_eq!(pens.matches("\x1b[").count(), 10_000 - (2 * 24 + 2));
     assert!(pens.starts_with("\x1b[31m\x1b[32m"), "in order");
+
+    // From the last reset of the pen on.
+    let mut bytes = b"ab\x1b[1m".to_vec();
+    for (i, pen) in ["\x1b[31m", "\x1b[0;4m", "\x1b[32m", "\x1b[m", "\x1b[1m", "\x1b[00m", "\x1b[33m"].iter().enumerate() {
+        bytes.extend_from_slice(pen.as_bytes());
+        bytes.extend_from_slice(format!("{i}\r\n").repeat(2000).as_bytes());
+    }
+    let reset = super::plan(&bytes, 24, 1024).expect("plain lines");
+    // `00` is not taken for a reset: keeping more than needed is harmless.
+    assert_eq!(reset.pens, b"\x1b[m\x1b[1m\x1b[00m\x1b[33m");
 }
 
 #[test]
