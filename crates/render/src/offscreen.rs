@@ -74,9 +74,9 @@ fn cut(plain: &[u8], feeds: usize) -> Option<usize> {
         .map(|(_, at)| at + 1)
 }
 
-/// The colour changes in `plain[..cut]` from the last that resets the pen on, if all of `plain` is plain lines: valid UTF-8
-/// text (no C1 controls, no DEL), carriage returns, line feeds, tabs, backspaces and SGR
-/// sequences (`ESC [ digits ; : m`); None otherwise.
+/// The colour changes in `plain[..cut]`, from the last that resets the pen on, if all of
+/// `plain` is plain lines: valid UTF-8 text (no C1 controls, no DEL), carriage returns,
+/// line feeds, tabs, backspaces and SGR sequences (`ESC [ digits ; : m`); None otherwise.
 fn plain_lines(plain: &[u8], cut: usize) -> Option<Vec<u8>> {
     let mut pens = Vec::new();
     let mut at = 0;

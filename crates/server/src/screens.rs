@@ -10,7 +10,7 @@
 //! Each new checkpoint is the last one plus the bytes since: no model is held between
 //! checkpoints, whatever the number of live sessions.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
 use drover_core::SessionId;
@@ -159,9 +159,30 @@ fn stored(t: &Taken) -> ScreenCheckpoint {
     ScreenCheckpoint { offset: t.offset, t_micros: t.t_micros, cols: t.size.0, rows: t.size.1, data: t.dump.clone() }
 }
 
-/// Runs terminal emulation off the async workers (it is CPU work).
+/// Runs terminal emulation off the async workers (it is CPU work), in its turn: at most
+/// [`replay_slots`] run at once across the server, and the rest wait for one to end.
 pub(crate) async fn on_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Io(e.to_string()))
+    let turn = replays().clone().acquire_owned().await.map_err(|e| StoreError::Io(e.to_string()))?;
+    // The turn ends with the work, not with the request: one given up on still runs out.
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        f()
+    })
+    .await
+    .map_err(|e| StoreError::Io(e.to_string()))
+}
+
+/// How many replays (screens at a point, texts) may run at once: one fewer than the
+/// cores, and at least one, so a core is always left to the threads that serve requests
+/// however many people ask for whole transcripts at once.
+fn replay_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+}
+
+/// The turns of [`on_cpu`].
+fn replays() -> &'static Arc<tokio::sync::Semaphore> {
+    static REPLAYS: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    REPLAYS.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(replay_slots())))
 }
 
 /// Starts the checkpointer: every [`PASS_EVERY`], while this server holds its lease, it
@@ -321,5 +342,28 @@ mod tests {
         // SAFETY: reads the calling thread's own policy; no memory is shared with the call.
         let policy = cpu.run(|| unsafe { libc::sched_getscheduler(0) }).await.unwrap();
         assert_eq!(policy, libc::SCHED_IDLE);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replays_take_turns_for_the_cpu() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let replays: Vec<_> = (0..replay_slots() + 4)
+            .map(|_| {
+                let (running, most) = (running.clone(), most.clone());
+                tokio::spawn(on_cpu(move || {
+                    most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(30));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }))
+            })
+            .collect();
+        // One given up on keeps its turn until its work is done.
+        replays[0].abort();
+        for r in replays.into_iter().skip(1) {
+            r.await.unwrap().unwrap();
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=replay_slots()).contains(&most), "{most} ran at once, at most {} may", replay_slots());
     }
 }

@@ -26,10 +26,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::packed::{self, Packed};
+use crate::recording::RecordingReader;
 use skim::Skim;
 
 mod skim;
-use crate::recording::RecordingReader;
 
 /// How often an idle follower looks for new output.
 const POLL: Duration = Duration::from_millis(20);
@@ -373,10 +373,10 @@ impl State {
     }
 
     /// Parses `bytes`, skipping lines that scroll away unseen when that leaves the same
-    /// screen ([`drover_render::offscreen`]: a flood caught up at once costs its last lines, not its
-    /// megabytes). Should vt100 panic on them (a bug of its own), the screen starts
-    /// afresh from what the old one showed: every later snapshot would fail otherwise,
-    /// and each viewer would wait out the snapshot timeout for a stored screen.
+    /// screen ([`drover_render::offscreen`]: a flood caught up at once costs its last
+    /// lines, not its megabytes). Should vt100 panic on them (a bug of its own), the
+    /// screen starts afresh from what the old one showed: every later snapshot would fail
+    /// otherwise, and each viewer would wait out the snapshot timeout for a stored screen.
     fn process(&mut self, bytes: &[u8]) {
         self.guarded(|parser| {
             drover_render::offscreen::process(parser, bytes);
