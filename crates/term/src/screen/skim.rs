@@ -24,7 +24,7 @@ pub(super) struct Skim {
     reader: Option<RecordingReader>,
     /// The screen's rows as last seen with the lock held (None: packed).
     pub(super) rows: Option<u16>,
-    /// Output before this is not read ahead again: a piece read there was not plain lines.
+    /// Output before this is not read ahead again: a piece read there was not skipped.
     not_plain_until: u64,
 }
 
@@ -55,15 +55,12 @@ impl Skim {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let skipped = state.skim(from, end, rows, &plan, &shared.resizes);
         shared.parsed.store(state.parsed, Ordering::Release);
-        match skipped {
-            None => false,
-            Some(skipped) => {
-                if !skipped {
-                    self.not_plain_until = end;
-                }
-                true
-            }
+        // Not skipped (not scrolling the whole screen, a resize inside, parsing moved on):
+        // the rest of the piece is left to the small steps, not read ahead again each one.
+        if skipped != Some(true) {
+            self.not_plain_until = end;
         }
+        skipped.is_some()
     }
 }
 
@@ -149,6 +146,7 @@ mod tests {
         r.record(&bytes[SKIM_STEP / 2..], 2);
         assert!(!skim.step(&screen.shared, bytes.len() as u64), "not past the resize");
         assert_eq!(screen.shared.parsed.load(Ordering::Acquire), 0);
+        assert_eq!(skim.not_plain_until, SKIM_STEP as u64, "that piece is left to the small steps");
         // Past it, at the new size, it skims again.
         screen.shared.state.lock().unwrap().catch_up(SKIM_STEP as u64, &screen.shared.resizes, &screen.shared.parsed);
         skim.rows = Some(30);
