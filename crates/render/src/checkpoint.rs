@@ -42,25 +42,7 @@ impl ScreenModel {
     /// feeds is joined, invalid bytes read as U+FFFD). A flood's lines that scroll away
     /// unseen are not drawn where that leaves the same state ([`offscreen`]).
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.feed_skipping(bytes);
-    }
-
-    /// [`ScreenModel::feed`]; returns the bytes skipped.
-    pub(crate) fn feed_skipping(&mut self, bytes: &[u8]) -> usize {
-        let plan = if self.held.is_empty() { offscreen::plan(bytes, self.size.1, offscreen::MIN_SKIP) } else { None };
-        let Some(plan) = plan else {
-            self.feed_all(bytes);
-            return 0;
-        };
-        self.feed_all(plan.head);
-        if !self.scrolls_whole_screen() {
-            self.feed_all(&bytes[plan.head.len()..]);
-            return 0;
-        }
-        self.feed_all(b"\r");
-        self.feed_all(&plan.pens);
-        self.feed_all(plan.tail);
-        plan.skipped
+        offscreen::process(self, bytes);
     }
 
     /// Feeds every byte.
@@ -70,17 +52,6 @@ impl ScreenModel {
         let (text, tail) = decode_with_tail(&joined);
         self.held = tail.to_vec();
         self.term.feed(text.as_str());
-    }
-
-    /// Whether line feeds scroll the whole screen from where the model stands, tried on a
-    /// copy rebuilt from its dump ([`offscreen::Trial`]).
-    fn scrolls_whole_screen(&self) -> bool {
-        let (cols, rows) = self.size;
-        let Some(trial) = offscreen::Trial::new(rows, cols) else { return false };
-        let mut copy = ScreenModel::restore(cols, rows, &self.dump());
-        copy.feed_all(&trial.bytes());
-        let (col, row, _) = copy.cursor();
-        trial.scrolled_whole_screen((row, col), copy.lines().into_iter())
     }
 
     /// Resizes the terminal, as its window was.
@@ -116,6 +87,27 @@ impl ScreenModel {
     pub fn cursor(&self) -> (usize, usize, bool) {
         let c = self.term.cursor();
         (c.col, c.row, c.visible)
+    }
+}
+
+impl offscreen::Model for ScreenModel {
+    fn plan_rows(&self) -> Option<u16> {
+        self.held.is_empty().then_some(self.size.1)
+    }
+
+    fn parse(&mut self, bytes: &[u8]) {
+        self.feed_all(bytes);
+    }
+
+    /// The trial runs on a copy rebuilt from the model's dump, which carries its parser
+    /// state too.
+    fn scrolls_whole_screen(&mut self) -> bool {
+        let (cols, rows) = self.size;
+        let Some(trial) = offscreen::Trial::new(rows, cols) else { return false };
+        let mut copy = ScreenModel::restore(cols, rows, &self.dump());
+        copy.feed_all(&trial.bytes());
+        let (col, row, _) = copy.cursor();
+        trial.scrolled_whole_screen((row, col), copy.lines().into_iter())
     }
 }
 

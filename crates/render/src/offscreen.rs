@@ -10,10 +10,8 @@
 //! a piece of output; whether line feeds scroll the whole screen (no scroll region holding
 //! lines in place, the cursor not below one, no string being read that swallows text) is
 //! not something a model says, so it is tried on a copy of the screen with a [`Trial`].
-//! The shim's screens (vt100, [`process`]) and the server's checkpoints (avt,
-//! [`crate::checkpoint::ScreenModel::feed`]) both parse this way.
-//!
-//! Only for models that keep no scrollback: the lines skipped would be missing from it.
+//! The shim's screens (vt100) and the server's checkpoints (avt,
+//! [`crate::checkpoint::ScreenModel`]) both parse this way ([`Model`], [`process`]).
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -160,53 +158,72 @@ impl Trial {
     }
 }
 
-/// Parses `bytes` with `parser`, skipping the lines that scroll off the screen unseen when
+/// A terminal model a piece of output can be parsed into in part: the shim's vt100
+/// parser, the server's [`crate::checkpoint::ScreenModel`]. Neither may keep scrollback:
+/// the lines skipped would be missing from it.
+pub trait Model {
+    /// The rows to plan a piece for now; None when no piece can be planned (a model
+    /// holding half a letter parses the next piece whole).
+    fn plan_rows(&self) -> Option<u16>;
+    /// Parses every byte of `bytes`.
+    fn parse(&mut self, bytes: &[u8]);
+    /// Whether line feeds scroll the whole screen from where the model stands and lines
+    /// are drawn, tried with a [`Trial`]; the screen is left as it was.
+    fn scrolls_whole_screen(&mut self) -> bool;
+}
+
+/// Parses `bytes` into `model`, skipping the lines that scroll off the screen unseen when
 /// that gives the same result (see the module's comment). Returns the bytes skipped.
-///
-/// The parser must keep no scrollback (the shim's do not): skipped lines would be missing
-/// from it.
-pub fn process(parser: &mut vt100::Parser, bytes: &[u8]) -> usize {
-    let rows = parser.screen().size().0;
-    let Some(plan) = plan(bytes, rows, MIN_SKIP) else {
-        parser.process(bytes);
+pub fn process(model: &mut impl Model, bytes: &[u8]) -> usize {
+    let Some(plan) = model.plan_rows().and_then(|rows| plan(bytes, rows, MIN_SKIP)) else {
+        model.parse(bytes);
         return 0;
     };
-    if take_shortcut(parser, &plan) {
+    if take_shortcut(model, &plan) {
         return plan.skipped;
     }
-    parser.process(&bytes[plan.head.len()..]);
+    model.parse(&bytes[plan.head.len()..]);
     0
 }
 
 /// Parses `plan`'s head and then, if line feeds scroll the whole screen from there, a
 /// carriage return, its pens and its tail: true then. False when only the head was
 /// parsed; the rest of the piece is the caller's to parse.
-pub fn take_shortcut(parser: &mut vt100::Parser, plan: &Plan) -> bool {
-    parser.process(plan.head);
-    if !scrolls_whole_screen(parser) {
+pub fn take_shortcut(model: &mut impl Model, plan: &Plan) -> bool {
+    model.parse(plan.head);
+    if !model.scrolls_whole_screen() {
         return false;
     }
-    parser.process(b"\r");
-    parser.process(&plan.pens);
-    parser.process(plan.tail);
+    model.parse(b"\r");
+    model.parse(&plan.pens);
+    model.parse(plan.tail);
     true
 }
 
-/// Whether, from where the parser stands, line feeds scroll the whole screen and lines
-/// are drawn ([`Trial`]). The screen is put back as it was after; the parser's own state
-/// is left as the trial found it, for a trial leaves a parser in no sequence as it found
-/// it, and one inside a string (a title) only lengthens that string, which vt100 hands
-/// to callbacks the shim does not have.
-fn scrolls_whole_screen(parser: &mut vt100::Parser) -> bool {
-    let (rows, cols) = parser.screen().size();
-    let Some(trial) = Trial::new(rows, cols) else { return false };
-    let saved = parser.screen().clone();
-    parser.process(&trial.bytes());
-    let screen = parser.screen();
-    let (row, col) = screen.cursor_position();
-    let scrolled = trial.scrolled_whole_screen((usize::from(row), usize::from(col)), screen.rows(0, cols));
-    *parser.screen_mut() = saved;
-    scrolled
+impl Model for vt100::Parser {
+    fn plan_rows(&self) -> Option<u16> {
+        Some(self.screen().size().0)
+    }
+
+    fn parse(&mut self, bytes: &[u8]) {
+        self.process(bytes);
+    }
+
+    /// The trial runs on the parser itself and its screen is put back after. The
+    /// parser's own state is left as the trial found it: a trial leaves a parser in no
+    /// sequence as it found it, and one inside a string (a title) only lengthens that
+    /// string, which vt100 hands to callbacks the shim does not have.
+    fn scrolls_whole_screen(&mut self) -> bool {
+        let (rows, cols) = self.screen().size();
+        let Some(trial) = Trial::new(rows, cols) else { return false };
+        let saved = self.screen().clone();
+        self.process(&trial.bytes());
+        let screen = self.screen();
+        let (row, col) = screen.cursor_position();
+        let scrolled = trial.scrolled_whole_screen((usize::from(row), usize::from(col)), screen.rows(0, cols));
+        *self.screen_mut() = saved;
+        scrolled
+    }
 }
 
 #[cfg(test)]
